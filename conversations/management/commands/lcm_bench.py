@@ -1,0 +1,46 @@
+"""Run the benchmarks and print a table (the figures for docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import importlib
+
+from django.core.management.base import BaseCommand, CommandError
+
+from lcmsite.bench.core import BENCH_MODULES, REGISTRY, BenchContext, machine_line, render_table
+
+
+class Command(BaseCommand):
+    help = (
+        "Build synthetic conversations in the configured database and print a table of "
+        "measured figures (ingest, compaction, assembly, retrieval, integrity). The data "
+        "is written under a throw-away user 'lcm-bench'. Use a scratch database."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--only", action="append", default=[], help="Run only the named benchmark (repeatable). See --list.")
+        parser.add_argument("--list", action="store_true", help="List the benchmarks and exit.")
+        parser.add_argument("--scale", type=float, default=1.0, help="Multiply every data size by this factor (e.g. 0.1 for a quick run).")
+
+    def handle(self, *args, **options):
+        for module in BENCH_MODULES:
+            importlib.import_module(module)
+        if options["list"]:
+            for name in REGISTRY:
+                self.stdout.write(name)
+            return
+        unknown = [n for n in options["only"] if n not in REGISTRY]
+        if unknown:
+            raise CommandError(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(REGISTRY)}")
+        if options["scale"] <= 0:
+            raise CommandError("--scale must be positive")
+        ctx = BenchContext(scale=options["scale"])
+        rows = []
+        for name, fn in REGISTRY.items():
+            if options["only"] and name not in options["only"]:
+                continue
+            self.stderr.write(f"running {name} ...")
+            rows.extend(fn(ctx))
+        self.stdout.write(f"Machine: {machine_line()}\n")
+        self.stdout.write(render_table(rows))
+        for note in ctx.notes:
+            self.stdout.write(f"- {note}")

@@ -1,0 +1,101 @@
+"""Output shapes of the conversations API, and request shapes for the OpenAPI schema.
+
+Request bodies are validated by `conversations.inputs` (one path for API and service
+callers); the request serializers here document that contract in the schema.
+"""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from conversations.inputs import PART_FIELDS
+from conversations.models import ContextItem, Conversation, Message, MessagePart, PartType, Role
+
+
+class ConversationCreateSerializer(serializers.Serializer):
+    session_id = serializers.CharField(max_length=255)
+    title = serializers.CharField(required=False, allow_blank=True, default="")
+    token_budget = serializers.IntegerField(required=False, min_value=1, max_value=10_000_000)
+
+
+class SummaryCountsSerializer(serializers.Serializer):
+    leaf = serializers.IntegerField()
+    condensed = serializers.IntegerField()
+
+
+class ConversationSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+
+    class Meta:
+        model = Conversation
+        fields = ["id", "session_id", "title", "token_budget", "owner", "created_at", "updated_at"]
+
+
+class ConversationDetailSerializer(ConversationSerializer):
+    message_count = serializers.IntegerField()
+    context_item_count = serializers.IntegerField()
+    context_tokens = serializers.IntegerField()
+    summaries = SummaryCountsSerializer()
+
+    class Meta(ConversationSerializer.Meta):
+        fields = [*ConversationSerializer.Meta.fields, "message_count", "context_item_count", "context_tokens", "summaries"]
+
+
+class MessagePartSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = MessagePart
+        fields = ["part_type", "ordinal", *PART_FIELDS]
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        return {key: value for key, value in data.items() if value is not None}
+
+
+class MessageSerializer(serializers.ModelSerializer):
+    parts = MessagePartSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Message
+        fields = ["id", "seq", "role", "content", "token_count", "created_at", "external_id", "file_ids", "parts"]
+
+
+class MessagePartInputSerializer(serializers.Serializer):
+    part_type = serializers.ChoiceField(choices=PartType.choices)
+    ordinal = serializers.IntegerField(required=False, min_value=0, help_text="Assigned in order when omitted.")
+    text_content = serializers.CharField(required=False)
+    tool_call_id = serializers.CharField(required=False)
+    tool_name = serializers.CharField(required=False)
+    tool_status = serializers.CharField(required=False)
+    tool_input = serializers.JSONField(required=False)
+    tool_output = serializers.CharField(required=False)
+    tool_error = serializers.CharField(required=False)
+    metadata = serializers.DictField(required=False)
+
+
+class MessageInputSerializer(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Role.choices)
+    content = serializers.CharField(required=False, allow_blank=True, help_text="May be empty when parts are given.")
+    parts = MessagePartInputSerializer(many=True, required=False, help_text="Every column of the spec's message_parts table is accepted.")
+    external_id = serializers.CharField(required=False, max_length=255, help_text="Client id; re-sending it returns the stored message.")
+    created_at = serializers.DateTimeField(required=False)
+
+
+class MessageBatchInputSerializer(serializers.Serializer):
+    messages = MessageInputSerializer(many=True)
+
+
+class AppendedMessageSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    seq = serializers.IntegerField()
+    token_count = serializers.IntegerField()
+    created = serializers.BooleanField(help_text="False when the external_id was already stored.")
+
+
+class AppendedBatchSerializer(serializers.Serializer):
+    messages = AppendedMessageSerializer(many=True)
+
+
+class ContextItemSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ContextItem
+        fields = ["ordinal", "item_type", "message_id", "summary_id", "token_count"]

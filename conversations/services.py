@@ -1,0 +1,200 @@
+"""Writes to the canonical store. Every service owns its transaction.
+
+Appends serialize per conversation on the conversation row (SELECT ... FOR UPDATE on
+PostgreSQL; the IMMEDIATE write lock on SQLite), which is what makes `seq` and the
+context ordinal gap-free under concurrent writers. Nothing here updates or deletes a
+message, part, summary or lineage edge.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from conversations import bulk
+from conversations.inputs import MessageInput, render_parts_text
+from conversations.models import ContextItem, Conversation, ItemType, Message, MessagePart
+from conversations.tokens import estimate
+from lcmsite.api.errors import Conflict, InvalidInput, NotFound
+
+logger = logging.getLogger("lcm.ingest")
+
+# Called (on commit) with the conversation id after messages were appended; the
+# compaction app registers its scheduler here, so ingest does not import it.
+_after_append_hooks: list[Callable[[int], None]] = []
+
+
+def register_after_append(hook: Callable[[int], None]) -> None:
+    if hook not in _after_append_hooks:
+        _after_append_hooks.append(hook)
+
+
+@dataclass(frozen=True)
+class AppendedMessage:
+    message: Message
+    created: bool
+
+
+def conversation_create(
+    *, owner, session_id: str, title: str = "", token_budget: int | None = None
+) -> tuple[Conversation, bool]:
+    """Create a conversation, or return the owner's existing one with this session id."""
+    if not session_id or len(session_id) > 255:
+        raise InvalidInput("session_id must be 1 to 255 characters", extra={"field": "session_id"})
+    budget = token_budget if token_budget is not None else settings.LCM_DEFAULT_TOKEN_BUDGET
+    if budget <= 0:
+        raise InvalidInput("token_budget must be a positive integer", extra={"field": "token_budget"})
+    existing = Conversation.objects.filter(owner=owner, session_id=session_id).first()
+    if existing:
+        return existing, False
+    try:
+        with transaction.atomic():
+            return Conversation.objects.create(
+                owner=owner, session_id=session_id, title=title, token_budget=budget
+            ), True
+    except IntegrityError:  # a concurrent create of the same session won the race
+        return Conversation.objects.get(owner=owner, session_id=session_id), False
+
+
+def _message_text_and_tokens(item: MessageInput) -> tuple[str, int]:
+    if not item.parts:
+        return item.content, estimate(item.content)
+    rendered = render_parts_text(item.parts)
+    content = item.content if item.content.strip() else rendered
+    # Parts may carry more than the text (tool inputs and outputs): count what is larger.
+    return content, max(estimate(content), estimate(rendered))
+
+
+def messages_append(*, conversation_id: int, messages: Sequence[MessageInput]) -> list[AppendedMessage]:
+    """Append messages in order; re-sent external ids return the stored original.
+
+    All or nothing: either every new message, its parts and its context item are
+    written, or nothing is.
+    """
+    if not messages:
+        return []
+    prepared = [_message_text_and_tokens(item) for item in messages]
+    external_ids = [m.external_id for m in messages if m.external_id is not None]
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        conversation = (
+            Conversation.objects.select_for_update()
+            .only("id", "session_id", "last_seq", "last_context_ordinal")
+            .filter(pk=conversation_id)
+            .first()
+        )
+        if conversation is None:
+            raise NotFound(f"conversation {conversation_id} does not exist")
+        existing = (
+            {m.external_id: m for m in Message.objects.filter(conversation_id=conversation_id, external_id__in=external_ids)}
+            if external_ids
+            else {}
+        )
+        seq = conversation.last_seq
+        ordinal = conversation.last_context_ordinal
+        results: list[AppendedMessage] = []
+        new_rows: list[tuple[Message, MessageInput]] = []
+        for item, (content, tokens) in zip(messages, prepared, strict=True):
+            if item.external_id is not None and item.external_id in existing:
+                results.append(AppendedMessage(existing[item.external_id], created=False))
+                continue
+            seq += 1
+            message = Message(
+                conversation_id=conversation_id,
+                seq=seq,
+                role=item.role,
+                content=content,
+                token_count=tokens,
+                created_at=item.created_at or now,
+                external_id=item.external_id,
+            )
+            new_rows.append((message, item))
+            results.append(AppendedMessage(message, created=True))
+        if not new_rows:
+            return results
+        _insert_new_messages(conversation_id, conversation.session_id, new_rows, ordinal, now)
+        ordinal += len(new_rows)
+        Conversation.objects.filter(pk=conversation_id).update(
+            last_seq=seq, last_context_ordinal=ordinal, updated_at=now
+        )
+        for hook in _after_append_hooks:
+            transaction.on_commit(lambda hook=hook: hook(conversation_id))
+    logger.debug("appended %d message(s) to conversation %s", len(new_rows), conversation_id)
+    return results
+
+
+_MESSAGE_COLUMNS = ("conversation_id", "seq", "role", "content", "token_count", "created_at", "external_id", "file_ids")
+_PART_KEY_COLUMNS = ("message_id", "session_id", "part_type", "ordinal")
+_CONTEXT_COLUMNS = ("conversation_id", "ordinal", "item_type", "message_id", "token_count", "created_at")
+
+
+def _insert_new_messages(
+    conversation_id: int, session_id: str, new_rows: list[tuple[Message, MessageInput]], last_ordinal: int, now
+) -> None:
+    """Insert messages, their parts and their context items; sets each message's pk."""
+    messages = [m for m, _ in new_rows]
+    ids = bulk.allocate_ids(Message, len(messages))
+    columns = _MESSAGE_COLUMNS
+    if ids is not None:
+        for message, pk in zip(messages, ids, strict=True):
+            message.pk = pk
+        columns = ("id", *columns)
+    bulk.insert_rows(
+        Message,
+        columns,
+        (
+            ((m.pk,) if ids is not None else ())
+            + (conversation_id, m.seq, m.role, m.content, m.token_count, m.created_at, m.external_id, m.file_ids)
+            for m in messages
+        ),
+    )
+    if ids is None:  # the database assigned the keys: read them back by seq
+        by_seq = dict(
+            Message.objects.filter(
+                conversation_id=conversation_id, seq__range=(messages[0].seq, messages[-1].seq)
+            ).values_list("seq", "id")
+        )
+        for message in messages:
+            message.pk = by_seq[message.seq]
+
+    # Only the part columns this batch uses: the rest default to NULL.
+    used = sorted({name for _, item in new_rows for part in item.parts for name in part.columns})
+    part_rows = []
+    for message, item in new_rows:
+        next_free = max((p.ordinal for p in item.parts if p.ordinal is not None), default=-1) + 1
+        for part in item.parts:
+            part_ordinal = part.ordinal
+            if part_ordinal is None:
+                part_ordinal, next_free = next_free, next_free + 1
+            part_rows.append(
+                (message.pk, session_id, part.part_type, part_ordinal, *map(part.columns.get, used))
+            )
+    if part_rows:
+        bulk.insert_rows(MessagePart, (*_PART_KEY_COLUMNS, *used), part_rows)
+    bulk.insert_rows(
+        ContextItem,
+        _CONTEXT_COLUMNS,
+        (
+            (conversation_id, last_ordinal + i, ItemType.MESSAGE.value, m.pk, m.token_count, now)
+            for i, m in enumerate(messages, start=1)
+        ),
+    )
+
+
+def message_append(*, conversation_id: int, message: MessageInput) -> AppendedMessage:
+    return messages_append(conversation_id=conversation_id, messages=[message])[0]
+
+
+__all__ = [
+    "AppendedMessage",
+    "Conflict",
+    "conversation_create",
+    "message_append",
+    "messages_append",
+    "register_after_append",
+]

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class IntegrityConfig(AppConfig):
+    name = "integrity"
+    default_auto_field = "django.db.models.BigAutoField"

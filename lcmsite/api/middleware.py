@@ -1,0 +1,30 @@
+"""Refuse oversized request bodies before any of them is read (413, the one error shape)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from lcmsite.api.errors import json_error
+
+
+class RequestSizeLimitMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        limit = settings.LCM_MAX_REQUEST_BYTES
+        length = request.META.get("CONTENT_LENGTH")
+        if length:
+            try:
+                too_big = int(length) > limit
+            except ValueError:
+                return json_error(400, "malformed_request", "Content-Length is not a number")
+            if too_big:
+                return json_error(
+                    413,
+                    "payload_too_large",
+                    f"request body of {length} bytes is over the limit of {limit} bytes "
+                    "(LCM_MAX_REQUEST_BYTES)",
+                    {"limit": limit},
+                )
+        return self.get_response(request)

@@ -1,0 +1,201 @@
+"""Django settings, driven by environment variables (see lcmsite/config.py and the README)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import environ
+
+from lcmsite.config import load_lcm_settings
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+LCM = load_lcm_settings(os.environ)
+globals().update(LCM)  # every LCM_* value is a Django setting of the same name
+
+DATA_DIR = Path(LCM["LCM_DATA_DIR"])
+if not DATA_DIR.is_absolute():
+    DATA_DIR = (BASE_DIR / DATA_DIR).resolve()
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    if LCM["LCM_SECRET_KEY"]:
+        return LCM["LCM_SECRET_KEY"]
+    key_file = DATA_DIR / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = LCM["LCM_DEBUG"]
+ALLOWED_HOSTS = [h.strip() for h in LCM["LCM_ALLOWED_HOSTS"].split(",") if h.strip()]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_q",
+    "conversations",
+    "compaction",
+    "retrieval",
+    "integrity",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "lcmsite.api.middleware.RequestSizeLimitMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "lcmsite.urls"
+WSGI_APPLICATION = "lcmsite.wsgi.application"
+ASGI_APPLICATION = "lcmsite.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database --------------------------------------------------------------
+# LCM_DATABASE_URL, then DATABASE_URL, then SQLite under the data directory.
+_database_url = LCM["LCM_DATABASE_URL"] or os.environ.get("DATABASE_URL", "")
+if _database_url:
+    _db = env.db_url_config(_database_url)
+else:
+    _db = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(DATA_DIR / "lcm.sqlite3")}
+
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    _db.setdefault("OPTIONS", {}).update(
+        {
+            # IMMEDIATE: a writer takes the write lock at BEGIN, so two writers queue on the
+            # busy timeout instead of failing with "database is locked" on upgrade.
+            "transaction_mode": "IMMEDIATE",
+            "timeout": LCM["LCM_SQLITE_BUSY_TIMEOUT_MS"] / 1000,
+            "init_command": (
+                "PRAGMA journal_mode=WAL;"
+                "PRAGMA synchronous=NORMAL;"
+                f"PRAGMA busy_timeout={LCM['LCM_SQLITE_BUSY_TIMEOUT_MS']};"
+                "PRAGMA foreign_keys=ON;"
+            ),
+        }
+    )
+    # A file, not :memory:, so threads and the live server share one test database.
+    _db["TEST"] = {"NAME": os.environ.get("LCM_TEST_DB_NAME") or str(DATA_DIR / "test_lcm.sqlite3")}
+else:
+    _db.setdefault("CONN_MAX_AGE", 60)
+    _db["CONN_HEALTH_CHECKS"] = True
+    if os.environ.get("LCM_TEST_DB_NAME"):
+        _db["TEST"] = {"NAME": os.environ["LCM_TEST_DB_NAME"]}
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Background jobs (django-q2) -------------------------------------------
+Q_CLUSTER = {
+    "name": "lcm",
+    "workers": LCM["LCM_WORKERS"],
+    "timeout": LCM["LCM_COMPACTION_MAX_SECONDS"] + 60,
+    "retry": LCM["LCM_COMPACTION_MAX_SECONDS"] + 120,
+    "max_attempts": 3,
+    "save_limit": 1000,
+    "catch_up": False,
+    "label": "Background jobs",
+}
+if LCM["LCM_REDIS_URL"]:
+    Q_CLUSTER["redis"] = LCM["LCM_REDIS_URL"]
+else:
+    Q_CLUSTER["orm"] = "default"
+    Q_CLUSTER["poll"] = 0.5
+
+# --- Files -----------------------------------------------------------------
+MEDIA_ROOT = DATA_DIR / "files"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "large_files": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(DATA_DIR / "large-files")},
+    },
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+STATIC_URL = "/static/"
+STATIC_ROOT = DATA_DIR / "static"
+STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").is_dir() else []
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+# --- Auth and API ----------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+DATA_UPLOAD_MAX_MEMORY_SIZE = LCM["LCM_MAX_REQUEST_BYTES"]
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["lcmsite.api.parsers.StrictJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "lcmsite.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "LCM server API",
+    "DESCRIPTION": "Lossless Context Management: store every message, compact history into a "
+    "DAG of summaries, assemble a bounded context, and expand any summary back to its sources.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "lcm": {"handlers": ["console"], "level": LCM["LCM_LOG_LEVEL"], "propagate": False},
+        "django_q": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+    },
+}
