@@ -23,7 +23,11 @@ def _appended(result: services.AppendedMessage) -> dict:
 class ConversationListCreateApi(APIView):
     @extend_schema(
         operation_id="conversations_list",
-        parameters=[OpenApiParameter("session_id", str, description="Only the conversation with this session id.")],
+        parameters=[
+            OpenApiParameter(
+                "session_id", str, description="Only the conversation with this session id."
+            )
+        ],
         responses=serializers.ConversationSerializer(many=True),
     )
     def get(self, request):
@@ -32,18 +36,25 @@ class ConversationListCreateApi(APIView):
         ).select_related("owner")
         paginator = IdPagination()
         page = paginator.paginate_queryset(queryset, request, view=self)
-        return paginator.get_paginated_response(serializers.ConversationSerializer(page, many=True).data)
+        return paginator.get_paginated_response(
+            serializers.ConversationSerializer(page, many=True).data
+        )
 
     @extend_schema(
         operation_id="conversations_create",
         request=serializers.ConversationCreateSerializer,
-        responses={201: serializers.ConversationSerializer, 200: serializers.ConversationSerializer},
+        responses={
+            201: serializers.ConversationSerializer,
+            200: serializers.ConversationSerializer,
+        },
         description="Creates a conversation; an existing session_id of the same owner returns it with 200.",
     )
     def post(self, request):
         body = serializers.ConversationCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        conversation, created = services.conversation_create(owner=request.user, **body.validated_data)
+        conversation, created = services.conversation_create(
+            owner=request.user, **body.validated_data
+        )
         return Response(
             serializers.ConversationSerializer(conversation).data,
             status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
@@ -51,9 +62,13 @@ class ConversationListCreateApi(APIView):
 
 
 class ConversationDetailApi(APIView):
-    @extend_schema(operation_id="conversations_retrieve", responses=serializers.ConversationDetailSerializer)
+    @extend_schema(
+        operation_id="conversations_retrieve", responses=serializers.ConversationDetailSerializer
+    )
     def get(self, request, conversation_id: int):
-        conversation = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+        conversation = selectors.conversation_get_for_user(
+            user=request.user, conversation_id=conversation_id
+        )
         stats = selectors.conversation_stats(conversation=conversation)
         data = {**serializers.ConversationSerializer(conversation).data, **stats}
         return Response(data)
@@ -66,36 +81,50 @@ class MessageListCreateApi(APIView):
         responses=serializers.MessageSerializer(many=True),
     )
     def get(self, request, conversation_id: int):
-        conversation = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+        conversation = selectors.conversation_get_for_user(
+            user=request.user, conversation_id=conversation_id
+        )
         paginator = SequencePagination()
-        page = paginator.paginate_queryset(selectors.messages_of(conversation=conversation), request, view=self)
+        page = paginator.paginate_queryset(
+            selectors.messages_of(conversation=conversation), request, view=self
+        )
         return paginator.get_paginated_response(serializers.MessageSerializer(page, many=True).data)
 
     @extend_schema(
         operation_id="messages_append",
         request=PolymorphicProxySerializer(
             component_name="MessageAppendRequest",
-            serializers=[serializers.MessageInputSerializer, serializers.MessageBatchInputSerializer],
+            serializers=[
+                serializers.MessageInputSerializer,
+                serializers.MessageBatchInputSerializer,
+            ],
             resource_type_field_name=None,
         ),
         responses={
             201: PolymorphicProxySerializer(
                 component_name="MessageAppendResponse",
-                serializers=[serializers.AppendedMessageSerializer, serializers.AppendedBatchSerializer],
+                serializers=[
+                    serializers.AppendedMessageSerializer,
+                    serializers.AppendedBatchSerializer,
+                ],
                 resource_type_field_name=None,
             ),
             200: serializers.AppendedMessageSerializer,
         },
         description=(
-            "Appends one message, or a batch `{\"messages\": [...]}` of up to 1,000, all or nothing. "
+            'Appends one message, or a batch `{"messages": [...]}` of up to 1,000, all or nothing. '
             "A message whose external_id is already stored returns the original (200 for a single message)."
         ),
     )
     def post(self, request, conversation_id: int):
-        conversation = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+        conversation = selectors.conversation_get_for_user(
+            user=request.user, conversation_id=conversation_id
+        )
         if not isinstance(request.data, dict):
             raise InvalidInput("the body must be a JSON object")
-        inputs, is_batch = parse_message_payload(request.data, max_batch=settings.LCM_MAX_BATCH_MESSAGES)
+        inputs, is_batch = parse_message_payload(
+            request.data, max_batch=settings.LCM_MAX_BATCH_MESSAGES
+        )
         results = services.messages_append(conversation_id=conversation.pk, messages=inputs)
         any_created = any(r.created for r in results)
         code = status.HTTP_201_CREATED if any_created else status.HTTP_200_OK
@@ -111,7 +140,13 @@ class ContextItemListApi(APIView):
         responses=serializers.ContextItemSerializer(many=True),
     )
     def get(self, request, conversation_id: int):
-        conversation = selectors.conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+        conversation = selectors.conversation_get_for_user(
+            user=request.user, conversation_id=conversation_id
+        )
         paginator = OrdinalPagination()
-        page = paginator.paginate_queryset(selectors.context_items_of(conversation=conversation), request, view=self)
-        return paginator.get_paginated_response(serializers.ContextItemSerializer(page, many=True).data)
+        page = paginator.paginate_queryset(
+            selectors.context_items_of(conversation=conversation), request, view=self
+        )
+        return paginator.get_paginated_response(
+            serializers.ContextItemSerializer(page, many=True).data
+        )

@@ -15,11 +15,12 @@ from conversations.inputs import parse_message
 from conversations.services import conversation_create, messages_append
 from lcmsite.bench.core import BenchContext, BenchRow, Timer, benchmark, p50, percentile
 
-WORDS = (
+_SENTENCE = (
     "the cache layer returns stale entries after deploy so we added a version key to "
     "every lookup and measured the hit rate again while the tests for src/cache/store.py "
     "kept failing on CI with TimeoutError in test_expiry because the clock was mocked"
-).split()
+)
+WORDS = _SENTENCE.split(" ")
 
 
 def bench_user():
@@ -31,20 +32,35 @@ def synthetic_payload(i: int, words: int = 40) -> dict:
     """An agent-style message: alternating user text and assistant text + tool call."""
     text = " ".join(WORDS[(i * 7 + k) % len(WORDS)] for k in range(words)) + f" #{i}"
     if i % 2 == 0:
-        return {"role": "user", "content": text, "parts": [
+        return {
+            "role": "user",
+            "content": text,
+            "parts": [
+                {"part_type": "text", "text_content": text},
+                {"part_type": "step_start"},
+            ],
+        }
+    return {
+        "role": "assistant",
+        "content": text,
+        "parts": [
             {"part_type": "text", "text_content": text},
-            {"part_type": "step_start"},
-        ]}
-    return {"role": "assistant", "content": text, "parts": [
-        {"part_type": "text", "text_content": text},
-        {"part_type": "tool", "tool_name": "bash", "tool_call_id": f"call_{i}",
-         "tool_input": {"command": f"pytest -k test_{i}"}, "tool_status": "completed",
-         "tool_output": "1 passed"},
-    ]}
+            {
+                "part_type": "tool",
+                "tool_name": "bash",
+                "tool_call_id": f"call_{i}",
+                "tool_input": {"command": f"pytest -k test_{i}"},
+                "tool_status": "completed",
+                "tool_output": "1 passed",
+            },
+        ],
+    }
 
 
 def new_conversation(label: str):
-    conversation, _ = conversation_create(owner=bench_user(), session_id=f"bench-{label}-{uuid.uuid4().hex[:8]}")
+    conversation, _ = conversation_create(
+        owner=bench_user(), session_id=f"bench-{label}-{uuid.uuid4().hex[:8]}"
+    )
     return conversation
 
 
@@ -61,16 +77,30 @@ def ingest(ctx: BenchContext) -> list[BenchRow]:
         total += t.seconds
     rate = batches * batch_size / total
     target = "≥ 5,000 msg/s" if connection.vendor == "postgresql" else "≥ 2,000 msg/s"
-    rows.append(BenchRow(f"ingest, service batches of 1,000 (2 parts each), {connection.vendor}",
-                         rate, "msg/s", target, f"{batches * batch_size:,} messages"))
+    rows.append(
+        BenchRow(
+            f"ingest, service batches of 1,000 (2 parts each), {connection.vendor}",
+            rate,
+            "msg/s",
+            target,
+            f"{batches * batch_size:,} messages",
+        )
+    )
 
     conversation = new_conversation("single")
     singles = ctx.n(500)
     with Timer() as t:
         for i in range(singles):
             messages_append(conversation_id=conversation.pk, messages=[payloads[i % batch_size]])
-    rows.append(BenchRow("ingest, service, one message per call", singles / t.seconds, "msg/s", "",
-                         f"{singles:,} calls"))
+    rows.append(
+        BenchRow(
+            "ingest, service, one message per call",
+            singles / t.seconds,
+            "msg/s",
+            "",
+            f"{singles:,} calls",
+        )
+    )
 
     user = bench_user()
     token, _ = Token.objects.get_or_create(user=user)
@@ -84,6 +114,13 @@ def ingest(ctx: BenchContext) -> list[BenchRow]:
         response = client.post(url, body, content_type="application/json")
         samples.append((time.perf_counter() - start) * 1000)
         assert response.status_code == 201, response.content
-    rows.append(BenchRow("ingest, one message through the API (in-process client), p50", p50(samples), "ms",
-                         "< 15 ms", f"p95 {percentile(samples, 0.95):.1f} ms, {len(samples)} requests"))
+    rows.append(
+        BenchRow(
+            "ingest, one message through the API (in-process client), p50",
+            p50(samples),
+            "ms",
+            "< 15 ms",
+            f"p95 {percentile(samples, 0.95):.1f} ms, {len(samples)} requests",
+        )
+    )
     return rows

@@ -28,7 +28,14 @@ def _sqlite_adapters(model: type[models.Model], columns: Sequence[str]) -> list[
         if isinstance(field, models.DateTimeField):
             adapters.append((i, connection.ops.adapt_datetimefield_value))
         elif isinstance(field, models.DecimalField):
-            adapters.append((i, lambda v, f=field: connection.ops.adapt_decimalfield_value(v, f.max_digits, f.decimal_places)))
+            adapters.append(
+                (
+                    i,
+                    lambda v, f=field: connection.ops.adapt_decimalfield_value(
+                        v, f.max_digits, f.decimal_places
+                    ),
+                )
+            )
     return adapters
 
 
@@ -39,19 +46,25 @@ def allocate_ids(model: type[models.Model], count: int) -> list[int] | None:
     table = model._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)", [table, count]
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+            [table, count],
         )
         return [row[0] for row in cursor.fetchall()]
 
 
-def insert_rows(model: type[models.Model], columns: Sequence[str], rows: Iterable[Sequence]) -> None:
+def insert_rows(
+    model: type[models.Model], columns: Sequence[str], rows: Iterable[Sequence]
+) -> None:
     table = model._meta.db_table
     json_at = [i for i, c in enumerate(columns) if c in _json_columns(model)]
     if connection.vendor == "postgresql":
         from psycopg.types.json import Jsonb
 
         column_list = ", ".join(columns)
-        with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({column_list}) FROM STDIN") as copy:
+        with (
+            connection.cursor() as cursor,
+            cursor.cursor.copy(f"COPY {table} ({column_list}) FROM STDIN") as copy,
+        ):
             for row in rows:
                 if json_at:
                     row = list(row)
@@ -74,4 +87,6 @@ def insert_rows(model: type[models.Model], columns: Sequence[str], rows: Iterabl
                     row[i] = adapt(row[i])
         prepared.append(row)
     with connection.cursor() as cursor:
-        cursor.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})", prepared)
+        cursor.executemany(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})", prepared
+        )

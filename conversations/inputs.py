@@ -101,7 +101,9 @@ def _check_type(value: Any, kind: str, limit: int | None) -> str | None:
             Decimal(str(value))
         except InvalidOperation:
             return "must be a number"
-    elif kind == _STR_LIST and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+    elif kind == _STR_LIST and not (
+        isinstance(value, list) and all(isinstance(v, str) for v in value)
+    ):
         return "must be a list of strings"
     elif kind == _OBJ and not isinstance(value, dict):
         return "must be an object"
@@ -116,10 +118,13 @@ def parse_part(raw: Any, index: int | None, part_index: int) -> PartInput:
     if part_type not in PartType.values:
         raise _fail(
             f"{where}.part_type {part_type!r} is not one of: {', '.join(PartType.values)}",
-            index, f"{where}.part_type",
+            index,
+            f"{where}.part_type",
         )
     ordinal = raw.get("ordinal")
-    if ordinal is not None and (isinstance(ordinal, bool) or not isinstance(ordinal, int) or ordinal < 0):
+    if ordinal is not None and (
+        isinstance(ordinal, bool) or not isinstance(ordinal, int) or ordinal < 0
+    ):
         raise _fail(f"{where}.ordinal must be a non-negative integer", index, f"{where}.ordinal")
     columns: dict[str, Any] = {}
     for name, value in raw.items():
@@ -175,14 +180,18 @@ def parse_message(raw: Any, index: int | None = None) -> MessageInput:
         if parsed is None or parsed.tzinfo is None:
             raise _fail("created_at must be an ISO 8601 time with a time zone", index, "created_at")
         created_at = parsed
-    return MessageInput(role=role, content=content, parts=parts, external_id=external_id, created_at=created_at)
+    return MessageInput(
+        role=role, content=content, parts=parts, external_id=external_id, created_at=created_at
+    )
 
 
 def parse_message_payload(payload: Any, *, max_batch: int) -> tuple[list[MessageInput], bool]:
     """Parse one message or `{"messages": [...]}`; returns (inputs, is_batch)."""
     if isinstance(payload, dict) and "messages" in payload:
         if set(payload) != {"messages"}:
-            raise InvalidInput("a batch body has only the key 'messages'", extra={"field": "messages"})
+            raise InvalidInput(
+                "a batch body has only the key 'messages'", extra={"field": "messages"}
+            )
         batch = payload["messages"]
         if not isinstance(batch, list) or not batch:
             raise InvalidInput("messages must be a non-empty list", extra={"field": "messages"})
@@ -199,7 +208,8 @@ def parse_message_payload(payload: Any, *, max_batch: int) -> tuple[list[Message
             if item.external_id in seen:
                 raise _fail(
                     f"external_id {item.external_id!r} repeats messages[{seen[item.external_id]}]",
-                    index, "external_id",
+                    index,
+                    "external_id",
                 )
             seen[item.external_id] = index
         return inputs, True
@@ -225,7 +235,9 @@ def render_parts_text(parts: tuple[PartInput, ...]) -> str:
         elif part.part_type == PartType.PATCH:
             lines.append("[patch " + ", ".join(c.get("patch_files") or []) + "]")
         elif part.part_type == PartType.FILE:
-            lines.append(f"[file {c.get('file_name') or ''} {c.get('file_mime') or ''}]".replace("  ", " "))
+            lines.append(
+                f"[file {c.get('file_name') or ''} {c.get('file_mime') or ''}]".replace("  ", " ")
+            )
             if c.get("text_content"):
                 lines.append(c["text_content"])
         elif part.part_type == PartType.REASONING:

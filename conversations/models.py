@@ -64,7 +64,9 @@ def _in(field: str, choices: type[models.TextChoices]) -> Q:
 
 
 class Conversation(models.Model):
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="conversations")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="conversations"
+    )
     session_id = models.CharField(max_length=255)
     title = models.TextField(blank=True, default="")
     token_budget = models.PositiveIntegerField()
@@ -76,9 +78,15 @@ class Conversation(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["owner", "session_id"], name="conversation_owner_session_unique"),
-            models.CheckConstraint(condition=Q(token_budget__gt=0), name="conversation_budget_positive"),
-            models.CheckConstraint(condition=Q(last_seq__gte=0), name="conversation_last_seq_nonnegative"),
+            models.UniqueConstraint(
+                fields=["owner", "session_id"], name="conversation_owner_session_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(token_budget__gt=0), name="conversation_budget_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(last_seq__gte=0), name="conversation_last_seq_nonnegative"
+            ),
         ]
         indexes = [models.Index(fields=["owner", "-updated_at"], name="conversation_owner_recent")]
 
@@ -88,7 +96,9 @@ class Conversation(models.Model):
 
 class Message(models.Model):
     # db_index=False: the unique (conversation, seq) index already serves conversation lookups.
-    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="messages", db_index=False)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="messages", db_index=False
+    )
     seq = models.BigIntegerField()
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.TextField()
@@ -100,7 +110,9 @@ class Message(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["conversation", "seq"], name="message_conversation_seq_unique"),
+            models.UniqueConstraint(
+                fields=["conversation", "seq"], name="message_conversation_seq_unique"
+            ),
             models.UniqueConstraint(
                 fields=["conversation", "external_id"],
                 condition=Q(external_id__isnull=False),
@@ -117,7 +129,9 @@ class Message(models.Model):
 class MessagePart(models.Model):
     """A typed content block of a message; columns follow the spec's message_parts table."""
 
-    message = models.ForeignKey(Message, on_delete=models.PROTECT, related_name="parts", db_index=False)
+    message = models.ForeignKey(
+        Message, on_delete=models.PROTECT, related_name="parts", db_index=False
+    )
     session_id = models.CharField(max_length=255)
     part_type = models.CharField(max_length=16, choices=PartType.choices)
     ordinal = models.PositiveIntegerField()
@@ -149,7 +163,9 @@ class MessagePart(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["message", "ordinal"], name="part_message_ordinal_unique"),
+            models.UniqueConstraint(
+                fields=["message", "ordinal"], name="part_message_ordinal_unique"
+            ),
             models.CheckConstraint(condition=_in("part_type", PartType), name="part_type_valid"),
         ]
         indexes = [models.Index(fields=["part_type"], name="part_type_idx")]
@@ -160,15 +176,21 @@ class MessagePart(models.Model):
 
 class Summary(models.Model):
     id = models.CharField(primary_key=True, max_length=32)  # sum_ + 16 hex
-    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="summaries")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="summaries"
+    )
     kind = models.CharField(max_length=16, choices=SummaryKind.choices)
     depth = models.PositiveSmallIntegerField()
-    level = models.CharField(max_length=16, choices=SummaryLevel.choices, default=SummaryLevel.NORMAL)
+    level = models.CharField(
+        max_length=16, choices=SummaryLevel.choices, default=SummaryLevel.NORMAL
+    )
     content = models.TextField()
     token_count = models.PositiveIntegerField()
     earliest_at = models.DateTimeField()
     latest_at = models.DateTimeField()
-    descendant_count = models.PositiveIntegerField(default=0)  # summaries below this one, transitively
+    descendant_count = models.PositiveIntegerField(
+        default=0
+    )  # summaries below this one, transitively
     descendant_token_count = models.PositiveBigIntegerField(default=0)  # raw message tokens below
     source_token_count = models.PositiveBigIntegerField(default=0)  # tokens of the direct sources
     model = models.CharField(max_length=255, blank=True, default="")
@@ -179,12 +201,18 @@ class Summary(models.Model):
         verbose_name_plural = "summaries"
         constraints = [
             models.CheckConstraint(condition=_in("kind", SummaryKind), name="summary_kind_valid"),
-            models.CheckConstraint(condition=_in("level", SummaryLevel), name="summary_level_valid"),
             models.CheckConstraint(
-                condition=Q(kind=SummaryKind.LEAF, depth=0) | Q(kind=SummaryKind.CONDENSED, depth__gte=1),
+                condition=_in("level", SummaryLevel), name="summary_level_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind=SummaryKind.LEAF, depth=0)
+                | Q(kind=SummaryKind.CONDENSED, depth__gte=1),
                 name="summary_kind_matches_depth",
             ),
-            models.CheckConstraint(condition=Q(earliest_at__lte=models.F("latest_at")), name="summary_time_range_ordered"),
+            models.CheckConstraint(
+                condition=Q(earliest_at__lte=models.F("latest_at")),
+                name="summary_time_range_ordered",
+            ),
             models.CheckConstraint(condition=Q(id__startswith="sum_"), name="summary_id_prefixed"),
         ]
         indexes = [
@@ -199,7 +227,9 @@ class Summary(models.Model):
 class SummaryMessage(models.Model):
     """Ordered edge: a leaf summary and one of its source messages."""
 
-    summary = models.ForeignKey(Summary, on_delete=models.PROTECT, related_name="message_links", db_index=False)
+    summary = models.ForeignKey(
+        Summary, on_delete=models.PROTECT, related_name="message_links", db_index=False
+    )
     message = models.ForeignKey(Message, on_delete=models.PROTECT, related_name="summary_links")
     conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="+")
     ordinal = models.PositiveIntegerField()
@@ -207,8 +237,13 @@ class SummaryMessage(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["summary", "message"], name="summary_message_unique"),
-            models.UniqueConstraint(fields=["summary", "ordinal"], name="summary_message_ordinal_unique"),
+            models.UniqueConstraint(
+                fields=["summary", "ordinal"], name="summary_message_ordinal_unique"
+            ),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.summary_id} <- message {self.message_id}"
 
 
 class SummaryParent(models.Model):
@@ -218,17 +253,30 @@ class SummaryParent(models.Model):
     rendered as <parents> in the assembled XML), so `parent_summary` is a source.
     """
 
-    summary = models.ForeignKey(Summary, on_delete=models.PROTECT, related_name="parent_links", db_index=False)
-    parent_summary = models.ForeignKey(Summary, on_delete=models.PROTECT, related_name="child_links")
+    summary = models.ForeignKey(
+        Summary, on_delete=models.PROTECT, related_name="parent_links", db_index=False
+    )
+    parent_summary = models.ForeignKey(
+        Summary, on_delete=models.PROTECT, related_name="child_links"
+    )
     conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="+")
     ordinal = models.PositiveIntegerField()
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["summary", "parent_summary"], name="summary_parent_unique"),
-            models.UniqueConstraint(fields=["summary", "ordinal"], name="summary_parent_ordinal_unique"),
-            models.CheckConstraint(condition=~Q(summary=models.F("parent_summary")), name="summary_parent_no_self_edge"),
+            models.UniqueConstraint(
+                fields=["summary", "parent_summary"], name="summary_parent_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["summary", "ordinal"], name="summary_parent_ordinal_unique"
+            ),
+            models.CheckConstraint(
+                condition=~Q(summary=models.F("parent_summary")), name="summary_parent_no_self_edge"
+            ),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.summary_id} <- {self.parent_summary_id}"
 
 
 class ContextItem(models.Model):
@@ -238,18 +286,28 @@ class ContextItem(models.Model):
     pressure is one SUM over this table.
     """
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="context_items", db_index=False)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="context_items", db_index=False
+    )
     ordinal = models.BigIntegerField()
     item_type = models.CharField(max_length=16, choices=ItemType.choices)
-    message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
-    summary = models.ForeignKey(Summary, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    summary = models.ForeignKey(
+        Summary, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     token_count = models.PositiveIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["conversation", "ordinal"], name="context_item_ordinal_unique"),
-            models.CheckConstraint(condition=_in("item_type", ItemType), name="context_item_type_valid"),
+            models.UniqueConstraint(
+                fields=["conversation", "ordinal"], name="context_item_ordinal_unique"
+            ),
+            models.CheckConstraint(
+                condition=_in("item_type", ItemType), name="context_item_type_valid"
+            ),
             models.CheckConstraint(
                 condition=(
                     Q(item_type=ItemType.MESSAGE, message__isnull=False, summary__isnull=True)
@@ -259,12 +317,17 @@ class ContextItem(models.Model):
             ),
         ]
 
+    def __str__(self) -> str:
+        return f"#{self.ordinal} {self.item_type} {self.message_id or self.summary_id}"
+
 
 class LargeFile(models.Model):
     """A file block too large for the context, stored aside and referenced by id."""
 
     id = models.CharField(primary_key=True, max_length=32)  # file_ + 16 hex
-    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="large_files")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="large_files"
+    )
     file_name = models.TextField(blank=True, default="")
     mime_type = models.CharField(max_length=255, blank=True, default="")
     byte_size = models.PositiveBigIntegerField()
@@ -273,15 +336,23 @@ class LargeFile(models.Model):
     sha256 = models.CharField(max_length=64)
     storage_key = models.TextField()
     exploration_summary = models.TextField(blank=True, default="")
-    tool_name = models.CharField(max_length=255, blank=True, default="")  # set for intercepted tool output
+    tool_name = models.CharField(
+        max_length=255, blank=True, default=""
+    )  # set for intercepted tool output
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["conversation", "sha256"], name="large_file_content_unique"),
-            models.CheckConstraint(condition=Q(id__startswith="file_"), name="large_file_id_prefixed"),
+            models.UniqueConstraint(
+                fields=["conversation", "sha256"], name="large_file_content_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(id__startswith="file_"), name="large_file_id_prefixed"
+            ),
         ]
-        indexes = [models.Index(fields=["conversation", "created_at"], name="large_file_conv_created")]
+        indexes = [
+            models.Index(fields=["conversation", "created_at"], name="large_file_conv_created")
+        ]
 
     def __str__(self) -> str:
         return self.id

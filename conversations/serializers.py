@@ -38,7 +38,13 @@ class ConversationDetailSerializer(ConversationSerializer):
     summaries = SummaryCountsSerializer()
 
     class Meta(ConversationSerializer.Meta):
-        fields = [*ConversationSerializer.Meta.fields, "message_count", "context_item_count", "context_tokens", "summaries"]
+        fields = [
+            *ConversationSerializer.Meta.fields,
+            "message_count",
+            "context_item_count",
+            "context_tokens",
+            "summaries",
+        ]
 
 
 class MessagePartSerializer(serializers.ModelSerializer):
@@ -56,12 +62,24 @@ class MessageSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Message
-        fields = ["id", "seq", "role", "content", "token_count", "created_at", "external_id", "file_ids", "parts"]
+        fields = [
+            "id",
+            "seq",
+            "role",
+            "content",
+            "token_count",
+            "created_at",
+            "external_id",
+            "file_ids",
+            "parts",
+        ]
 
 
 class MessagePartInputSerializer(serializers.Serializer):
     part_type = serializers.ChoiceField(choices=PartType.choices)
-    ordinal = serializers.IntegerField(required=False, min_value=0, help_text="Assigned in order when omitted.")
+    ordinal = serializers.IntegerField(
+        required=False, min_value=0, help_text="Assigned in order when omitted."
+    )
     text_content = serializers.CharField(required=False)
     tool_call_id = serializers.CharField(required=False)
     tool_name = serializers.CharField(required=False)
@@ -74,9 +92,19 @@ class MessagePartInputSerializer(serializers.Serializer):
 
 class MessageInputSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=Role.choices)
-    content = serializers.CharField(required=False, allow_blank=True, help_text="May be empty when parts are given.")
-    parts = MessagePartInputSerializer(many=True, required=False, help_text="Every column of the spec's message_parts table is accepted.")
-    external_id = serializers.CharField(required=False, max_length=255, help_text="Client id; re-sending it returns the stored message.")
+    content = serializers.CharField(
+        required=False, allow_blank=True, help_text="May be empty when parts are given."
+    )
+    parts = MessagePartInputSerializer(
+        many=True,
+        required=False,
+        help_text="Every column of the spec's message_parts table is accepted.",
+    )
+    external_id = serializers.CharField(
+        required=False,
+        max_length=255,
+        help_text="Client id; re-sending it returns the stored message.",
+    )
     created_at = serializers.DateTimeField(required=False)
 
 

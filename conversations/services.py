@@ -48,7 +48,9 @@ def conversation_create(
         raise InvalidInput("session_id must be 1 to 255 characters", extra={"field": "session_id"})
     budget = token_budget if token_budget is not None else settings.LCM_DEFAULT_TOKEN_BUDGET
     if budget <= 0:
-        raise InvalidInput("token_budget must be a positive integer", extra={"field": "token_budget"})
+        raise InvalidInput(
+            "token_budget must be a positive integer", extra={"field": "token_budget"}
+        )
     existing = Conversation.objects.filter(owner=owner, session_id=session_id).first()
     if existing:
         return existing, False
@@ -70,7 +72,9 @@ def _message_text_and_tokens(item: MessageInput) -> tuple[str, int]:
     return content, max(estimate(content), estimate(rendered))
 
 
-def messages_append(*, conversation_id: int, messages: Sequence[MessageInput]) -> list[AppendedMessage]:
+def messages_append(
+    *, conversation_id: int, messages: Sequence[MessageInput]
+) -> list[AppendedMessage]:
     """Append messages in order; re-sent external ids return the stored original.
 
     All or nothing: either every new message, its parts and its context item are
@@ -91,7 +95,12 @@ def messages_append(*, conversation_id: int, messages: Sequence[MessageInput]) -
         if conversation is None:
             raise NotFound(f"conversation {conversation_id} does not exist")
         existing = (
-            {m.external_id: m for m in Message.objects.filter(conversation_id=conversation_id, external_id__in=external_ids)}
+            {
+                m.external_id: m
+                for m in Message.objects.filter(
+                    conversation_id=conversation_id, external_id__in=external_ids
+                )
+            }
             if external_ids
             else {}
         )
@@ -128,13 +137,51 @@ def messages_append(*, conversation_id: int, messages: Sequence[MessageInput]) -
     return results
 
 
-_MESSAGE_COLUMNS = ("conversation_id", "seq", "role", "content", "token_count", "created_at", "external_id", "file_ids")
+_MESSAGE_COLUMNS = (
+    "conversation_id",
+    "seq",
+    "role",
+    "content",
+    "token_count",
+    "created_at",
+    "external_id",
+    "file_ids",
+)
 _PART_KEY_COLUMNS = ("message_id", "session_id", "part_type", "ordinal")
-_CONTEXT_COLUMNS = ("conversation_id", "ordinal", "item_type", "message_id", "token_count", "created_at")
+_CONTEXT_COLUMNS = (
+    "conversation_id",
+    "ordinal",
+    "item_type",
+    "message_id",
+    "token_count",
+    "created_at",
+)
+
+
+def _part_ordinals(item: MessageInput) -> list[int]:
+    """An omitted ordinal follows the previous part's (0 for the first), skipping ordinals
+    that other parts of the message state explicitly, so list order is kept."""
+    taken = {p.ordinal for p in item.parts if p.ordinal is not None}
+    ordinals, previous = [], -1
+    for part in item.parts:
+        if part.ordinal is None:
+            candidate = previous + 1
+            while candidate in taken:
+                candidate += 1
+            taken.add(candidate)
+            previous = candidate
+        else:
+            previous = part.ordinal
+        ordinals.append(previous)
+    return ordinals
 
 
 def _insert_new_messages(
-    conversation_id: int, session_id: str, new_rows: list[tuple[Message, MessageInput]], last_ordinal: int, now
+    conversation_id: int,
+    session_id: str,
+    new_rows: list[tuple[Message, MessageInput]],
+    last_ordinal: int,
+    now,
 ) -> None:
     """Insert messages, their parts and their context items; sets each message's pk."""
     messages = [m for m, _ in new_rows]
@@ -149,7 +196,16 @@ def _insert_new_messages(
         columns,
         (
             ((m.pk,) if ids is not None else ())
-            + (conversation_id, m.seq, m.role, m.content, m.token_count, m.created_at, m.external_id, m.file_ids)
+            + (
+                conversation_id,
+                m.seq,
+                m.role,
+                m.content,
+                m.token_count,
+                m.created_at,
+                m.external_id,
+                m.file_ids,
+            )
             for m in messages
         ),
     )
@@ -166,11 +222,7 @@ def _insert_new_messages(
     used = sorted({name for _, item in new_rows for part in item.parts for name in part.columns})
     part_rows = []
     for message, item in new_rows:
-        next_free = max((p.ordinal for p in item.parts if p.ordinal is not None), default=-1) + 1
-        for part in item.parts:
-            part_ordinal = part.ordinal
-            if part_ordinal is None:
-                part_ordinal, next_free = next_free, next_free + 1
+        for part, part_ordinal in zip(item.parts, _part_ordinals(item), strict=True):
             part_rows.append(
                 (message.pk, session_id, part.part_type, part_ordinal, *map(part.columns.get, used))
             )

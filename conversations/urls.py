@@ -4,7 +4,19 @@ from conversations import apis
 
 urlpatterns = [
     path("conversations/", apis.ConversationListCreateApi.as_view(), name="conversation-list"),
-    path("conversations/<int:conversation_id>/", apis.ConversationDetailApi.as_view(), name="conversation-detail"),
-    path("conversations/<int:conversation_id>/messages/", apis.MessageListCreateApi.as_view(), name="message-list"),
-    path("conversations/<int:conversation_id>/context-items/", apis.ContextItemListApi.as_view(), name="context-item-list"),
+    path(
+        "conversations/<int:conversation_id>/",
+        apis.ConversationDetailApi.as_view(),
+        name="conversation-detail",
+    ),
+    path(
+        "conversations/<int:conversation_id>/messages/",
+        apis.MessageListCreateApi.as_view(),
+        name="message-list",
+    ),
+    path(
+        "conversations/<int:conversation_id>/context-items/",
+        apis.ContextItemListApi.as_view(),
+        name="context-item-list",
+    ),
 ]

@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "compaction",
     "retrieval",
     "integrity",
+    "explorer",
 ]
 
 MIDDLEWARE = [

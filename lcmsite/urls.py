@@ -3,9 +3,13 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from lcmsite.api.views import api_not_found
+from lcmsite.metrics import metrics_view
 
 api_v1 = [
     path("", include("conversations.urls")),
+    path("", include("compaction.urls")),
+    path("", include("retrieval.urls")),
+    path("", include("integrity.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("<path:unknown>", api_not_found),
@@ -14,4 +18,6 @@ api_v1 = [
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
+    path("metrics", metrics_view, name="metrics"),
+    path("", include("explorer.urls")),
 ]

@@ -15,8 +15,13 @@ class SearchBackend(Protocol):
     vendor: str
 
     def match_ids(
-        self, table: Table, query: str, *, mode: Mode,
-        conversation_ids: Sequence[int] | None = None, limit: int = 50,
+        self,
+        table: Table,
+        query: str,
+        *,
+        mode: Mode,
+        conversation_ids: Sequence[int] | None = None,
+        limit: int = 50,
     ) -> list: ...
 
 

@@ -23,7 +23,9 @@ class LcmError(Exception):
     status = 400
     code = "invalid"
 
-    def __init__(self, message: str, *, code: str | None = None, extra: dict[str, Any] | None = None):
+    def __init__(
+        self, message: str, *, code: str | None = None, extra: dict[str, Any] | None = None
+    ):
         super().__init__(message)
         self.message = message
         if code:
@@ -50,8 +52,14 @@ class Conflict(LcmError):
     status = 409
     code = "conflict"
 
-    def __init__(self, message: str, *, retry_after: float = 1.0, code: str | None = None,
-                 extra: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float = 1.0,
+        code: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ):
         super().__init__(message, code=code, extra={"retry_after": retry_after, **(extra or {})})
         self.retry_after = retry_after
 
@@ -137,6 +145,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return Response(error_body("server_error", "internal server error"), status=500)
 
 
-def json_error(status: int, code: str, message: str, extra: dict[str, Any] | None = None) -> JsonResponse:
+def json_error(
+    status: int, code: str, message: str, extra: dict[str, Any] | None = None
+) -> JsonResponse:
     """For code outside DRF views (middleware, handler404/500)."""
     return JsonResponse(error_body(code, message, extra), status=status)

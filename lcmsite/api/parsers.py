@@ -26,7 +26,9 @@ def find_unstorable_text(value: Any, path: str = "$") -> str | None:
         return None
     if isinstance(value, dict):
         for key, item in value.items():
-            problem = find_unstorable_text(key, f"{path} key") or find_unstorable_text(item, f"{path}.{key}")
+            problem = find_unstorable_text(key, f"{path} key") or find_unstorable_text(
+                item, f"{path}.{key}"
+            )
             if problem:
                 return problem
     elif isinstance(value, list):

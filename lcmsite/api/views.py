@@ -5,4 +5,6 @@ from lcmsite.api.errors import error_body
 
 def api_not_found(request, unknown: str) -> JsonResponse:
     """Unknown paths under /api/v1/ answer in the one error shape, not Django's HTML page."""
-    return JsonResponse(error_body("not_found", f"no API endpoint at /api/v1/{unknown}"), status=404)
+    return JsonResponse(
+        error_body("not_found", f"no API endpoint at /api/v1/{unknown}"), status=404
+    )

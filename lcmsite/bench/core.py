@@ -29,7 +29,8 @@ class BenchContext:
 
 
 REGISTRY: dict[str, Callable[[BenchContext], list[BenchRow]]] = {}
-BENCH_MODULES = ["conversations.bench"]
+# Each subsystem keeps its benchmarks in `<app>/bench.py`; missing ones are skipped.
+BENCH_MODULES = ["conversations.bench", "compaction.bench", "retrieval.bench", "integrity.bench"]
 
 
 def benchmark(name: str):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -17,20 +18,33 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--only", action="append", default=[], help="Run only the named benchmark (repeatable). See --list.")
+        parser.add_argument(
+            "--only",
+            action="append",
+            default=[],
+            help="Run only the named benchmark (repeatable). See --list.",
+        )
         parser.add_argument("--list", action="store_true", help="List the benchmarks and exit.")
-        parser.add_argument("--scale", type=float, default=1.0, help="Multiply every data size by this factor (e.g. 0.1 for a quick run).")
+        parser.add_argument(
+            "--scale",
+            type=float,
+            default=1.0,
+            help="Multiply every data size by this factor (e.g. 0.1 for a quick run).",
+        )
 
     def handle(self, *args, **options):
         for module in BENCH_MODULES:
-            importlib.import_module(module)
+            if importlib.util.find_spec(module) is not None:
+                importlib.import_module(module)
         if options["list"]:
             for name in REGISTRY:
                 self.stdout.write(name)
             return
         unknown = [n for n in options["only"] if n not in REGISTRY]
         if unknown:
-            raise CommandError(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(REGISTRY)}")
+            raise CommandError(
+                f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(REGISTRY)}"
+            )
         if options["scale"] <= 0:
             raise CommandError("--scale must be positive")
         ctx = BenchContext(scale=options["scale"])

@@ -1,0 +1,92 @@
+"""Shared fixtures: users of each access level, authenticated API clients, and
+conversations built through the real ingest service."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from django.db import connection
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from tests.factories import ConversationFactory, UserFactory, append_messages
+
+pytest_plugins = [
+    plugin for plugin in ("tests.support.fixtures",) if importlib.util.find_spec(plugin) is not None
+]
+
+
+def pytest_collection_modifyitems(config, items):
+    """`postgres` tests are skipped on SQLite runs; the PostgreSQL run executes them."""
+    for item in items:
+        if "postgres" in item.keywords:
+            item.add_marker(
+                pytest.mark.skipif(
+                    _vendor() != "postgresql",
+                    reason="PostgreSQL-only behaviour (runs in the PostgreSQL suite)",
+                )
+            )
+
+
+def _vendor() -> str:
+    return connection.vendor
+
+
+@pytest.fixture
+def user(db):
+    return UserFactory(username="owner")
+
+
+@pytest.fixture
+def other_user(db):
+    return UserFactory(username="other")
+
+
+@pytest.fixture
+def staff_user(db):
+    return UserFactory(username="staff", is_staff=True)
+
+
+def token_client(user) -> APIClient:
+    client = APIClient()
+    token, _ = Token.objects.get_or_create(user=user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def api(user) -> APIClient:
+    """An API client authenticated (by token) as the owner."""
+    return token_client(user)
+
+
+@pytest.fixture
+def other_api(other_user) -> APIClient:
+    return token_client(other_user)
+
+
+@pytest.fixture
+def staff_api(staff_user) -> APIClient:
+    return token_client(staff_user)
+
+
+@pytest.fixture
+def anon_api() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def conversation(user):
+    return ConversationFactory(owner=user)
+
+
+@pytest.fixture
+def make_conversation(user):
+    def make(owner=None, messages: int = 0, **kwargs):
+        conv = ConversationFactory(owner=owner or user, **kwargs)
+        if messages:
+            append_messages(conv, messages)
+        return conv
+
+    return make
