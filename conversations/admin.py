@@ -1,0 +1,158 @@
+"""Admin for the canonical store.
+
+Canonical rows (messages, parts, summaries, lineage) are read-only here: no add, change
+or delete. Big tables never count all rows (`show_full_result_count = False`) and use
+raw id widgets instead of loading every related row into a select box.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from conversations.models import (
+    ContextItem,
+    Conversation,
+    LargeFile,
+    Message,
+    MessagePart,
+    Summary,
+    SummaryMessage,
+    SummaryParent,
+)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Canonical rows are immutable: the admin can look, never touch."""
+
+    show_full_result_count = False
+    list_per_page = 100
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Conversation)
+class ConversationAdmin(admin.ModelAdmin):
+    list_display = ["id", "session_id", "title", "owner", "last_seq", "token_budget", "updated_at"]
+    list_select_related = ["owner"]
+    search_fields = ["session_id", "title"]
+    list_filter = ["created_at"]
+    raw_id_fields = ["owner"]
+    readonly_fields = ["last_seq", "last_context_ordinal", "created_at", "updated_at"]
+    show_full_result_count = False
+    actions: list = []
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # deleting a conversation would delete canonical history
+
+
+class MessagePartInline(ReadOnlyInline):
+    model = MessagePart
+    fields = ["ordinal", "part_type", "text_content", "tool_name", "tool_call_id", "tool_status"]
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdmin):
+    list_display = ["id", "conversation", "seq", "role", "token_count", "created_at"]
+    list_select_related = ["conversation"]
+    list_filter = ["role"]
+    search_fields = ["=conversation__id", "=external_id"]
+    raw_id_fields = ["conversation"]
+    inlines = [MessagePartInline]
+
+
+@admin.register(MessagePart)
+class MessagePartAdmin(ReadOnlyAdmin):
+    list_display = ["id", "message", "ordinal", "part_type", "tool_name"]
+    list_select_related = ["message"]
+    list_filter = ["part_type"]
+    search_fields = ["=message__id", "=message__conversation__id", "=tool_call_id"]
+    raw_id_fields = ["message"]
+
+
+class SummaryMessageInline(ReadOnlyInline):
+    model = SummaryMessage
+    fk_name = "summary"
+    fields = ["ordinal", "message"]
+    raw_id_fields = ["message"]
+
+
+class SummaryParentInline(ReadOnlyInline):
+    model = SummaryParent
+    fk_name = "summary"
+    fields = ["ordinal", "parent_summary"]
+    raw_id_fields = ["parent_summary"]
+    verbose_name = "source summary"
+    verbose_name_plural = "source summaries (summary_parents)"
+
+
+@admin.register(Summary)
+class SummaryAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id",
+        "conversation",
+        "kind",
+        "depth",
+        "level",
+        "token_count",
+        "earliest_at",
+        "latest_at",
+    ]
+    list_select_related = ["conversation"]
+    list_filter = ["kind", "depth", "level"]
+    search_fields = ["=id", "=conversation__id"]
+    raw_id_fields = ["conversation"]
+    inlines = [SummaryParentInline, SummaryMessageInline]
+
+
+@admin.register(SummaryMessage)
+class SummaryMessageAdmin(ReadOnlyAdmin):
+    list_display = ["summary", "ordinal", "message", "conversation"]
+    search_fields = ["=summary__id", "=conversation__id"]
+    raw_id_fields = ["summary", "message", "conversation"]
+
+
+@admin.register(SummaryParent)
+class SummaryParentAdmin(ReadOnlyAdmin):
+    list_display = ["summary", "ordinal", "parent_summary", "conversation"]
+    search_fields = ["=summary__id", "=parent_summary__id", "=conversation__id"]
+    raw_id_fields = ["summary", "parent_summary", "conversation"]
+
+
+@admin.register(ContextItem)
+class ContextItemAdmin(ReadOnlyAdmin):
+    """The active context is rewritten only by compaction, never by hand."""
+
+    list_display = ["conversation", "ordinal", "item_type", "message", "summary", "token_count"]
+    list_filter = ["item_type"]
+    search_fields = ["=conversation__id"]
+    raw_id_fields = ["conversation", "message", "summary"]
+
+
+@admin.register(LargeFile)
+class LargeFileAdmin(ReadOnlyAdmin):
+    list_display = ["id", "conversation", "file_name", "mime_type", "byte_size", "created_at"]
+    list_filter = ["mime_type"]
+    search_fields = ["=id", "=conversation__id", "file_name"]
+    raw_id_fields = ["conversation"]
