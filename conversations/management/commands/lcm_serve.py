@@ -53,7 +53,9 @@ class Command(BaseCommand):
         if not options["no_worker"]:
             manage = Path(settings.BASE_DIR) / "manage.py"
             # Its own process group, so stopping it also stops the cluster's child processes.
-            worker = subprocess.Popen([sys.executable, str(manage), "qcluster"], start_new_session=True)
+            worker = subprocess.Popen(
+                [sys.executable, str(manage), "qcluster"], start_new_session=True
+            )
             self.stdout.write(f"background worker started (pid {worker.pid})")
         try:
             from waitress import serve
