@@ -1,0 +1,167 @@
+"""Grep on PostgreSQL.
+
+- full text: the stored `content_tsv` (GIN) with `websearch_to_tsquery` on a literal
+  form of the query, ranked by `ts_rank_cd`, marked by `ts_headline`;
+- CJK and other unspaced scripts: the 'english' parser keeps a run of such characters as
+  one lexeme, so those queries match every word as a substring (ILIKE, served by the
+  pg_trgm GIN index);
+- regex: `~` / `~*`, served by the pg_trgm GIN index; the match is located for the snippet
+  with `regexp_instr`.
+Every statement runs under `statement_timeout = LCM_GREP_TIMEOUT_MS`, set with
+set_config(..., is_local) inside a savepoint and restored afterwards.
+"""
+
+from __future__ import annotations
+
+from django.db import DatabaseError, connection, transaction
+
+from conversations.search.query import (
+    MARK_END,
+    MARK_START,
+    TABLES,
+    GrepHit,
+    GrepQuery,
+    InvalidPattern,
+    SearchTimeout,
+    Table,
+    make_hit,
+)
+from conversations.search.text import (
+    escape_like,
+    needs_substring_search,
+    query_words,
+    snippet_at,
+    snippet_for_words,
+    websearch_literal,
+)
+
+_HEADLINE = (
+    f'StartSel="{MARK_START}", StopSel="{MARK_END}", MaxWords=35, MinWords=12, '
+    'MaxFragments=2, FragmentDelimiter=" … "'
+)
+
+
+def _columns(table: Table) -> str:
+    if table == "message":
+        return "t.id, t.conversation_id, t.created_at, t.seq, NULL::integer AS depth, NULL::text AS kind"
+    return "t.id, t.conversation_id, t.created_at, NULL::bigint AS seq, t.depth, t.kind"
+
+
+def _order(q: GrepQuery, score: bool) -> str:
+    if q.sort == "relevance" and score:
+        return "ORDER BY score DESC, t.created_at DESC, t.id DESC"
+    return "ORDER BY t.created_at DESC, t.id DESC"
+
+
+class PostgresGrep:
+    vendor = "postgresql"
+
+    def search(self, table: Table, q: GrepQuery) -> list[GrepHit]:
+        if q.mode == "regex":
+            return self._run(q, lambda cursor: self._regex(cursor, table, q))
+        if needs_substring_search(q.query):
+            return self._run(q, lambda cursor: self._substring(cursor, table, q))
+        return self._run(q, lambda cursor: self._full_text(cursor, table, q))
+
+    def _run(self, q: GrepQuery, body) -> list[GrepHit]:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT current_setting('statement_timeout')")
+                previous = cursor.fetchone()[0]
+                cursor.execute(
+                    "SELECT set_config('statement_timeout', %s, true)", [f"{q.timeout_ms}ms"]
+                )
+                hits = body(cursor)
+                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+                return hits
+        except DatabaseError as error:
+            state = getattr(error.__cause__, "sqlstate", None)
+            if state == "57014":
+                raise SearchTimeout(
+                    f"the search took longer than {q.timeout_ms} ms and was stopped; "
+                    "use a more selective pattern (a literal of 3+ characters helps)",
+                    extra={"timeout_ms": q.timeout_ms},
+                ) from None
+            if state == "2201B":
+                detail = str(error.__cause__).splitlines()[0]
+                raise InvalidPattern(
+                    f"invalid regular expression: {detail}", extra={"field": "query"}
+                ) from None
+            raise
+
+    def _full_text(self, cursor, table: Table, q: GrepQuery) -> list[GrepHit]:
+        literal = websearch_literal(q.query)
+        scope, scope_params = q.scope.sql()
+        times, time_params = q.time_sql()
+        sql = f"""
+            SELECT h.id, h.conversation_id, h.created_at, h.seq, h.depth, h.kind, h.score,
+                   ts_headline('english', h.content, websearch_to_tsquery('english', %s), %s)
+            FROM (
+                SELECT {_columns(table)}, t.content,
+                       ts_rank_cd(t.content_tsv, query) AS score
+                FROM {TABLES[table]} t, websearch_to_tsquery('english', %s) query
+                WHERE t.content_tsv @@ query{scope}{times}
+                {_order(q, True)}
+                LIMIT %s
+            ) h
+        """
+        cursor.execute(sql, [literal, _HEADLINE, literal, *scope_params, *time_params, q.limit])
+        hits = []
+        for row in cursor.fetchall():
+            hits.append(make_hit(table, row[:6], snippet=row[7], score=float(row[6])))
+        return hits
+
+    def _substring(self, cursor, table: Table, q: GrepQuery) -> list[GrepHit]:
+        words = query_words(q.query)
+        likes = "".join(" AND t.content ILIKE %s" for _ in words)
+        scope, scope_params = q.scope.sql()
+        times, time_params = q.time_sql()
+        sql = f"""
+            SELECT {_columns(table)}, t.content FROM {TABLES[table]} t
+            WHERE TRUE{likes}{scope}{times}
+            {_order(q, False)}
+            LIMIT %s
+        """
+        params = [f"%{escape_like(w)}%" for w in words]
+        cursor.execute(sql, [*params, *scope_params, *time_params, q.limit])
+        return [
+            make_hit(table, row[:6], snippet=snippet_for_words(row[6], words), score=1.0)
+            for row in cursor.fetchall()
+        ]
+
+    def _regex(self, cursor, table: Table, q: GrepQuery) -> list[GrepHit]:
+        operator, flags = ("~*", "i") if q.ignore_case else ("~", "c")
+        scope, scope_params = q.scope.sql()
+        times, time_params = q.time_sql()
+        window = 80
+        sql = f"""
+            WITH h AS (
+                SELECT {_columns(table)}, t.content FROM {TABLES[table]} t
+                WHERE t.content {operator} %s{scope}{times}
+                {_order(q, False)}
+                LIMIT %s
+            ), located AS (
+                SELECT h.*, regexp_instr(h.content, %s, 1, 1, 0, %s) AS s,
+                       regexp_instr(h.content, %s, 1, 1, 1, %s) AS e
+                FROM h
+            )
+            SELECT id, conversation_id, created_at, seq, depth, kind,
+                   GREATEST(1, s - {window}) AS w, s, e,
+                   substr(content, GREATEST(1, s - {window}), e - GREATEST(1, s - {window}) + {window}),
+                   length(content)
+            FROM located ORDER BY created_at DESC, id DESC
+        """
+        cursor.execute(
+            sql,
+            [q.query, *scope_params, *time_params, q.limit, q.query, flags, q.query, flags],
+        )
+        hits = []
+        for row in cursor.fetchall():
+            w, s, e, text, length = row[6:11]
+            snippet = snippet_at(text, s - w, e - w, context=window)
+            if w > 1:
+                snippet = "…" + snippet.lstrip("…")
+            if w + len(text) - 1 < length and not snippet.endswith("…"):
+                snippet += "…"
+            hits.append(make_hit(table, row[:6], snippet=snippet, score=None))
+        return hits

@@ -1,0 +1,192 @@
+"""Grep on SQLite.
+
+- full text: the FTS5 word index (`..._fts`, porter/unicode61) with every query word
+  quoted, ranked by bm25, marked by snippet();
+- CJK and other unspaced scripts: unicode61 keeps such a run as one token, so each word
+  is matched as a substring: the trigram index (`..._trgm`) for words of 3+ characters,
+  LIKE for shorter ones;
+- regex: the `regex` package, whose matcher takes a timeout, over candidate rows in
+  recency order (prefiltered by the trigram index when the pattern has a required literal
+  of 3+ characters). Every row is considered until `limit` hits are found: no window of
+  "recent rows only", so no match is ever missed.
+A progress handler interrupts any statement that runs past LCM_GREP_TIMEOUT_MS.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import regex
+from django.db import OperationalError, connection
+
+from conversations.search.query import (
+    MARK_END,
+    MARK_START,
+    TABLES,
+    GrepHit,
+    GrepQuery,
+    InvalidPattern,
+    SearchTimeout,
+    Table,
+    make_hit,
+)
+from conversations.search.text import (
+    escape_like,
+    fts5_literal,
+    needs_substring_search,
+    query_words,
+    required_literal,
+    snippet_at,
+    snippet_for_words,
+)
+
+_ROWID = {"message": "t.id", "summary": "t.rowid"}
+_CHUNK = 500
+
+
+def _columns(table: Table) -> str:
+    if table == "message":
+        return "t.id, t.conversation_id, t.created_at, t.seq, NULL, NULL"
+    return "t.id, t.conversation_id, t.created_at, NULL, t.depth, t.kind"
+
+
+def _order(q: GrepQuery, score: bool) -> str:
+    if q.sort == "relevance" and score:
+        return "ORDER BY score DESC, t.created_at DESC, t.id DESC"
+    return "ORDER BY t.created_at DESC, t.id DESC"
+
+
+def _timeout(q: GrepQuery) -> SearchTimeout:
+    return SearchTimeout(
+        f"the search took longer than {q.timeout_ms} ms and was stopped; "
+        "use a more selective pattern (a literal of 3+ characters helps)",
+        extra={"timeout_ms": q.timeout_ms},
+    )
+
+
+class SqliteGrep:
+    vendor = "sqlite"
+
+    def search(self, table: Table, q: GrepQuery) -> list[GrepHit]:
+        deadline = time.monotonic() + q.timeout_ms / 1000
+        with self._deadline(deadline, q):
+            if q.mode == "regex":
+                return self._regex(table, q, deadline)
+            if needs_substring_search(q.query):
+                return self._substring(table, q)
+            return self._full_text(table, q)
+
+    @contextmanager
+    def _deadline(self, deadline: float, q: GrepQuery):
+        connection.ensure_connection()
+        raw = connection.connection
+        raw.set_progress_handler(lambda: int(time.monotonic() > deadline), 20_000)
+        try:
+            yield
+        except OperationalError as error:
+            if "interrupted" in str(error):
+                raise _timeout(q) from None
+            raise
+        finally:
+            raw.set_progress_handler(None, 0)
+
+    def _fetch(self, sql: str, params: list) -> list[tuple]:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall()
+
+    def _full_text(self, table: Table, q: GrepQuery) -> list[GrepHit]:
+        match = fts5_literal(q.query)
+        if not match:
+            return []
+        fts = f"{TABLES[table]}_fts"
+        scope, scope_params = q.scope.sql()
+        times, time_params = q.time_sql()
+        sql = f"""
+            SELECT {_columns(table)}, -bm25(f) AS score,
+                   snippet(f, 0, '{MARK_START}', '{MARK_END}', '…', 24)
+            FROM {fts} f JOIN {TABLES[table]} t ON {_ROWID[table]} = f.rowid
+            WHERE f MATCH %s{scope}{times}
+            {_order(q, True)}
+            LIMIT %s
+        """
+        rows = self._fetch(sql, [match, *scope_params, *time_params, q.limit])
+        return [make_hit(table, row[:6], snippet=row[7], score=float(row[6])) for row in rows]
+
+    def _substring(self, table: Table, q: GrepQuery) -> list[GrepHit]:
+        words = query_words(q.query)
+        long_words = [w for w in words if len(w) >= 3]
+        where, params = "", []
+        if long_words:
+            trgm = f"{TABLES[table]}_trgm"
+            where += f" AND {_ROWID[table]} IN (SELECT rowid FROM {trgm} WHERE {trgm} MATCH %s)"
+            params.append(fts5_literal(" ".join(long_words)))
+        for word in words:
+            where += " AND t.content LIKE %s ESCAPE '\\'"
+            params.append(f"%{escape_like(word)}%")
+        scope, scope_params = q.scope.sql()
+        times, time_params = q.time_sql()
+        sql = f"""
+            SELECT {_columns(table)}, t.content FROM {TABLES[table]} t
+            WHERE 1{where}{scope}{times}
+            {_order(q, False)}
+            LIMIT %s
+        """
+        rows = self._fetch(sql, [*params, *scope_params, *time_params, q.limit])
+        return [
+            make_hit(table, row[:6], snippet=snippet_for_words(row[6], words), score=1.0)
+            for row in rows
+        ]
+
+    def _regex(self, table: Table, q: GrepQuery, deadline: float) -> list[GrepHit]:
+        flags = regex.IGNORECASE if q.ignore_case else 0
+        try:
+            pattern = regex.compile(q.query, flags | regex.VERSION0)
+        except regex.error as error:
+            raise InvalidPattern(
+                f"invalid regular expression: {error}", extra={"field": "query"}
+            ) from None
+        literal = required_literal(q.query, q.ignore_case)
+        where, params = "", []
+        if literal:
+            trgm = f"{TABLES[table]}_trgm"
+            where = f" AND {_ROWID[table]} IN (SELECT rowid FROM {trgm} WHERE {trgm} MATCH %s)"
+            params.append(_phrase(literal))
+        scope, scope_params = q.scope.sql()
+        times, time_params = q.time_sql()
+        # Candidates in recency order without their text (a cheap sort), then the text in
+        # chunks: a regex that matches only old rows still reaches them.
+        candidates = self._fetch(
+            f"""SELECT t.id FROM {TABLES[table]} t WHERE 1{where}{scope}{times}
+                ORDER BY t.created_at DESC, t.id DESC""",
+            [*params, *scope_params, *time_params],
+        )
+        hits: list[GrepHit] = []
+        ids = [row[0] for row in candidates]
+        for offset in range(0, len(ids), _CHUNK):
+            chunk = ids[offset : offset + _CHUNK]
+            marks = ", ".join(["%s"] * len(chunk))
+            rows = self._fetch(
+                f"SELECT {_columns(table)}, t.content FROM {TABLES[table]} t "
+                f"WHERE t.id IN ({marks}) ORDER BY t.created_at DESC, t.id DESC",
+                chunk,
+            )
+            for row in rows:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise _timeout(q)
+                try:
+                    found = pattern.search(row[6], timeout=remaining)
+                except TimeoutError:
+                    raise _timeout(q) from None
+                if found:
+                    snippet = snippet_at(row[6], found.start(), found.end())
+                    hits.append(make_hit(table, row[:6], snippet=snippet, score=None))
+                    if len(hits) >= q.limit:
+                        return hits
+        return hits
+
+
+def _phrase(literal: str) -> str:
+    return '"' + literal.replace('"', '""') + '"'

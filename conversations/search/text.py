@@ -1,0 +1,108 @@
+"""Text helpers shared by the search backends: literal query forms, CJK detection,
+snippets, and the required literal of a regex (for trigram prefiltering)."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from conversations.search.query import MARK_END, MARK_START
+
+# Scripts written without spaces between words: a word-based full-text index keeps a
+# whole run as one token, so these queries are answered by substring (trigram) search.
+_NO_SPACE_SCRIPTS = re.compile(
+    "[\u3040-\u30ff\u3100-\u312f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+    "\uf900-\ufaff\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff]"
+)
+
+SNIPPET_CONTEXT = 80
+
+
+def escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def needs_substring_search(query: str) -> bool:
+    return bool(_NO_SPACE_SCRIPTS.search(query))
+
+
+def query_words(query: str) -> list[str]:
+    return [w for w in query.split() if w]
+
+
+def websearch_literal(query: str) -> str:
+    """A websearch_to_tsquery input in which every character is literal: each word is
+    quoted (so `-`, `or` and quotes lose their operator meaning); words are ANDed."""
+    return " ".join('"' + w.replace('"', " ") + '"' for w in query_words(query))
+
+
+def fts5_literal(query: str) -> str:
+    """An FTS5 MATCH string that takes every character literally: each word a quoted string."""
+    return " ".join('"' + w.replace('"', '""') + '"' for w in query_words(query))
+
+
+def snippet_at(content: str, start: int, end: int, context: int = SNIPPET_CONTEXT) -> str:
+    left = max(0, start - context)
+    right = min(len(content), end + context)
+    text = (
+        ("…" if left > 0 else "")
+        + content[left:start]
+        + MARK_START
+        + content[start:end]
+        + MARK_END
+        + content[end:right]
+        + ("…" if right < len(content) else "")
+    )
+    return " ".join(text.split())
+
+
+def snippet_for_words(content: str, words: list[str]) -> str:
+    """Mark the first occurrence (case-insensitive) of the first word found."""
+    folded = content.casefold()
+    for word in words:
+        at = folded.find(word.casefold())
+        if at >= 0 and len(folded) == len(content):
+            return snippet_at(content, at, at + len(word))
+    return snippet_at(content, 0, 0)[1:] if content else ""
+
+
+def required_literal(pattern: str, ignore_case: bool) -> str | None:
+    """The longest run of plain characters every match must contain, or None.
+
+    Reads the pattern with Python's own parser (Python's and the `regex` package's
+    syntax agree on the constructs that matter here); anything it cannot read gets no
+    prefilter, which is always correct, only slower."""
+    try:
+        import re._parser as sre_parse  # Python 3.11+
+        from re._constants import LITERAL, SUBPATTERN
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        parsed = sre_parse.parse(pattern, re.IGNORECASE if ignore_case else 0)
+    except Exception:
+        return None
+    best, current = "", []
+
+    def flush():
+        nonlocal best, current
+        run = "".join(current)
+        if len(run) > len(best):
+            best = run
+        current = []
+
+    def walk(items):
+        for op, arg in items:
+            if op is LITERAL:
+                current.append(chr(arg))
+            elif op is SUBPATTERN and arg[1] == 0 and arg[2] == 0:
+                walk(arg[3])  # a plain group: its literals are still required in sequence
+            else:
+                flush()
+
+    walk(list(parsed))
+    flush()
+    # The trigram tokenizer folds case only for ASCII-like text; NFKC-different text is
+    # safest left unfiltered.
+    if len(best) < 3 or unicodedata.normalize("NFC", best) != best:
+        return None
+    return best

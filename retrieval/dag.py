@@ -1,0 +1,242 @@
+"""Traversals of the summary DAG, each ONE recursive SQL query (PostgreSQL and SQLite).
+
+Edges (named as in the spec):
+- `conversations_summaryparent(summary_id, parent_summary_id)`: the condensed summary
+  `summary_id` was made from the source `parent_summary_id` one depth below;
+- `conversations_summarymessage(summary_id, message_id)`: a leaf and its source messages.
+
+"Down" (towards the original messages) follows summary_id -> parent_summary_id, then
+summary -> message. "Up" (towards the active context) goes the other way. Every
+statement here is a single round trip, whatever the size of the subtree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import connection
+
+_PAD = 8  # ordinals are zero-padded so that a text path sorts in DAG order
+
+
+def _pad(column: str) -> str:
+    if connection.vendor == "postgresql":
+        return f"lpad(CAST({column} AS text), {_PAD}, '0')"
+    return f"substr('{'0' * _PAD}' || {column}, -{_PAD}, {_PAD})"
+
+
+def _marks(values: Sequence) -> str:
+    return ", ".join(["%s"] * len(values)) or "NULL"
+
+
+def _tree_cte(max_level: int | None) -> tuple[str, list]:
+    """`tree(summary_id, level, path)`: the root (level 0) and every summary below it."""
+    bound, params = ("", []) if max_level is None else ("WHERE t.level < %s", [max_level])
+    sql = f"""
+        tree(summary_id, level, path) AS (
+            SELECT s.id, 0, CAST('' AS TEXT) FROM conversations_summary s WHERE s.id = %s
+            UNION ALL
+            SELECT sp.parent_summary_id, t.level + 1, t.path || {_pad("sp.ordinal")}
+            FROM tree t JOIN conversations_summaryparent sp ON sp.summary_id = t.summary_id
+            {bound}
+        )"""
+    return sql, params
+
+
+# ---------------------------------------------------------------------------------------
+# Covering summaries (up)
+
+
+def covering_summary_rows(
+    message_ids: Sequence[int], conversation_id: int | None = None
+) -> dict[int, str | None]:
+    """For each message id: the active-context summary whose lineage holds it, or None
+    when the message itself is an active context item. A message in neither place (only
+    possible between two writes of a compaction) is left out of the answer."""
+    ids = list(dict.fromkeys(int(i) for i in message_ids))
+    if not ids:
+        return {}
+    conv_sm, conv_ci, conv_params = "", "", []
+    if conversation_id is not None:
+        conv_sm, conv_ci = " AND sm.conversation_id = %s", " AND ci.conversation_id = %s"
+        conv_params = [conversation_id]
+    sql = f"""
+        WITH RECURSIVE up(message_id, summary_id) AS (
+            SELECT sm.message_id, sm.summary_id FROM conversations_summarymessage sm
+            WHERE sm.message_id IN ({_marks(ids)}){conv_sm}
+            UNION
+            SELECT up.message_id, sp.summary_id
+            FROM up JOIN conversations_summaryparent sp ON sp.parent_summary_id = up.summary_id
+        )
+        SELECT up.message_id, up.summary_id
+        FROM up JOIN conversations_contextitem ci ON ci.summary_id = up.summary_id
+        UNION ALL
+        SELECT ci.message_id, NULL FROM conversations_contextitem ci
+        WHERE ci.message_id IN ({_marks(ids)}){conv_ci}
+    """
+    params = [*ids, *conv_params, *ids, *conv_params]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    found: dict[int, str | None] = {}
+    for message_id, summary_id in rows:
+        # An in-context message (None) wins over any stale lineage answer.
+        if summary_id is None or message_id not in found:
+            found[message_id] = summary_id
+    return found
+
+
+def ancestor_ids(summary_id: str) -> list[str]:
+    """The summary itself and every summary that (transitively) condensed it."""
+    sql = """
+        WITH RECURSIVE up(summary_id) AS (
+            SELECT %s
+            UNION
+            SELECT sp.summary_id FROM up
+            JOIN conversations_summaryparent sp ON sp.parent_summary_id = up.summary_id
+        )
+        SELECT summary_id FROM up
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [summary_id])
+        return [row[0] for row in cursor.fetchall()]
+
+
+# ---------------------------------------------------------------------------------------
+# Subtree (down)
+
+
+@dataclass(frozen=True)
+class SubtreeNode:
+    id: str
+    kind: str
+    depth: int
+    level: int  # edges below the root (the root is level 0)
+    token_count: int
+
+
+def subtree_rows(summary_id: str, max_level: int | None = None) -> list[SubtreeNode]:
+    """The root and its descendant summaries in DAG order (pre-order by source ordinal)."""
+    tree, params = _tree_cte(max_level)
+    sql = f"""
+        WITH RECURSIVE {tree}
+        SELECT s.id, s.kind, s.depth, t.level, s.token_count
+        FROM tree t JOIN conversations_summary s ON s.id = t.summary_id
+        ORDER BY t.path
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [summary_id, *params])
+        return [SubtreeNode(*row) for row in cursor.fetchall()]
+
+
+@dataclass(frozen=True)
+class ManifestRow:
+    depth: int | None  # None: the source messages
+    count: int
+    tokens: int
+    min_seq: int | None
+    max_seq: int | None
+
+
+def manifest_rows(summary_id: str) -> list[ManifestRow]:
+    """Summaries per depth and source messages under (and including) the root."""
+    tree, params = _tree_cte(None)
+    sql = f"""
+        WITH RECURSIVE {tree},
+        nodes AS (SELECT DISTINCT summary_id FROM tree)
+        SELECT s.depth, COUNT(*), COALESCE(SUM(s.token_count), 0), NULL, NULL
+        FROM nodes n JOIN conversations_summary s ON s.id = n.summary_id
+        GROUP BY s.depth
+        UNION ALL
+        SELECT NULL, COUNT(*), COALESCE(SUM(m.token_count), 0), MIN(m.seq), MAX(m.seq)
+        FROM nodes n
+        JOIN conversations_summarymessage sm ON sm.summary_id = n.summary_id
+        JOIN conversations_message m ON m.id = sm.message_id
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [summary_id, *params])
+        rows = [ManifestRow(*row) for row in cursor.fetchall()]
+    return sorted(rows, key=lambda r: -1 if r.depth is None else r.depth, reverse=True)
+
+
+def neighbour_rows(summary_id: str) -> list[tuple[str, str, str, int, int]]:
+    """(relation, id, kind, depth, token_count) for the summary's sources ("parent",
+    in source order) and the summaries made from it ("child")."""
+    sql = """
+        SELECT 'parent', s.id, s.kind, s.depth, s.token_count, sp.ordinal
+        FROM conversations_summaryparent sp
+        JOIN conversations_summary s ON s.id = sp.parent_summary_id
+        WHERE sp.summary_id = %s
+        UNION ALL
+        SELECT 'child', s.id, s.kind, s.depth, s.token_count, 0
+        FROM conversations_summaryparent sp
+        JOIN conversations_summary s ON s.id = sp.summary_id
+        WHERE sp.parent_summary_id = %s
+        ORDER BY 1 DESC, 6
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [summary_id, summary_id])
+        return [row[:5] for row in cursor.fetchall()]
+
+
+# ---------------------------------------------------------------------------------------
+# Expansion (down, with a token cap applied by the database)
+
+
+@dataclass(frozen=True)
+class ExpandRow:
+    item: str  # "summary" or "message"
+    summary_id: str | None
+    message_id: int | None
+    kind: str | None
+    depth: int | None
+    role: str | None
+    seq: int | None
+    token_count: int
+    content: str | None  # None when the running token total passed the cap
+    level: int
+    created_at: object
+
+
+def expand_rows(
+    summary_id: str, *, max_level: int, include_messages: bool, token_cap: int
+) -> list[ExpandRow]:
+    """Descendant summaries (pre-order) then, if asked, the source messages of every leaf
+    reached (by seq), with content only while the running token total fits `token_cap`."""
+    tree, params = _tree_cte(max_level)
+    messages = ""
+    if include_messages:
+        messages = """
+            UNION ALL
+            SELECT 1, CAST('' AS TEXT), m.seq, 'message', CAST(NULL AS TEXT), m.id,
+                   CAST(NULL AS TEXT), CAST(NULL AS INTEGER), m.role, m.token_count,
+                   m.content, t.level + 1, m.created_at
+            FROM tree t
+            JOIN conversations_summarymessage sm ON sm.summary_id = t.summary_id
+            JOIN conversations_message m ON m.id = sm.message_id
+        """
+    sql = f"""
+        WITH RECURSIVE {tree},
+        items(grp, path, seq, item, summary_id, message_id, kind, depth, role, token_count,
+              content, level, created_at) AS (
+            SELECT 0, t.path, CAST(0 AS BIGINT), 'summary', s.id, CAST(NULL AS BIGINT),
+                   s.kind, s.depth, CAST(NULL AS TEXT), s.token_count, s.content, t.level,
+                   s.created_at
+            FROM tree t JOIN conversations_summary s ON s.id = t.summary_id
+            WHERE t.level > 0
+            {messages}
+        ),
+        ranked AS (
+            SELECT items.*, SUM(token_count) OVER (
+                ORDER BY grp, path, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+            ) AS running
+            FROM items
+        )
+        SELECT item, summary_id, message_id, kind, depth, role, seq, token_count,
+               CASE WHEN running <= %s THEN content END, level, created_at
+        FROM ranked ORDER BY grp, path, seq
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [summary_id, *params, token_cap])
+        return [ExpandRow(*row) for row in cursor.fetchall()]

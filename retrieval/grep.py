@@ -1,0 +1,109 @@
+"""grep as the caller sees it: validated input, the access scope, hits with `covered_by`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from conversations.search import GrepQuery, Scope, grep
+from conversations.selectors import conversation_get_for_user
+from lcmsite.api.errors import InvalidInput
+from lcmsite.metrics import observe_ms
+from retrieval import dag
+
+MODES = ("regex", "full_text")
+SCOPES = {"messages": ("message",), "summaries": ("summary",), "both": ("message", "summary")}
+SORTS = ("recency", "relevance")
+DEFAULT_LIMIT, MAX_LIMIT = 50, 200
+MAX_QUERY_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class GrepRequest:
+    query: str
+    mode: str = "full_text"
+    scope: str = "both"
+    conversation_id: int | None = None
+    since: dt.datetime | None = None
+    before: dt.datetime | None = None
+    limit: int = DEFAULT_LIMIT
+    sort: str = "recency"
+    ignore_case: bool = False
+
+    def validate(self) -> None:
+        if not isinstance(self.query, str) or not self.query.strip():
+            raise InvalidInput("query must be a non-empty string", extra={"field": "query"})
+        if len(self.query) > MAX_QUERY_CHARS:
+            raise InvalidInput(
+                f"query is longer than {MAX_QUERY_CHARS} characters", extra={"field": "query"}
+            )
+        if self.mode not in MODES:
+            raise InvalidInput("mode must be regex or full_text", extra={"field": "mode"})
+        if self.scope not in SCOPES:
+            raise InvalidInput(
+                "scope must be messages, summaries or both", extra={"field": "scope"}
+            )
+        if self.sort not in SORTS:
+            raise InvalidInput("sort must be recency or relevance", extra={"field": "sort"})
+        if not 1 <= self.limit <= MAX_LIMIT:
+            raise InvalidInput(f"limit must be from 1 to {MAX_LIMIT}", extra={"field": "limit"})
+        if self.since and self.before and self.since >= self.before:
+            raise InvalidInput("since must be earlier than before", extra={"field": "since"})
+
+
+def scope_for_user(*, user, conversation_id: int | None) -> Scope:
+    """One conversation through the checkpoint, else every conversation the user may see."""
+    if conversation_id is not None:
+        conversation = conversation_get_for_user(user=user, conversation_id=conversation_id)
+        return Scope(conversation_ids=(conversation.pk,))
+    if user.is_staff:
+        return Scope()
+    return Scope(owner_id=user.pk)
+
+
+def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> list[dict]:
+    request.validate()
+    if scope is None:
+        scope = scope_for_user(user=user, conversation_id=request.conversation_id)
+    started = time.perf_counter()
+    q = GrepQuery(
+        query=request.query,
+        mode=request.mode,  # type: ignore[arg-type]
+        scope=scope,
+        since=request.since,
+        before=request.before,
+        limit=request.limit,
+        sort=request.sort,  # type: ignore[arg-type]
+        ignore_case=request.ignore_case,
+        timeout_ms=settings.LCM_GREP_TIMEOUT_MS,
+    )
+    hits = grep(q, SCOPES[request.scope])
+    message_ids = [hit.id for hit in hits if hit.table == "message"]
+    covering = dag.covering_summary_rows(message_ids) if message_ids else {}
+    observe_ms(
+        "lcm_search_latency_ms",
+        (time.perf_counter() - started) * 1000,
+        help="Latency of grep (describe/expand excluded), by mode.",
+        mode=request.mode,
+    )
+    results = []
+    for hit in hits:
+        row = {
+            "type": hit.table,
+            "id": hit.id,
+            "conversation_id": hit.conversation_id,
+            "created_at": hit.created_at,
+            "snippet": hit.snippet,
+            "score": hit.score,
+        }
+        if hit.table == "message":
+            row["seq"] = hit.seq
+            row["covered_by"] = covering.get(hit.id)
+        else:
+            row["depth"] = hit.depth
+            row["kind"] = hit.kind
+        results.append(row)
+    return results

@@ -1,0 +1,273 @@
+"""Reads for retrieval: describe, expand and the lineage traversals other apps use.
+
+Stable names (the explorer pages use them too):
+- `covering_summaries(conversation_id=, message_ids=)`: message id -> covering summary id
+  in the active context (None when the message itself is in the active context);
+- `summary_subtree(summary_id=, max_level=None)`: the summary and its descendants in DAG
+  order, as `SubtreeNode`s;
+- `summary_manifest(summary_id=)`: summaries per depth and source messages below it.
+Every function that takes a `user` goes through the access checkpoint first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from conversations.models import LargeFile, Message, Summary
+from conversations.selectors import conversations_visible_to
+from lcmsite.api.errors import InvalidInput, NotFound
+from retrieval import dag
+from retrieval.dag import SubtreeNode
+
+__all__ = [
+    "ExpandResult",
+    "SubtreeNode",
+    "covering_summaries",
+    "describe_for_user",
+    "expand_for_user",
+    "expand_summary",
+    "summary_get_for_user",
+    "summary_manifest",
+    "summary_subtree",
+]
+
+MAX_EXPAND_DEPTH = 10
+
+
+def as_datetime(value) -> dt.datetime | None:
+    """Raw SQL on SQLite returns datetimes as text; make every value an aware datetime."""
+    if value is None or isinstance(value, dt.datetime):
+        return value
+    parsed = parse_datetime(str(value))
+    if parsed is not None and timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed, dt.UTC)
+    return parsed
+
+
+def covering_summaries(
+    *, conversation_id: int, message_ids: Sequence[int]
+) -> dict[int, str | None]:
+    """For each message of the conversation: the id of the active-context summary whose
+    lineage contains it, or None if the message itself is in the active context. One
+    recursive query."""
+    return dag.covering_summary_rows(message_ids, conversation_id)
+
+
+def summary_subtree(*, summary_id: str, max_level: int | None = None) -> list[SubtreeNode]:
+    """The summary (level 0) and every summary below it, in DAG order. One query."""
+    return dag.subtree_rows(summary_id, max_level)
+
+
+def summary_manifest(*, summary_id: str) -> dict:
+    rows = dag.manifest_rows(summary_id)
+    summaries = [
+        {"depth": r.depth, "count": r.count, "tokens": int(r.tokens)}
+        for r in rows
+        if r.depth is not None
+    ]
+    messages = next((r for r in rows if r.depth is None), None)
+    message_count = messages.count if messages else 0
+    return {
+        "summaries_by_depth": summaries,
+        "summary_count": sum(s["count"] for s in summaries),
+        "summary_tokens": sum(s["tokens"] for s in summaries),
+        "message_count": message_count,
+        "message_tokens": int(messages.tokens) if messages else 0,
+        "source_seq_range": (
+            [messages.min_seq, messages.max_seq] if message_count and messages else None
+        ),
+    }
+
+
+def summary_get_for_user(*, user, summary_id: str) -> Summary:
+    """A summary in a conversation the user may see; anything else is a 404."""
+    summary = (
+        Summary.objects.filter(pk=summary_id, conversation__in=conversations_visible_to(user))
+        .select_related("conversation")
+        .first()
+    )
+    if summary is None:
+        raise NotFound(f"summary {summary_id} not found")
+    return summary
+
+
+# ---------------------------------------------------------------------------------------
+# describe
+
+
+def describe_summary(summary: Summary) -> dict:
+    neighbours = dag.neighbour_rows(summary.pk)
+    manifest = summary_manifest(summary_id=summary.pk)
+
+    def ref(row):
+        return {"id": row[1], "kind": row[2], "depth": row[3], "token_count": row[4]}
+
+    return {
+        "type": "summary",
+        "id": summary.pk,
+        "conversation_id": summary.conversation_id,
+        "kind": summary.kind,
+        "depth": summary.depth,
+        "level": summary.level,
+        "created_at": summary.created_at,
+        "token_count": summary.token_count,
+        "content": summary.content,
+        "earliest_at": summary.earliest_at,
+        "latest_at": summary.latest_at,
+        "source_seq_range": manifest["source_seq_range"],
+        "descendant_count": summary.descendant_count,
+        "descendant_token_count": summary.descendant_token_count,
+        "file_ids": summary.file_ids,
+        "parents": [ref(r) for r in neighbours if r[0] == "parent"],
+        "children": [ref(r) for r in neighbours if r[0] == "child"],
+        "manifest": manifest,
+    }
+
+
+def describe_file(large_file: LargeFile) -> dict:
+    """A large file's metadata and the messages and summaries that reference it."""
+    conversation_id = large_file.conversation_id
+    messages = list(
+        Message.objects.filter(conversation_id=conversation_id)
+        .filter(_file_ref("file_ids", large_file.pk))
+        .order_by("seq")
+        .values("id", "seq", "role")[:200]
+    )
+    summaries = list(
+        Summary.objects.filter(conversation_id=conversation_id)
+        .filter(_file_ref("file_ids", large_file.pk))
+        .order_by("created_at", "id")
+        .values("id", "kind", "depth")[:200]
+    )
+    return {
+        "type": "file",
+        "id": large_file.pk,
+        "conversation_id": conversation_id,
+        "file_name": large_file.file_name,
+        "mime_type": large_file.mime_type,
+        "byte_size": large_file.byte_size,
+        "line_count": large_file.line_count,
+        "token_count": large_file.token_count,
+        "sha256": large_file.sha256,
+        "tool_name": large_file.tool_name,
+        "created_at": large_file.created_at,
+        "exploration_summary": large_file.exploration_summary,
+        "referenced_by_messages": messages,
+        "referenced_by_summaries": summaries,
+    }
+
+
+def _file_ref(field_name: str, file_id: str) -> Q:
+    """JSON list membership that works on both databases: SQLite's JSONField has no
+    `contains`, so match the quoted id in the stored text (ids are `file_` + hex, which
+    cannot occur inside another id's quotes)."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        return Q(**{f"{field_name}__contains": [file_id]})
+    return Q(**{f"{field_name}__icontains": f'"{file_id}"'})
+
+
+def describe_for_user(*, user, item_id: str) -> dict:
+    if item_id.startswith("sum_"):
+        return describe_summary(summary_get_for_user(user=user, summary_id=item_id))
+    if item_id.startswith("file_"):
+        large_file = LargeFile.objects.filter(
+            pk=item_id, conversation__in=conversations_visible_to(user)
+        ).first()
+        if large_file is None:
+            raise NotFound(f"file {item_id} not found")
+        return describe_file(large_file)
+    raise NotFound(f"{item_id} is neither a summary id (sum_...) nor a file id (file_...)")
+
+
+# ---------------------------------------------------------------------------------------
+# expand
+
+
+@dataclass
+class ExpandResult:
+    summary_id: str
+    depth: int
+    summaries: list[dict] = field(default_factory=list)
+    messages: list[dict] = field(default_factory=list)
+    token_estimate: int = 0
+    token_cap: int = 0
+    truncated: bool = False
+    omitted_ids: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "summary_id": self.summary_id,
+            "depth": self.depth,
+            "summaries": self.summaries,
+            "messages": self.messages,
+            "token_estimate": self.token_estimate,
+            "token_cap": self.token_cap,
+            "truncated": self.truncated,
+            "omitted_ids": self.omitted_ids,
+        }
+
+
+def validate_expand_args(*, depth: int, token_cap: int) -> None:
+    if not 1 <= depth <= MAX_EXPAND_DEPTH:
+        raise InvalidInput(f"depth must be from 1 to {MAX_EXPAND_DEPTH}", extra={"field": "depth"})
+    if token_cap < 1:
+        raise InvalidInput("token_cap must be a positive integer", extra={"field": "token_cap"})
+
+
+def expand_summary(
+    summary: Summary, *, depth: int, include_messages: bool, token_cap: int
+) -> ExpandResult:
+    """One recursive query: summaries below `summary` down `depth` levels and, if asked,
+    the source messages of every leaf reached (a leaf root included), cut at `token_cap`."""
+    rows = dag.expand_rows(
+        summary.pk, max_level=depth, include_messages=include_messages, token_cap=token_cap
+    )
+    result = ExpandResult(summary_id=summary.pk, depth=depth, token_cap=token_cap)
+    for row in rows:
+        if row.content is None:
+            result.truncated = True
+            result.omitted_ids.append(row.summary_id if row.item == "summary" else row.message_id)
+            continue
+        result.token_estimate += row.token_count
+        if row.item == "summary":
+            result.summaries.append(
+                {
+                    "id": row.summary_id,
+                    "kind": row.kind,
+                    "depth": row.depth,
+                    "level": row.level,
+                    "token_count": row.token_count,
+                    "created_at": as_datetime(row.created_at),
+                    "content": row.content,
+                }
+            )
+        else:
+            result.messages.append(
+                {
+                    "id": row.message_id,
+                    "seq": row.seq,
+                    "role": row.role,
+                    "token_count": row.token_count,
+                    "created_at": as_datetime(row.created_at),
+                    "content": row.content,
+                }
+            )
+    return result
+
+
+def expand_for_user(
+    *, user, summary_id: str, depth: int = 1, include_messages: bool = False, token_cap: int
+) -> ExpandResult:
+    validate_expand_args(depth=depth, token_cap=token_cap)
+    summary = summary_get_for_user(user=user, summary_id=summary_id)
+    return expand_summary(
+        summary, depth=depth, include_messages=include_messages, token_cap=token_cap
+    )
