@@ -1,0 +1,553 @@
+"""The compaction engine: leaf and condensed passes over a conversation's active context.
+
+Lifecycle of a run (docs/compaction.md):
+1. claim the conversation's compaction lease (a `running` CompactionRun row, unique per
+   conversation; a second run gets a retryable `Conflict`);
+2. per pass: plan under the advisory lock (read the context, pick a range), summarize
+   with NO transaction open (escalation: normal -> aggressive -> fallback), then apply in
+   one short transaction that re-checks the planned range (`compaction.store`);
+3. stop when nothing is eligible, a pass cannot save tokens, or the pass / time bounds
+   are reached; record the outcome on the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Literal
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from compaction import escalation, locks
+from compaction.models import CompactionRun, Mode, Reason, RunStatus
+from compaction.planning import (
+    Candidate,
+    condensed_candidate,
+    context_rows,
+    fresh_tail_start,
+    leaf_candidate,
+    raw_tokens_outside_tail,
+)
+from compaction.store import (
+    CompactionEvent,
+    NewSummary,
+    RangeChanged,
+    apply_summary,
+    summary_id_for,
+)
+from compaction.summarizers import SourceItem, Summarizer, SummarizerAuthError, default_summarizer
+from conversations.models import Conversation, Message, Summary, SummaryKind
+from lcmsite.api.errors import Conflict, InvalidInput, NotFound
+
+logger = logging.getLogger("lcm.compaction")
+
+FILE_ID = re.compile(r"\bfile_[0-9a-f]{16}\b")
+# A crashed worker's lease is taken over once it is this much older than the time bound.
+_LEASE_GRACE_SECONDS = 60
+# A pass whose range changed is re-planned; past this many times the run stops.
+_MAX_REPLANS = 5
+
+
+@dataclass
+class CompactionResult:
+    status: Literal["compacted", "nothing_to_do", "failed"]
+    summaries_created: list[str]
+    tokens_before: int
+    tokens_after: int
+    passes: int
+    run_id: int | None
+    detail: str
+    error_code: str | None = None  # "summarizer_auth" when the provider refused the key
+    levels: dict[str, int] = field(default_factory=dict)  # escalation level -> summaries
+
+    def as_dict(self) -> dict:
+        return {
+            "status": self.status,
+            "summaries_created": list(self.summaries_created),
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "passes": self.passes,
+            "run_id": self.run_id,
+            "detail": self.detail,
+            "error_code": self.error_code,
+            "levels": dict(self.levels),
+        }
+
+
+def summarizer_from_settings() -> Summarizer:
+    return default_summarizer(
+        model=settings.LCM_SUMMARY_MODEL,
+        timeout=settings.LCM_SUMMARY_TIMEOUT_SECONDS,
+        max_retries=settings.LCM_SUMMARY_MAX_RETRIES,
+    )
+
+
+def _context_tokens(conversation_id: int) -> int:
+    return sum(row.token_count for row in context_rows(conversation_id))
+
+
+def _file_ids(parts: list[tuple[list | None, str]]) -> list[str]:
+    """File ids recorded on the sources, then any mentioned in their text, first-seen order."""
+    seen: dict[str, None] = {}
+    for recorded, text in parts:
+        for file_id in recorded or ():
+            seen.setdefault(file_id, None)
+        for file_id in FILE_ID.findall(text):
+            seen.setdefault(file_id, None)
+    return list(seen)
+
+
+def log_event(event: str, **fields) -> None:
+    """A structured log line: the event, then key=value pairs (also passed as `extra`)."""
+    pairs = " ".join(f"{key}={value}" for key, value in fields.items())
+    logger.info("%s %s", event, pairs, extra=fields)
+
+
+class _AuthFailed(Exception):
+    pass
+
+
+class CompactionEngine:
+    """One run over one conversation. `run()` drives the passes for the requested mode."""
+
+    def __init__(
+        self,
+        *,
+        conversation: Conversation,
+        mode: str,
+        reason: str,
+        target_tokens: int | None,
+        summarizer: Summarizer,
+    ) -> None:
+        self.conversation = conversation
+        self.mode = mode
+        self.reason = reason
+        self.target_tokens = target_tokens
+        self.summarizer = summarizer
+        self.summary_ids: list[str] = []
+        self.levels: dict[str, int] = {}
+        self.kinds: dict[str, int] = {}
+        self.replans = 0
+        self.notes: list[str] = []
+        self.passes = 0
+        self.started = time.monotonic()
+        self.stop_reason = ""
+        self.run: CompactionRun | None = None
+
+    # --- bounds -------------------------------------------------------------------
+    def _out_of_budget(self) -> bool:
+        if self.passes >= settings.LCM_COMPACTION_MAX_PASSES:
+            self.stop_reason = f"pass limit reached ({settings.LCM_COMPACTION_MAX_PASSES})"
+            return True
+        if time.monotonic() - self.started >= settings.LCM_COMPACTION_MAX_SECONDS:
+            self.stop_reason = f"time limit reached ({settings.LCM_COMPACTION_MAX_SECONDS} s)"
+            return True
+        return False
+
+    # --- planning -----------------------------------------------------------------
+    def plan(self, kind: str, *, max_depth: int | None = None, fanout: int | None = None):
+        """Pick the next range under the conversation's advisory lock (a short transaction)."""
+        with transaction.atomic():
+            locks.lock(locks.LockKind.COMPACTION, self.conversation.pk)
+            rows = context_rows(self.conversation.pk)
+        tail_start = fresh_tail_start(rows, settings.LCM_FRESH_TAIL_COUNT)
+        if kind == "leaf":
+            return leaf_candidate(rows, tail_start, settings.LCM_LEAF_CHUNK_TOKENS)
+        return condensed_candidate(
+            rows,
+            tail_start,
+            leaf_fanout=fanout or settings.LCM_LEAF_MIN_FANOUT,
+            condensed_fanout=fanout or settings.LCM_CONDENSED_MIN_FANOUT,
+            chunk_tokens=settings.LCM_LEAF_CHUNK_TOKENS,
+            max_depth=max_depth,
+        )
+
+    def raw_outside_tail(self) -> int:
+        rows = context_rows(self.conversation.pk)
+        return raw_tokens_outside_tail(rows, fresh_tail_start(rows, settings.LCM_FRESH_TAIL_COUNT))
+
+    # --- one pass -----------------------------------------------------------------
+    def _previous_context(self, summary_id: str | None) -> str | None:
+        if summary_id is None:
+            return None
+        return Summary.objects.filter(pk=summary_id).values_list("content", flat=True).first()
+
+    def _leaf_summary(self, candidate: Candidate) -> tuple[NewSummary, list[SourceItem], int]:
+        ids = [row.message_id for row in candidate.rows]
+        by_id = {
+            m["id"]: m
+            for m in Message.objects.filter(pk__in=ids).values(
+                "id", "seq", "role", "content", "created_at", "token_count", "file_ids"
+            )
+        }
+        messages = [by_id[i] for i in ids]
+        sources = [
+            SourceItem(
+                ref=f"msg:{m['seq']}",
+                kind="message",
+                content=m["content"],
+                created_at=m["created_at"],
+                role=m["role"],
+            )
+            for m in messages
+        ]
+        tokens = sum(m["token_count"] for m in messages)
+        draft = NewSummary(
+            id=summary_id_for(
+                conversation_id=self.conversation.pk, kind="leaf", depth=0, sources=ids
+            ),
+            conversation_id=self.conversation.pk,
+            kind=SummaryKind.LEAF,
+            depth=0,
+            level="",
+            content="",
+            token_count=0,
+            earliest_at=min(m["created_at"] for m in messages),
+            latest_at=max(m["created_at"] for m in messages),
+            descendant_count=0,
+            descendant_token_count=tokens,
+            source_token_count=tokens,
+            model="",
+            file_ids=_file_ids([(m["file_ids"], m["content"]) for m in messages]),
+            message_ids=ids,
+        )
+        return draft, sources, messages[-1]["id"]
+
+    def _condensed_summary(self, candidate: Candidate) -> tuple[NewSummary, list[SourceItem]]:
+        ids = [row.summary_id for row in candidate.rows]
+        by_id = {
+            s["id"]: s
+            for s in Summary.objects.filter(pk__in=ids).values(
+                "id",
+                "content",
+                "earliest_at",
+                "latest_at",
+                "token_count",
+                "descendant_count",
+                "descendant_token_count",
+                "file_ids",
+            )
+        }
+        parents = [by_id[i] for i in ids]
+        sources = [
+            SourceItem(
+                ref=s["id"],
+                kind="summary",
+                content=s["content"],
+                created_at=s["earliest_at"],
+                latest_at=s["latest_at"],
+            )
+            for s in parents
+        ]
+        draft = NewSummary(
+            id=summary_id_for(
+                conversation_id=self.conversation.pk,
+                kind="condensed",
+                depth=candidate.depth,
+                sources=ids,
+            ),
+            conversation_id=self.conversation.pk,
+            kind=SummaryKind.CONDENSED,
+            depth=candidate.depth,
+            level="",
+            content="",
+            token_count=0,
+            earliest_at=min(s["earliest_at"] for s in parents),
+            latest_at=max(s["latest_at"] for s in parents),
+            descendant_count=sum(1 + s["descendant_count"] for s in parents),
+            descendant_token_count=sum(s["descendant_token_count"] for s in parents),
+            source_token_count=sum(s["token_count"] for s in parents),
+            model="",
+            file_ids=_file_ids([(s["file_ids"], s["content"]) for s in parents]),
+            parent_ids=ids,
+        )
+        return draft, sources
+
+    def run_pass(self, candidate: Candidate) -> bool:
+        """Summarize and apply one candidate. True if it saved tokens."""
+        if candidate.kind == "leaf":
+            draft, sources, newest_message_id = self._leaf_summary(candidate)
+            target = settings.LCM_LEAF_TARGET_TOKENS
+        else:
+            draft, sources = self._condensed_summary(candidate)
+            newest_message_id = None
+            target = settings.LCM_CONDENSED_TARGET_TOKENS
+        source_tokens = candidate.source_tokens
+        try:
+            outcome = escalation.summarize(
+                summarizer=self.summarizer,
+                sources=sources,
+                source_tokens=source_tokens,
+                depth=candidate.depth,
+                target_tokens=target,
+                previous_context=self._previous_context(candidate.previous_summary_id),
+                conversation_id=self.conversation.pk,
+            )
+        except SummarizerAuthError as error:
+            raise _AuthFailed(str(error)) from error
+        except escalation.NoProgress as error:
+            self.stop_reason = f"a {candidate.kind} pass could not shrink its sources ({error})"
+            return False
+        summary = NewSummary(
+            **{
+                **draft.__dict__,
+                "level": outcome.level,
+                "content": outcome.content,
+                "token_count": outcome.token_count,
+                "model": outcome.model[:255],
+            }
+        )
+        event = None
+        if newest_message_id is not None:
+            event = CompactionEvent(
+                message_id=newest_message_id,
+                session_id=self.conversation.session_id,
+                automatic=self.reason != Reason.MANUAL,
+                metadata={
+                    "summary_id": summary.id,
+                    "compaction_run_id": self.run.pk if self.run else None,
+                    "trigger_reason": self.reason,
+                    "source_message_count": len(summary.message_ids),
+                    "token_before": source_tokens,
+                    "token_after": summary.token_count,
+                    "level": outcome.level,
+                },
+            )
+        run_id = self.run.pk if self.run else None
+
+        def record(row: Summary) -> None:
+            if run_id is not None:
+                CompactionRun.objects.filter(pk=run_id).update(
+                    summary_ids=[*self.summary_ids, row.pk], passes=self.passes + 1
+                )
+
+        try:
+            applied = apply_summary(
+                summary=summary,
+                planned_item_ids=[row.item_id for row in candidate.rows],
+                event=event,
+                on_applied=record,
+            )
+        except RangeChanged as error:
+            self.replans += 1
+            self.notes.append(f"re-planned: {error}")
+            if self.replans > _MAX_REPLANS:
+                self.stop_reason = f"the context kept changing under the plan ({error})"
+                return False
+            return True  # nothing written; the next plan sees the current context
+        self.passes += 1
+        if applied.already_applied:
+            self.notes.append(f"{summary.id} was already applied")
+            return True
+        self.summary_ids.append(summary.id)
+        self.levels[outcome.level] = self.levels.get(outcome.level, 0) + 1
+        self.kinds[summary.kind] = self.kinds.get(summary.kind, 0) + 1
+        if len(outcome.attempts) > 1 or "stand-in" in outcome.attempts[0]:
+            self.notes.append(f"{summary.id}: " + "; ".join(outcome.attempts))
+        log_event(
+            "summary created",
+            **{
+                "conversation_id": self.conversation.pk,
+                "session_id": self.conversation.session_id,
+                "compaction_id": run_id,
+                "summary_id": summary.id,
+                "trigger_reason": self.reason,
+                "token_before": source_tokens,
+                "token_after": summary.token_count,
+                "kind": summary.kind,
+                "depth": summary.depth,
+                "level": outcome.level,
+            },
+        )
+        return True
+
+    # --- modes ----------------------------------------------------------------------
+    def _passes_of(self, kind: str, *, max_depth=None, fanout=None, stop_under=None) -> int:
+        """Repeat passes of one kind while eligible; returns how many summaries were made."""
+        made = 0
+        while not self._out_of_budget():
+            if stop_under is not None and _context_tokens(self.conversation.pk) <= stop_under:
+                break
+            candidate = self.plan(kind, max_depth=max_depth, fanout=fanout)
+            if candidate is None:
+                break
+            before = len(self.summary_ids)
+            if not self.run_pass(candidate):
+                break
+            made += len(self.summary_ids) - before
+        return made
+
+    def full_sweep(self, *, fanout=None, stop_under=None) -> int:
+        made = self._passes_of("leaf", stop_under=stop_under)
+        made += self._passes_of("condensed", fanout=fanout, stop_under=stop_under)
+        return made
+
+    def incremental(self) -> int:
+        if self.raw_outside_tail() <= settings.LCM_LEAF_CHUNK_TOKENS:
+            return 0
+        candidate = self.plan("leaf")
+        if candidate is None or not self.run_pass(candidate):
+            return 0
+        made = len(self.summary_ids)
+        if settings.LCM_INCREMENTAL_MAX_DEPTH > 0:
+            made += self._passes_of("condensed", max_depth=settings.LCM_INCREMENTAL_MAX_DEPTH)
+        return made
+
+    def until_under(self, target: int) -> int:
+        """Bounded rounds of full sweeps; rounds after the first condense with a fanout of 2
+        so a context that one sweep cannot bring under the target keeps shrinking."""
+        made = 0
+        for round_number in range(settings.LCM_COMPACTION_MAX_ROUNDS):
+            if _context_tokens(self.conversation.pk) <= target or self._out_of_budget():
+                break
+            made_this_round = self.full_sweep(fanout=2 if round_number else None, stop_under=target)
+            made += made_this_round
+            if not made_this_round:
+                break
+        return made
+
+    def run_mode(self) -> None:
+        if self.mode == Mode.INCREMENTAL:
+            self.incremental()
+        elif self.mode == Mode.FULL:
+            self.full_sweep()
+        else:
+            self.until_under(self.resolved_target())
+
+    def resolved_target(self) -> int:
+        if self.target_tokens is not None:
+            return self.target_tokens
+        return int(self.conversation.token_budget * settings.LCM_CONTEXT_THRESHOLD)
+
+
+def _claim_lease(conversation: Conversation, *, mode: str, reason: str, target, tokens_before):
+    """Create the `running` run row; a live one already there is a retryable conflict."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.LCM_COMPACTION_MAX_SECONDS + _LEASE_GRACE_SECONDS)
+    with transaction.atomic(durable=True):
+        locks.try_lock(locks.LockKind.COMPACTION, conversation.pk)
+        CompactionRun.objects.filter(
+            conversation=conversation, status=RunStatus.RUNNING, started_at__lt=stale
+        ).update(status=RunStatus.FAILED, finished_at=now, detail="abandoned (worker stopped)")
+        try:
+            with transaction.atomic():
+                return CompactionRun.objects.create(
+                    conversation=conversation,
+                    reason=reason,
+                    mode=mode,
+                    target_tokens=target,
+                    tokens_before=tokens_before,
+                    started_at=now,
+                )
+        except IntegrityError:
+            raise Conflict(
+                f"conversation {conversation.pk} is being compacted; retry shortly",
+                retry_after=2.0,
+                extra={"conversation_id": conversation.pk},
+            ) from None
+
+
+def compact_conversation(
+    *,
+    conversation_id: int,
+    mode: Literal["incremental", "full", "until_under"] = "full",
+    reason: Literal["threshold", "manual", "maintenance"] = "manual",
+    target_tokens: int | None = None,
+    summarizer: Summarizer | None = None,
+) -> CompactionResult:
+    """Compact one conversation. Raises `Conflict` if another run holds it, `NotFound`,
+    `InvalidInput`; a provider authentication failure is a `failed` result (nothing of the
+    failing pass written) with `error_code="summarizer_auth"`."""
+    if mode not in Mode.values:
+        raise InvalidInput(f"mode must be one of {', '.join(Mode.values)}", extra={"field": "mode"})
+    if reason not in Reason.values:
+        raise InvalidInput(
+            f"reason must be one of {', '.join(Reason.values)}", extra={"field": "reason"}
+        )
+    if target_tokens is not None and target_tokens < 0:
+        raise InvalidInput("target_tokens must be >= 0", extra={"field": "target_tokens"})
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    if conversation is None:
+        raise NotFound(f"conversation {conversation_id} does not exist")
+    tokens_before = _context_tokens(conversation_id)
+    engine = CompactionEngine(
+        conversation=conversation,
+        mode=mode,
+        reason=reason,
+        target_tokens=target_tokens,
+        summarizer=summarizer or summarizer_from_settings(),
+    )
+    run = _claim_lease(
+        conversation, mode=mode, reason=reason, target=target_tokens, tokens_before=tokens_before
+    )
+    engine.run = run
+    error_code = None
+    try:
+        engine.run_mode()
+        status = RunStatus.COMPACTED if engine.summary_ids else RunStatus.NOTHING_TO_DO
+        detail = _describe(engine)
+    except _AuthFailed as error:
+        status, error_code = RunStatus.FAILED, "summarizer_auth"
+        detail = f"summarizer authentication failed, nothing written for that pass: {error}"
+        if engine.summary_ids:
+            detail += f" ({len(engine.summary_ids)} earlier summaries kept)"
+    except BaseException as error:
+        _finish(run, RunStatus.FAILED, engine, tokens_before, f"error: {error!r}")
+        raise
+    tokens_after = _finish(run, status, engine, tokens_before, detail)
+    return CompactionResult(
+        status=status.value,
+        summaries_created=list(engine.summary_ids),
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        passes=engine.passes,
+        run_id=run.pk,
+        detail=detail,
+        error_code=error_code,
+        levels=dict(engine.levels),
+    )
+
+
+def _describe(engine: CompactionEngine) -> str:
+    if not engine.summary_ids:
+        why = engine.stop_reason or "no range was eligible"
+        return f"nothing to do: {why}"
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(engine.kinds.items()))
+    text = f"{len(engine.summary_ids)} summaries ({kinds}) in {engine.passes} passes"
+    if engine.stop_reason:
+        text += f"; stopped: {engine.stop_reason}"
+    return text
+
+
+def _finish(run, status, engine: CompactionEngine, tokens_before: int, detail: str) -> int:
+    tokens_after = _context_tokens(run.conversation_id)
+    CompactionRun.objects.filter(pk=run.pk).update(
+        status=status,
+        tokens_after=tokens_after,
+        passes=engine.passes,
+        summary_ids=list(engine.summary_ids),
+        notes={"levels": engine.levels, "notes": engine.notes[-50:]},
+        detail=detail,
+        finished_at=timezone.now(),
+    )
+    log_event(
+        "compaction run finished",
+        **{
+            "conversation_id": run.conversation_id,
+            "session_id": engine.conversation.session_id,
+            "compaction_id": run.pk,
+            "trigger_reason": engine.reason,
+            "mode": engine.mode,
+            "status": str(status),
+            "token_before": tokens_before,
+            "token_after": tokens_after,
+            "summaries": len(engine.summary_ids),
+            "passes": engine.passes,
+        },
+    )
+    return tokens_after

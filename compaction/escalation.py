@@ -1,0 +1,131 @@
+"""Three-level escalation: normal, then aggressive, then the deterministic fallback.
+
+A level's output is accepted only if it is non-empty, shorter (in tokens) than the sources
+it replaces, and within `CAP_FACTOR` x the level's target. A `SummarizerError` (timeout,
+overload after retries, unusable output) fails that level; a `SummarizerAuthError`
+propagates: the pass writes nothing and the run reports it. The fallback is at most
+`FALLBACK_MAX_TOKENS` and at most half the sources, so a pass always shrinks the context;
+when even that is not shorter than the sources (a tiny range), `NoProgress` is raised.
+
+Model calls go through the spend guard and circuit breaker (`compaction.guard`); when
+either refuses, the deterministic summarizer stands in and the attempt says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from compaction import guard
+from compaction.summarizers import (
+    DeterministicSummarizer,
+    SourceItem,
+    Summarizer,
+    SummarizerAuthError,
+    SummarizerError,
+    SummaryRequest,
+    fallback_summary,
+)
+from compaction.summarizers.budget import effective_target
+from conversations.models import SummaryLevel
+from conversations.tokens import estimate
+
+logger = logging.getLogger("lcm.compaction")
+
+CAP_FACTOR = 1.5
+FALLBACK_MAX_TOKENS = 512
+DETERMINISTIC = "deterministic"
+
+
+class NoProgress(Exception):
+    """No level produced text shorter than the sources: the pass would not save tokens."""
+
+
+@dataclass
+class Outcome:
+    content: str
+    token_count: int
+    level: str
+    model: str
+    attempts: list[str] = field(default_factory=list)  # one line per level tried
+
+
+def _stand_in(summarizer: Summarizer, conversation_id: int | None, attempts: list[str]):
+    """The deterministic summarizer when the spend guard or the breaker refuses a model call."""
+    if getattr(summarizer, "name", "") == DETERMINISTIC or conversation_id is None:
+        return summarizer, False
+    provider = summarizer.name
+    if guard.circuit_open(provider=provider):
+        attempts.append(f"circuit breaker open for {provider}: deterministic summarizer used")
+        return DeterministicSummarizer(), True
+    if not guard.spend_allowed(conversation_id=conversation_id):
+        attempts.append("spend guard: call limit reached, deterministic summarizer used")
+        return DeterministicSummarizer(), True
+    return summarizer, False
+
+
+def summarize(
+    *,
+    summarizer: Summarizer,
+    sources: Sequence[SourceItem],
+    source_tokens: int,
+    depth: int,
+    target_tokens: int,
+    previous_context: str | None,
+    conversation_id: int | None,
+) -> Outcome:
+    attempts: list[str] = []
+    for level in (SummaryLevel.NORMAL, SummaryLevel.AGGRESSIVE):
+        request = SummaryRequest(
+            sources=sources,
+            depth=depth,
+            target_tokens=target_tokens,
+            level=level.value,
+            previous_context=previous_context,
+            conversation_id=conversation_id,
+        )
+        cap = math.ceil(effective_target(request) * CAP_FACTOR)
+        chosen, substituted = _stand_in(summarizer, conversation_id, attempts)
+        is_model = getattr(chosen, "name", "") != DETERMINISTIC
+        if is_model:
+            guard.spend_record(conversation_id=conversation_id, provider=chosen.name)
+        try:
+            result = chosen.summarize(request)
+        except SummarizerAuthError:
+            raise
+        except SummarizerError as error:
+            attempts.append(f"{level}: failed ({error})")
+            if is_model:
+                guard.circuit_failure(provider=chosen.name, error=str(error))
+            continue
+        if is_model:
+            guard.circuit_success(provider=chosen.name)
+        content = result.content.strip()
+        tokens = estimate(content)
+        if not content:
+            attempts.append(f"{level}: empty output")
+        elif tokens >= source_tokens:
+            attempts.append(f"{level}: {tokens} tokens is not shorter than {source_tokens}")
+        elif tokens > cap:
+            attempts.append(f"{level}: {tokens} tokens is over the cap of {cap}")
+        else:
+            suffix = " (stand-in)" if substituted else ""
+            attempts.append(f"{level}: accepted, {tokens} tokens{suffix}")
+            return Outcome(content, tokens, level.value, result.model, attempts)
+    request = SummaryRequest(
+        sources=sources,
+        depth=depth,
+        target_tokens=target_tokens,
+        level="aggressive",
+        previous_context=previous_context,
+        conversation_id=conversation_id,
+    )
+    content = fallback_summary(request, FALLBACK_MAX_TOKENS, estimator=estimate).strip()
+    tokens = estimate(content)
+    if not content or tokens >= source_tokens:
+        attempts.append(f"fallback: {tokens} tokens is not shorter than {source_tokens}")
+        raise NoProgress("; ".join(attempts))
+    attempts.append(f"fallback: accepted, {tokens} tokens")
+    return Outcome(content, tokens, SummaryLevel.FALLBACK.value, "fallback", attempts)

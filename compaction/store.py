@@ -1,0 +1,203 @@
+"""Store-level writes of compaction: a summary with its ordered lineage, and the
+replacement of a context range by that summary, in one short transaction.
+
+`apply_summary` is the only writer. It re-checks that the planned range of context items
+is exactly what is there now (nothing compacted, inserted or removed meanwhile), and is
+idempotent: summary ids are derived from the planned sources, so a retried apply finds
+the summary already in place and writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from compaction import locks
+from conversations.models import (
+    ContextItem,
+    ItemType,
+    MessagePart,
+    PartType,
+    Summary,
+    SummaryKind,
+    SummaryMessage,
+    SummaryParent,
+)
+
+
+class RangeChanged(Exception):
+    """The planned context range is no longer there as planned; nothing was written."""
+
+
+def summary_id_for(*, conversation_id: int, kind: str, depth: int, sources: Sequence) -> str:
+    """Deterministic id from the sources: the same planned pass always gets the same id."""
+    key = f"{conversation_id}:{kind}:{depth}:" + ",".join(str(s) for s in sources)
+    return "sum_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class NewSummary:
+    id: str
+    conversation_id: int
+    kind: str
+    depth: int
+    level: str
+    content: str
+    token_count: int
+    earliest_at: datetime
+    latest_at: datetime
+    descendant_count: int
+    descendant_token_count: int
+    source_token_count: int
+    model: str
+    file_ids: list[str]
+    message_ids: Sequence[int] = ()  # leaf: its source messages, in order
+    parent_ids: Sequence[str] = ()  # condensed: its source summaries, in order
+
+
+@dataclass(frozen=True)
+class CompactionEvent:
+    """The `compaction` part recorded on the newest source message of a leaf pass."""
+
+    message_id: int
+    session_id: str
+    automatic: bool
+    metadata: dict = field(default_factory=dict)
+
+
+def summary_create(summary: NewSummary, *, now: datetime) -> Summary:
+    """Insert a summary and its ordered edges. Call inside the apply transaction."""
+    if bool(summary.message_ids) == bool(summary.parent_ids):
+        raise ValueError("a summary links to source messages or source summaries, not both")
+    if (summary.kind == SummaryKind.LEAF) != bool(summary.message_ids):
+        raise ValueError("leaf summaries link messages; condensed ones link summaries")
+    row = Summary.objects.create(
+        id=summary.id,
+        conversation_id=summary.conversation_id,
+        kind=summary.kind,
+        depth=summary.depth,
+        level=summary.level,
+        content=summary.content,
+        token_count=summary.token_count,
+        earliest_at=summary.earliest_at,
+        latest_at=summary.latest_at,
+        descendant_count=summary.descendant_count,
+        descendant_token_count=summary.descendant_token_count,
+        source_token_count=summary.source_token_count,
+        model=summary.model,
+        file_ids=summary.file_ids,
+        created_at=now,
+    )
+    if summary.message_ids:
+        SummaryMessage.objects.bulk_create(
+            SummaryMessage(
+                summary_id=summary.id,
+                message_id=message_id,
+                conversation_id=summary.conversation_id,
+                ordinal=ordinal,
+            )
+            for ordinal, message_id in enumerate(summary.message_ids)
+        )
+    else:
+        SummaryParent.objects.bulk_create(
+            SummaryParent(
+                summary_id=summary.id,
+                parent_summary_id=parent_id,
+                conversation_id=summary.conversation_id,
+                ordinal=ordinal,
+            )
+            for ordinal, parent_id in enumerate(summary.parent_ids)
+        )
+    return row
+
+
+def context_range_replace(
+    *, conversation_id: int, planned_item_ids: Sequence[int], summary: Summary, now: datetime
+) -> int:
+    """Replace exactly the planned context items (contiguous, in order) by one summary item
+    at the first one's ordinal. Raises `RangeChanged` if the range differs from the plan.
+    Call inside the apply transaction. Returns the new item's ordinal."""
+    planned = list(planned_item_ids)
+    ends = dict(
+        ContextItem.objects.filter(
+            pk__in={planned[0], planned[-1]}, conversation_id=conversation_id
+        ).values_list("pk", "ordinal")
+    )
+    if planned[0] not in ends or planned[-1] not in ends:
+        raise RangeChanged("the planned range is no longer in the context")
+    first, last = ends[planned[0]], ends[planned[-1]]
+    current = list(
+        ContextItem.objects.filter(conversation_id=conversation_id, ordinal__range=(first, last))
+        .order_by("ordinal")
+        .values_list("pk", flat=True)
+    )
+    if current != planned:
+        raise RangeChanged("the planned range changed since it was planned")
+    ContextItem.objects.filter(pk__in=planned).delete()
+    ContextItem.objects.create(
+        conversation_id=conversation_id,
+        ordinal=first,
+        item_type=ItemType.SUMMARY,
+        summary=summary,
+        token_count=summary.token_count,
+        created_at=now,
+    )
+    return first
+
+
+def compaction_event_record(event: CompactionEvent) -> MessagePart:
+    """Add a `compaction` part after the message's existing parts (never changing them)."""
+    last = MessagePart.objects.filter(message_id=event.message_id).aggregate(m=Max("ordinal"))["m"]
+    return MessagePart.objects.create(
+        message_id=event.message_id,
+        session_id=event.session_id,
+        part_type=PartType.COMPACTION,
+        ordinal=0 if last is None else last + 1,
+        is_synthetic=True,
+        compaction_auto=event.automatic,
+        metadata=event.metadata,
+    )
+
+
+@dataclass(frozen=True)
+class Applied:
+    summary_id: str
+    ordinal: int | None
+    already_applied: bool
+
+
+def apply_summary(
+    *,
+    summary: NewSummary,
+    planned_item_ids: Sequence[int],
+    event: CompactionEvent | None = None,
+    on_applied=None,
+) -> Applied:
+    """One short transaction: summary, edges, context replacement, compaction event.
+
+    Idempotent: if the summary already exists (a retried apply), nothing is written.
+    `on_applied(summary_row)` runs inside the transaction (the engine records its run).
+    """
+    now = timezone.now()
+    with transaction.atomic(durable=True):
+        locks.lock(locks.LockKind.COMPACTION, summary.conversation_id)
+        if Summary.objects.filter(pk=summary.id).exists():
+            return Applied(summary.id, None, already_applied=True)
+        row = summary_create(summary, now=now)
+        ordinal = context_range_replace(
+            conversation_id=summary.conversation_id,
+            planned_item_ids=planned_item_ids,
+            summary=row,
+            now=now,
+        )
+        if event is not None:
+            compaction_event_record(event)
+        if on_applied is not None:
+            on_applied(row)
+    return Applied(summary.id, ordinal, already_applied=False)
