@@ -1,1 +1,35 @@
-urlpatterns: list = []
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from explorer import views
+
+app_name = "explorer"
+
+urlpatterns = [
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path(
+        "accounts/logout/",
+        auth_views.LogoutView.as_view(next_page="/accounts/login/"),
+        name="logout",
+    ),
+    path("", views.conversation_list, name="conversation-list"),
+    path("conversations/<int:conversation_id>/", views.conversation_detail, name="conversation"),
+    path(
+        "conversations/<int:conversation_id>/context/",
+        views.context_items_fragment,
+        name="context-items",
+    ),
+    path("conversations/<int:conversation_id>/dag/", views.summary_dag, name="dag"),
+    path(
+        "conversations/<int:conversation_id>/summaries/<str:summary_id>/",
+        views.summary_detail_fragment,
+        name="summary-detail",
+    ),
+    path(
+        "conversations/<int:conversation_id>/summaries/<str:summary_id>/expand/",
+        views.summary_expand_fragment,
+        name="summary-expand",
+    ),
+    path("files/", views.file_list, name="file-list"),
+    path("files/<str:file_id>/", views.file_detail, name="file"),
+]

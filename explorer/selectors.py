@@ -1,0 +1,421 @@
+"""Reads behind the explorer pages. Every function takes a conversation the caller already
+got through `conversation_get_for_user`, and costs a fixed number of queries whatever the
+size of the conversation (the DAG walks are one recursive CTE each)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count, IntegerField, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
+
+from conversations.models import (
+    ContextItem,
+    Conversation,
+    ItemType,
+    LargeFile,
+    Message,
+    Role,
+    Summary,
+    SummaryMessage,
+    SummaryParent,
+)
+from conversations.selectors import conversations_visible_to
+
+TIMELINE_PAGE = 100
+CONTEXT_PAGE = 100
+LIST_PAGE = 50
+EXPAND_MESSAGES_LIMIT = 200
+
+
+# --- conversation list -------------------------------------------------------------------
+
+
+def conversation_list_page(*, user, query: str = "", page: int = 1) -> tuple[list, bool]:
+    """One page of the conversations the user may see, newest activity first.
+
+    Returns (rows, has_more). No COUNT(*) over the table: one extra row says whether a
+    next page exists. Two queries: the page with its context tokens, then summaries by
+    depth for just those conversations.
+    """
+    queryset = conversations_visible_to(user).select_related("owner")
+    if query:
+        queryset = queryset.filter(Q(session_id__icontains=query) | Q(title__icontains=query))
+    context_tokens = (
+        ContextItem.objects.filter(conversation=OuterRef("pk"))
+        .order_by()
+        .values("conversation")
+        .annotate(total=Sum("token_count"))
+        .values("total")
+    )
+    queryset = queryset.annotate(
+        context_tokens=Coalesce(Subquery(context_tokens, output_field=IntegerField()), 0)
+    ).order_by("-updated_at", "-pk")
+    offset = (page - 1) * LIST_PAGE
+    rows = list(queryset[offset : offset + LIST_PAGE + 1])
+    has_more = len(rows) > LIST_PAGE
+    rows = rows[:LIST_PAGE]
+    depths: dict[int, dict[int, int]] = defaultdict(dict)
+    if rows:
+        for conversation_id, depth, n in (
+            Summary.objects.filter(conversation_id__in=[c.pk for c in rows])
+            .order_by()
+            .values_list("conversation_id", "depth")
+            .annotate(n=Count("id"))
+        ):
+            depths[conversation_id][depth] = n
+    for conversation in rows:
+        conversation.summaries_by_depth = sorted(depths[conversation.pk].items())
+    return rows, has_more
+
+
+# --- context bar and context list --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContextBar:
+    budget: int
+    system_tokens: int
+    summary_tokens: int
+    fresh_tail_tokens: int
+    older_message_tokens: int
+    summary_count: int
+    message_count: int
+    fresh_tail_count: int
+
+    @property
+    def total(self) -> int:
+        return (
+            self.system_tokens
+            + self.summary_tokens
+            + self.fresh_tail_tokens
+            + self.older_message_tokens
+        )
+
+    @property
+    def dropped_tokens(self) -> int:
+        """What does not fit the budget (the assembler leaves it out of the model call)."""
+        return max(0, self.total - self.budget)
+
+    def percent(self, tokens: int) -> float:
+        """Share of the bar: the bar is the budget, or the total when over budget."""
+        scale = max(self.budget, self.total, 1)
+        return round(100.0 * tokens / scale, 2)
+
+    @property
+    def segments(self) -> list[dict]:
+        """Bar segments in assembly order with their x offset and width in percent."""
+        parts = [
+            ("system", "system", self.system_tokens),
+            ("summaries", "summaries", self.summary_tokens),
+            ("older", "older raw messages", self.older_message_tokens),
+            ("tail", "fresh tail", self.fresh_tail_tokens),
+        ]
+        out, x = [], 0.0
+        for key, label, tokens in parts:
+            width = self.percent(tokens)
+            out.append({"key": key, "label": label, "tokens": tokens, "x": x, "width": width})
+            x = round(x + width, 2)
+        return out
+
+    @property
+    def budget_x(self) -> float:
+        return self.percent(self.budget)
+
+
+def context_bar(*, conversation: Conversation) -> ContextBar:
+    """Tokens of the active context by kind, in two queries.
+
+    System messages count as "system"; the newest LCM_FRESH_TAIL_COUNT raw messages are
+    the fresh tail that compaction never touches.
+    """
+    totals = ContextItem.objects.filter(conversation=conversation).aggregate(
+        summary_tokens=Coalesce(Sum("token_count", filter=Q(item_type=ItemType.SUMMARY)), 0),
+        summary_count=Count("id", filter=Q(item_type=ItemType.SUMMARY)),
+        message_tokens=Coalesce(Sum("token_count", filter=Q(item_type=ItemType.MESSAGE)), 0),
+        message_count=Count("id", filter=Q(item_type=ItemType.MESSAGE)),
+        system_tokens=Coalesce(
+            Sum("token_count", filter=Q(message__role=Role.SYSTEM)),
+            0,
+        ),
+    )
+    tail_size = settings.LCM_FRESH_TAIL_COUNT
+    tail = list(
+        ContextItem.objects.filter(conversation=conversation, item_type=ItemType.MESSAGE)
+        .exclude(message__role=Role.SYSTEM)
+        .order_by("-ordinal")
+        .values_list("token_count", flat=True)[:tail_size]
+    )
+    tail_tokens = sum(tail)
+    return ContextBar(
+        budget=conversation.token_budget,
+        system_tokens=totals["system_tokens"],
+        summary_tokens=totals["summary_tokens"],
+        fresh_tail_tokens=tail_tokens,
+        older_message_tokens=totals["message_tokens"] - totals["system_tokens"] - tail_tokens,
+        summary_count=totals["summary_count"],
+        message_count=totals["message_count"],
+        fresh_tail_count=len(tail),
+    )
+
+
+def context_items_page(*, conversation: Conversation, after: int = 0) -> tuple[list, bool]:
+    """Context items in assembly order after ordinal `after`, with their message or summary."""
+    rows = list(
+        ContextItem.objects.filter(conversation=conversation, ordinal__gt=after)
+        .select_related("message", "summary")
+        .order_by("ordinal")[: CONTEXT_PAGE + 1]
+    )
+    return rows[:CONTEXT_PAGE], len(rows) > CONTEXT_PAGE
+
+
+# --- timeline ----------------------------------------------------------------------------
+
+
+@dataclass
+class TimelinePage:
+    messages: list[Message]
+    first_seq: int
+    last_seq: int
+    previous_from: int | None
+    next_from: int | None
+    latest_from: int
+
+
+def timeline_page(*, conversation: Conversation, from_seq: int | None) -> TimelinePage:
+    """A window of TIMELINE_PAGE messages by seq (default: the newest), parts prefetched.
+
+    Two queries whatever the conversation size: seq is gap-free (1..last_seq), so the
+    window is a range scan on the unique (conversation, seq) index.
+    """
+    last = conversation.last_seq
+    latest_from = max(1, last - TIMELINE_PAGE + 1)
+    start = latest_from if from_seq is None else min(max(1, from_seq), latest_from)
+    end = start + TIMELINE_PAGE - 1
+    messages = list(
+        Message.objects.filter(conversation=conversation, seq__range=(start, end))
+        .prefetch_related("parts")
+        .order_by("seq")
+    )
+    return TimelinePage(
+        messages=messages,
+        first_seq=start,
+        last_seq=min(end, last),
+        previous_from=max(1, start - TIMELINE_PAGE) if start > 1 else None,
+        next_from=end + 1 if end < last else None,
+        latest_from=latest_from,
+    )
+
+
+def page_start_for_seq(seq: int) -> int:
+    """The `from` of the timeline window that shows message `seq` near its top."""
+    return max(1, seq - 5)
+
+
+# --- the summary DAG ---------------------------------------------------------------------
+
+# Everything above a set of messages: the leaves that hold them, then every summary built
+# on those, transitively. One statement; UNION (not UNION ALL) stops on shared ancestors.
+_ANCESTORS_OF_MESSAGES_SQL = """
+WITH RECURSIVE up(summary_id) AS (
+    SELECT sm.summary_id FROM conversations_summarymessage sm
+    WHERE sm.conversation_id = %s AND sm.message_id IN ({placeholders})
+    UNION
+    SELECT sp.summary_id FROM conversations_summaryparent sp
+    JOIN up ON sp.parent_summary_id = up.summary_id
+)
+SELECT summary_id FROM up
+"""
+
+# Everything below a summary: its sources, transitively (for a path's lower end).
+_DESCENDANTS_SQL = """
+WITH RECURSIVE down(summary_id) AS (
+    SELECT %s
+    UNION
+    SELECT sp.parent_summary_id FROM conversations_summaryparent sp
+    JOIN down ON sp.summary_id = down.summary_id
+)
+SELECT summary_id FROM down
+"""
+
+
+def _placeholders(values: list) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def summaries_above_messages(*, conversation: Conversation, message_ids: list[int]) -> set[str]:
+    """The lineage path(s) from these messages up to the top of the DAG: one query."""
+    if not message_ids:
+        return set()
+    sql = _ANCESTORS_OF_MESSAGES_SQL.format(placeholders=_placeholders(message_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [conversation.pk, *message_ids])
+        return {row[0] for row in cursor.fetchall()}
+
+
+def summary_subtree_ids(*, summary_id: str) -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(_DESCENDANTS_SQL, [summary_id])
+        return {row[0] for row in cursor.fetchall()}
+
+
+@dataclass
+class DagNode:
+    id: str
+    kind: str
+    depth: int
+    level: str
+    token_count: int
+    in_context: bool
+    first_seq: int | None = None
+    last_seq: int | None = None
+    message_count: int = 0
+
+    def as_json(self) -> dict:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "depth": self.depth,
+            "level": self.level,
+            "tokens": self.token_count,
+            "inContext": self.in_context,
+            "firstSeq": self.first_seq,
+            "lastSeq": self.last_seq,
+            "messages": self.message_count,
+        }
+
+
+@dataclass
+class Dag:
+    nodes: list[DagNode] = field(default_factory=list)
+    edges: list[tuple[str, str]] = field(default_factory=list)  # (source, built-on)
+
+    def as_json(self) -> dict:
+        return {
+            "nodes": [n.as_json() for n in self.nodes],
+            "edges": [{"source": s, "target": t} for s, t in self.edges],
+        }
+
+
+def conversation_dag(*, conversation: Conversation) -> Dag:
+    """Every summary of the conversation with its edges and message range: four queries.
+
+    A leaf's range comes from its message edges; a condensed summary's range is the union
+    of its sources', folded here in memory from the edge list (sources are one depth
+    below, so walking by depth visits sources first).
+    """
+    summaries = list(
+        Summary.objects.filter(conversation=conversation)
+        .order_by("depth", "earliest_at", "id")
+        .values_list("id", "kind", "depth", "level", "token_count")
+    )
+    ranges = {
+        row["summary_id"]: row
+        for row in SummaryMessage.objects.filter(conversation=conversation)
+        .order_by()
+        .values("summary_id")
+        .annotate(first=Min("message__seq"), last=Max("message__seq"), n=Count("id"))
+    }
+    edges = list(
+        SummaryParent.objects.filter(conversation=conversation)
+        .order_by("summary_id", "ordinal")
+        .values_list("parent_summary_id", "summary_id")
+    )
+    in_context = set(
+        ContextItem.objects.filter(
+            conversation=conversation, item_type=ItemType.SUMMARY
+        ).values_list("summary_id", flat=True)
+    )
+    nodes: dict[str, DagNode] = {}
+    for sid, kind, depth, level, tokens in summaries:
+        node = DagNode(sid, kind, depth, level, tokens, sid in in_context)
+        if sid in ranges:
+            node.first_seq = ranges[sid]["first"]
+            node.last_seq = ranges[sid]["last"]
+            node.message_count = ranges[sid]["n"]
+        nodes[sid] = node
+    sources_of: dict[str, list[str]] = defaultdict(list)
+    for source, built_on in edges:
+        sources_of[built_on].append(source)
+    for node in nodes.values():  # ordered by depth: sources are folded before users
+        for source_id in sources_of.get(node.id, ()):
+            source = nodes.get(source_id)
+            if source is None or source.first_seq is None:
+                continue
+            node.first_seq = min(filter(None, [node.first_seq, source.first_seq]))
+            node.last_seq = max(filter(None, [node.last_seq, source.last_seq]))
+            node.message_count += source.message_count
+    return Dag(nodes=list(nodes.values()), edges=edges)
+
+
+@dataclass
+class SummaryDetail:
+    summary: Summary
+    in_context: bool
+    sources: list[Summary]
+    built_on: list[Summary]
+    first_seq: int | None
+    last_seq: int | None
+    message_count: int
+
+
+def summary_detail(*, conversation: Conversation, summary_id: str) -> SummaryDetail | None:
+    summary = Summary.objects.filter(conversation=conversation, pk=summary_id).first()
+    if summary is None:
+        return None
+    sources = list(
+        Summary.objects.filter(child_links__summary=summary).order_by("child_links__ordinal")
+    )
+    built_on = list(Summary.objects.filter(parent_links__parent_summary=summary).order_by("id"))
+    below = summary_subtree_ids(summary_id=summary.pk)
+    span = SummaryMessage.objects.filter(summary_id__in=below).aggregate(
+        first=Min("message__seq"), last=Max("message__seq"), n=Count("id")
+    )
+    in_context = ContextItem.objects.filter(conversation=conversation, summary=summary).exists()
+    return SummaryDetail(
+        summary=summary,
+        in_context=in_context,
+        sources=sources,
+        built_on=built_on,
+        first_seq=span["first"],
+        last_seq=span["last"],
+        message_count=span["n"],
+    )
+
+
+def summary_source_messages(*, summary: Summary) -> tuple[list[Message], bool]:
+    """A leaf's source messages in order, bounded (returns has_more)."""
+    rows = list(
+        Message.objects.filter(summary_links__summary=summary)
+        .prefetch_related("parts")
+        .order_by("summary_links__ordinal")[: EXPAND_MESSAGES_LIMIT + 1]
+    )
+    return rows[:EXPAND_MESSAGES_LIMIT], len(rows) > EXPAND_MESSAGES_LIMIT
+
+
+# --- large files -------------------------------------------------------------------------
+
+
+def files_visible_to(user) -> QuerySet[LargeFile]:
+    return LargeFile.objects.filter(conversation__in=conversations_visible_to(user))
+
+
+def file_get_for_user(*, user, file_id: str) -> LargeFile | None:
+    """A file is visible exactly when its conversation is (the same checkpoint)."""
+    return files_visible_to(user).select_related("conversation").filter(pk=file_id).first()
+
+
+def file_preview(*, large_file: LargeFile) -> tuple[str, bool]:
+    """The first LCM_FILE_PREVIEW_BYTES of the stored content, decoded leniently."""
+    from django.core.files.storage import storages
+
+    limit = settings.LCM_FILE_PREVIEW_BYTES
+    try:
+        with storages["large_files"].open(large_file.storage_key, "rb") as handle:
+            data = handle.read(limit + 1)
+    except (FileNotFoundError, OSError):
+        return "", False
+    return data[:limit].decode("utf-8", errors="replace"), len(data) > limit

@@ -1,0 +1,105 @@
+/* The summary DAG: cytoscape renders, cytoscape-dagre lays out (sources below, the
+   summaries built on them above). Data comes from the page's json_script block. */
+(function () {
+  "use strict";
+  var dataNode = document.getElementById("dag-data");
+  if (!dataNode || typeof cytoscape === "undefined") return;
+  var data = JSON.parse(dataNode.textContent);
+  var detail = document.getElementById("detail");
+  var onPath = new Set(data.path || []);
+
+  function label(n) {
+    var range = n.firstSeq ? "#" + n.firstSeq + "–#" + n.lastSeq : "";
+    return (n.kind === "leaf" ? "leaf" : "d" + n.depth) + " " + range + "\n" + n.tokens + " tok";
+  }
+
+  var elements = [];
+  data.nodes.forEach(function (n) {
+    var classes = [n.kind];
+    if (n.inContext) classes.push("in-context");
+    if (onPath.has(n.id)) classes.push("path");
+    if (n.id === data.covering) classes.push("covering");
+    if (n.level !== "normal") classes.push(n.level);
+    elements.push({ group: "nodes", data: { id: n.id, label: label(n) }, classes: classes.join(" ") });
+  });
+  data.edges.forEach(function (e, i) {
+    var classes = onPath.has(e.source) && onPath.has(e.target) ? "path" : "";
+    elements.push({ group: "edges", data: { id: "e" + i, source: e.source, target: e.target }, classes: classes });
+  });
+
+  var cy = cytoscape({
+    container: document.getElementById("dag"),
+    elements: elements,
+    wheelSensitivity: 0.3,
+    textureOnViewport: data.nodes.length > 300,
+    hideEdgesOnViewport: data.nodes.length > 300,
+    style: [
+      { selector: "node", style: {
+          shape: "round-rectangle", width: 96, height: 38, "background-color": "#dbe7f5",
+          "border-width": 1, "border-color": "#7d93ad", label: "data(label)",
+          "text-wrap": "wrap", "text-valign": "center", "font-size": 10, color: "#1d2733" } },
+      { selector: "node.condensed", style: { "background-color": "#e6dcf5", "border-color": "#8d78ad" } },
+      { selector: "node.fallback", style: { "background-color": "#f7e3c6" } },
+      { selector: "node.in-context", style: { "border-width": 3, "border-color": "#1f7a3d" } },
+      { selector: "node.path", style: { "background-color": "#ffe066", "border-color": "#b38600" } },
+      { selector: "node.covering", style: { "border-width": 4, "border-color": "#c2410c" } },
+      { selector: "node:selected", style: { "overlay-color": "#2563eb", "overlay-opacity": 0.25 } },
+      { selector: "edge", style: {
+          width: 1, "line-color": "#a7b1bd", "target-arrow-color": "#a7b1bd",
+          "target-arrow-shape": "triangle", "curve-style": "bezier", "arrow-scale": 0.7 } },
+      { selector: "edge.path", style: { width: 3, "line-color": "#b38600", "target-arrow-color": "#b38600" } },
+    ],
+    layout: { name: "dagre", rankDir: "BT", nodeSep: 12, rankSep: 50, animate: false },
+  });
+  window.lcmCy = cy; // for tests and the console
+
+  function url(template, id) { return template.replace("SUMMARY_ID", encodeURIComponent(id)); }
+
+  function showDetail(id) {
+    var node = cy.getElementById(id);
+    if (node.empty()) return;
+    cy.$(":selected").unselect();
+    node.select();
+    detail.setAttribute("aria-busy", "true");
+    window.lcm.getHtml(url(data.detailUrl, id)).then(function (html) {
+      detail.innerHTML = html;
+      detail.removeAttribute("aria-busy");
+    }, function (error) {
+      detail.textContent = "Could not load " + id + ": " + error.message;
+    });
+  }
+
+  cy.on("tap", "node", function (event) { showDetail(event.target.id()); });
+
+  detail.addEventListener("click", function (event) {
+    var link = event.target.closest(".node-link");
+    if (link) {
+      event.preventDefault();
+      var node = cy.getElementById(link.dataset.summary);
+      if (!node.empty()) cy.animate({ center: { eles: node } }, { duration: 200 });
+      showDetail(link.dataset.summary);
+      return;
+    }
+    var button = event.target.closest("button.expand");
+    if (!button) return;
+    var id = button.dataset.summary;
+    var target = detail.querySelector('.expansion[data-for="' + CSS.escape(id) + '"]');
+    button.disabled = true;
+    window.lcm.getHtml(url(data.expandUrl, id)).then(function (html) {
+      target.innerHTML = html;
+    }, function (error) {
+      target.textContent = "Could not expand: " + error.message;
+      button.disabled = false;
+    });
+  });
+
+  var first = data.selected || (onPath.size ? data.path[0] : null);
+  if (first) {
+    var node = cy.getElementById(first);
+    if (!node.empty()) {
+      cy.center(node);
+      showDetail(first);
+    }
+  }
+  document.body.dataset.dagReady = "true";
+})();

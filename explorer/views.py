@@ -1,0 +1,210 @@
+"""Server-rendered explorer pages. Each view parses its input, asks the access checkpoint
+for the conversation (404 for anyone who may not see it), calls selectors, renders.
+
+Untrusted text (message, summary and file content, titles, file names) only ever reaches
+the page through Django's auto-escaping; the DAG data goes through `json_script`.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from conversations.models import Conversation, SummaryKind
+from conversations.selectors import conversation_get_for_user
+from explorer import selectors
+from lcmsite.api.errors import NotFound
+from retrieval.selectors import covering_summaries
+
+
+def _conversation(request: HttpRequest, conversation_id: int) -> Conversation:
+    try:
+        return conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    except NotFound:
+        raise Http404("conversation not found") from None
+
+
+def _int_param(request: HttpRequest, name: str, default: int | None = None) -> int | None:
+    raw = request.GET.get(name, "")
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        return default
+
+
+@require_GET
+@login_required
+def conversation_list(request: HttpRequest) -> HttpResponse:
+    query = request.GET.get("q", "").strip()[:255]
+    page = max(1, _int_param(request, "page", 1) or 1)
+    rows, has_more = selectors.conversation_list_page(user=request.user, query=query, page=page)
+    return render(
+        request,
+        "explorer/conversation_list.html",
+        {"conversations": rows, "query": query, "page": page, "has_more": has_more},
+    )
+
+
+@require_GET
+@login_required
+def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = _conversation(request, conversation_id)
+    from_seq = _int_param(request, "from")
+    seq = _int_param(request, "seq")
+    if seq is not None:
+        from_seq = selectors.page_start_for_seq(seq)
+    timeline = selectors.timeline_page(conversation=conversation, from_seq=from_seq)
+    message_ids = [m.pk for m in timeline.messages]
+    # message id -> covering context summary id, or None when the message is itself in
+    # the context (absent: neither, only for a moment inside a compaction write).
+    covering = covering_summaries(conversation_id=conversation.pk, message_ids=message_ids)
+    for message in timeline.messages:
+        message.covering_summary_id = covering.get(message.pk)
+        message.in_context = message.pk in covering and covering[message.pk] is None
+    items, more_items = selectors.context_items_page(conversation=conversation)
+    return render(
+        request,
+        "explorer/conversation_detail.html",
+        {
+            "conversation": conversation,
+            "bar": selectors.context_bar(conversation=conversation),
+            "timeline": timeline,
+            "highlight_seq": seq,
+            "context_items": items,
+            "more_context_items": more_items,
+        },
+    )
+
+
+@require_GET
+@login_required
+def context_items_fragment(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = _conversation(request, conversation_id)
+    after = max(0, _int_param(request, "after", 0) or 0)
+    items, more = selectors.context_items_page(conversation=conversation, after=after)
+    return render(
+        request,
+        "explorer/_context_items.html",
+        {"conversation": conversation, "context_items": items, "more_context_items": more},
+    )
+
+
+@require_GET
+@login_required
+def summary_dag(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = _conversation(request, conversation_id)
+    dag = selectors.conversation_dag(conversation=conversation)
+    focus_seq = _int_param(request, "message")
+    path: list[str] = []
+    covering_id = None
+    if focus_seq is not None:
+        message = conversation.messages.filter(seq=focus_seq).only("id").first()
+        if message is not None:
+            path = sorted(
+                selectors.summaries_above_messages(
+                    conversation=conversation, message_ids=[message.pk]
+                )
+            )
+            covering_id = covering_summaries(
+                conversation_id=conversation.pk, message_ids=[message.pk]
+            ).get(message.pk)
+    selected = request.GET.get("summary", "")[:32]
+    return render(
+        request,
+        "explorer/summary_dag.html",
+        {
+            "conversation": conversation,
+            "dag": dag,
+            "dag_json": {
+                **dag.as_json(),
+                "path": path,
+                "covering": covering_id,
+                "selected": selected or covering_id,
+                "detailUrl": reverse(
+                    "explorer:summary-detail", args=[conversation.pk, "SUMMARY_ID"]
+                ),
+                "expandUrl": reverse(
+                    "explorer:summary-expand", args=[conversation.pk, "SUMMARY_ID"]
+                ),
+            },
+            "focus_seq": focus_seq,
+        },
+    )
+
+
+@require_GET
+@login_required
+def summary_detail_fragment(
+    request: HttpRequest, conversation_id: int, summary_id: str
+) -> HttpResponse:
+    conversation = _conversation(request, conversation_id)
+    detail = selectors.summary_detail(conversation=conversation, summary_id=summary_id)
+    if detail is None:
+        raise Http404("summary not found")
+    return render(
+        request, "explorer/_summary_detail.html", {"conversation": conversation, "d": detail}
+    )
+
+
+@require_GET
+@login_required
+def summary_expand_fragment(
+    request: HttpRequest, conversation_id: int, summary_id: str
+) -> HttpResponse:
+    """One level down, in place: a condensed summary's sources or a leaf's messages."""
+    conversation = _conversation(request, conversation_id)
+    detail = selectors.summary_detail(conversation=conversation, summary_id=summary_id)
+    if detail is None:
+        raise Http404("summary not found")
+    messages, more = [], False
+    if detail.summary.kind == SummaryKind.LEAF:
+        messages, more = selectors.summary_source_messages(summary=detail.summary)
+    return render(
+        request,
+        "explorer/_summary_expand.html",
+        {
+            "conversation": conversation,
+            "d": detail,
+            "messages": messages,
+            "more_messages": more,
+            "limit": selectors.EXPAND_MESSAGES_LIMIT,
+        },
+    )
+
+
+@require_GET
+@login_required
+def file_list(request: HttpRequest) -> HttpResponse:
+    page = max(1, _int_param(request, "page", 1) or 1)
+    offset = (page - 1) * selectors.LIST_PAGE
+    rows = list(
+        selectors.files_visible_to(request.user)
+        .select_related("conversation")
+        .order_by("-created_at", "-pk")[offset : offset + selectors.LIST_PAGE + 1]
+    )
+    return render(
+        request,
+        "explorer/file_list.html",
+        {
+            "files": rows[: selectors.LIST_PAGE],
+            "page": page,
+            "has_more": len(rows) > selectors.LIST_PAGE,
+        },
+    )
+
+
+@require_GET
+@login_required
+def file_detail(request: HttpRequest, file_id: str) -> HttpResponse:
+    large_file = selectors.file_get_for_user(user=request.user, file_id=file_id[:32])
+    if large_file is None:
+        raise Http404("file not found")
+    preview, truncated = selectors.file_preview(large_file=large_file)
+    return render(
+        request,
+        "explorer/file_detail.html",
+        {"file": large_file, "preview": preview, "truncated": truncated},
+    )
