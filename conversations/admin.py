@@ -21,6 +21,23 @@ from conversations.models import (
 )
 
 
+class ConversationIdFilter(admin.SimpleListFilter):
+    """Filter by conversation: the 30 most recently active ones (a full list would not scale)."""
+
+    title = "conversation"
+    parameter_name = "conversation"
+
+    def lookups(self, request, model_admin):
+        recent = Conversation.objects.order_by("-updated_at").values_list("id", "session_id")[:30]
+        return [(str(pk), f"#{pk} {session}") for pk, session in recent]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value and value.isdigit():
+            return queryset.filter(conversation_id=int(value))
+        return queryset
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Canonical rows are immutable: the admin can look, never touch."""
 
@@ -76,7 +93,7 @@ class MessagePartInline(ReadOnlyInline):
 class MessageAdmin(ReadOnlyAdmin):
     list_display = ["id", "conversation", "seq", "role", "token_count", "created_at"]
     list_select_related = ["conversation"]
-    list_filter = ["role"]
+    list_filter = [ConversationIdFilter, "role"]
     search_fields = ["=conversation__id", "=external_id"]
     raw_id_fields = ["conversation"]
     inlines = [MessagePartInline]
@@ -86,7 +103,7 @@ class MessageAdmin(ReadOnlyAdmin):
 class MessagePartAdmin(ReadOnlyAdmin):
     list_display = ["id", "message", "ordinal", "part_type", "tool_name"]
     list_select_related = ["message"]
-    list_filter = ["part_type"]
+    list_filter = ["part_type"]  # parts have no conversation column; search by message id
     search_fields = ["=message__id", "=message__conversation__id", "=tool_call_id"]
     raw_id_fields = ["message"]
 
@@ -120,7 +137,7 @@ class SummaryAdmin(ReadOnlyAdmin):
         "latest_at",
     ]
     list_select_related = ["conversation"]
-    list_filter = ["kind", "depth", "level"]
+    list_filter = [ConversationIdFilter, "kind", "depth", "level"]
     search_fields = ["=id", "=conversation__id"]
     raw_id_fields = ["conversation"]
     inlines = [SummaryParentInline, SummaryMessageInline]
@@ -145,7 +162,7 @@ class ContextItemAdmin(ReadOnlyAdmin):
     """The active context is rewritten only by compaction, never by hand."""
 
     list_display = ["conversation", "ordinal", "item_type", "message", "summary", "token_count"]
-    list_filter = ["item_type"]
+    list_filter = [ConversationIdFilter, "item_type"]
     search_fields = ["=conversation__id"]
     raw_id_fields = ["conversation", "message", "summary"]
 
@@ -153,6 +170,6 @@ class ContextItemAdmin(ReadOnlyAdmin):
 @admin.register(LargeFile)
 class LargeFileAdmin(ReadOnlyAdmin):
     list_display = ["id", "conversation", "file_name", "mime_type", "byte_size", "created_at"]
-    list_filter = ["mime_type"]
+    list_filter = [ConversationIdFilter, "mime_type"]
     search_fields = ["=id", "=conversation__id", "file_name"]
     raw_id_fields = ["conversation"]
