@@ -1,0 +1,24 @@
+"""lcm_integrity_failures_total: problems found by scans, per check, read at scrape time."""
+
+from __future__ import annotations
+
+from django.db.models import Sum
+
+from integrity.models import CheckResult
+from lcmsite.metrics import Sample
+
+
+def collect():
+    totals = dict(
+        CheckResult.objects.values_list("name")
+        .annotate(total=Sum("count"))
+        .values_list("name", "total")
+    )
+    from integrity.checks import CHECKS
+
+    yield Sample(
+        "lcm_integrity_failures_total",
+        "counter",
+        "Problems found by integrity scans, summed over every stored scan, per check.",
+        tuple(({"check": check.name}, float(totals.get(check.name, 0))) for check in CHECKS),
+    )

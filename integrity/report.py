@@ -1,0 +1,48 @@
+"""Run every check over a scope and shape the result: total, and per check its count and
+up to 20 examples."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from integrity.checks import CHECKS, Scope
+
+MAX_EXAMPLES = 20
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    name: str
+    problems: list[dict]
+
+    @property
+    def count(self) -> int:
+        return len(self.problems)
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "count": self.count, "examples": self.problems[:MAX_EXAMPLES]}
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    scope: Scope
+    outcomes: list[CheckOutcome]
+    duration_ms: float
+
+    @property
+    def total_problems(self) -> int:
+        return sum(outcome.count for outcome in self.outcomes)
+
+    def checks_json(self) -> list[dict]:
+        return [outcome.as_dict() for outcome in self.outcomes]
+
+    def counts(self) -> dict[str, int]:
+        return {outcome.name: outcome.count for outcome in self.outcomes}
+
+
+def scan(scope: Scope) -> ScanResult:
+    """Run every check (reads only)."""
+    start = time.perf_counter()
+    outcomes = [CheckOutcome(check.name, check.detect(scope)) for check in CHECKS]
+    return ScanResult(scope, outcomes, (time.perf_counter() - start) * 1000)

@@ -1,0 +1,2 @@
+from tests.integrity.seeding import rules_bypassed  # noqa: F401
+from tests.largefile_support import large_file_storage  # noqa: F401
