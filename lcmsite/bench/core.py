@@ -30,7 +30,13 @@ class BenchContext:
 
 REGISTRY: dict[str, Callable[[BenchContext], list[BenchRow]]] = {}
 # Each subsystem keeps its benchmarks in `<app>/bench.py`; missing ones are skipped.
-BENCH_MODULES = ["conversations.bench", "compaction.bench", "retrieval.bench", "integrity.bench"]
+BENCH_MODULES = [
+    "conversations.bench",
+    "compaction.bench",
+    "retrieval.bench",
+    "integrity.bench",
+    "explorer.bench",
+]
 
 
 def benchmark(name: str):
