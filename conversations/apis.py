@@ -31,8 +31,12 @@ class ConversationListCreateApi(APIView):
         responses=serializers.ConversationSerializer(many=True),
     )
     def get(self, request):
+        session_id = request.query_params.get("session_id")
+        if session_id is not None and "\x00" in session_id:
+            # PostgreSQL text cannot hold NUL: refuse it rather than fail in the query.
+            raise InvalidInput("session_id contains a NUL character", extra={"field": "session_id"})
         queryset = selectors.conversation_list_for_user(
-            user=request.user, session_id=request.query_params.get("session_id")
+            user=request.user, session_id=session_id
         ).select_related("owner")
         paginator = IdPagination()
         page = paginator.paginate_queryset(queryset, request, view=self)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -55,6 +55,10 @@ PART_FIELDS: dict[str, tuple[str, int | None]] = {
 }
 MESSAGE_FIELDS = {"role", "content", "parts", "external_id", "created_at"}
 MAX_PARTS_PER_MESSAGE = 1000
+# Column ranges (PostgreSQL integer and numeric(20, 8)): a value outside them would fail
+# deep in the write as a 500, so it is refused here with the field's name.
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+DECIMAL_LIMIT = Decimal(10) ** 12
 
 
 @dataclass(frozen=True)
@@ -92,15 +96,20 @@ def _check_type(value: Any, kind: str, limit: int | None) -> str | None:
             return f"must be at most {limit} characters"
     elif kind == _BOOL and not isinstance(value, bool):
         return "must be true or false"
-    elif kind == _INT and (isinstance(value, bool) or not isinstance(value, int)):
-        return "must be an integer"
+    elif kind == _INT:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "must be an integer"
+        if not INT_MIN <= value <= INT_MAX:
+            return f"must be an integer from {INT_MIN} to {INT_MAX}"
     elif kind == _NUM:
         if isinstance(value, bool) or not isinstance(value, int | float | str):
             return "must be a number"
         try:
-            Decimal(str(value))
+            number = Decimal(str(value))
         except InvalidOperation:
             return "must be a number"
+        if not number.is_finite() or abs(number) >= DECIMAL_LIMIT:
+            return f"must be a finite number below {DECIMAL_LIMIT:,.0f} in magnitude"
     elif kind == _STR_LIST and not (
         isinstance(value, list) and all(isinstance(v, str) for v in value)
     ):
@@ -108,6 +117,21 @@ def _check_type(value: Any, kind: str, limit: int | None) -> str | None:
     elif kind == _OBJ and not isinstance(value, dict):
         return "must be an object"
     return None
+
+
+def _parse_created_at(raw: Any, index: int | None) -> datetime:
+    problem = "created_at must be an ISO 8601 time with a time zone"
+    try:
+        parsed = parse_datetime(raw) if isinstance(raw, str) else None
+    except ValueError:  # well formed but impossible, e.g. 30 February
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise _fail(problem, index, "created_at")
+    try:
+        parsed.astimezone(UTC)  # stored in UTC: refuse what falls off the calendar there
+    except OverflowError:
+        raise _fail(f"{problem}, within years 1 to 9999 in UTC", index, "created_at") from None
+    return parsed
 
 
 def parse_part(raw: Any, index: int | None, part_index: int) -> PartInput:
@@ -123,9 +147,11 @@ def parse_part(raw: Any, index: int | None, part_index: int) -> PartInput:
         )
     ordinal = raw.get("ordinal")
     if ordinal is not None and (
-        isinstance(ordinal, bool) or not isinstance(ordinal, int) or ordinal < 0
+        isinstance(ordinal, bool) or not isinstance(ordinal, int) or not 0 <= ordinal <= INT_MAX
     ):
-        raise _fail(f"{where}.ordinal must be a non-negative integer", index, f"{where}.ordinal")
+        raise _fail(
+            f"{where}.ordinal must be an integer from 0 to {INT_MAX}", index, f"{where}.ordinal"
+        )
     columns: dict[str, Any] = {}
     for name, value in raw.items():
         if name in ("part_type", "ordinal"):
@@ -158,7 +184,9 @@ def parse_message(raw: Any, index: int | None = None) -> MessageInput:
         content = ""
     if not isinstance(content, str):
         raise _fail("content must be a string", index, "content")
-    raw_parts = raw.get("parts") or []
+    raw_parts = raw.get("parts")
+    if raw_parts is None:
+        raw_parts = []
     if not isinstance(raw_parts, list):
         raise _fail("parts must be a list", index, "parts")
     if len(raw_parts) > MAX_PARTS_PER_MESSAGE:
@@ -176,10 +204,7 @@ def parse_message(raw: Any, index: int | None = None) -> MessageInput:
             raise _fail(f"external_id {complaint or 'must not be empty'}", index, "external_id")
     created_at = raw.get("created_at")
     if created_at is not None:
-        parsed = parse_datetime(created_at) if isinstance(created_at, str) else None
-        if parsed is None or parsed.tzinfo is None:
-            raise _fail("created_at must be an ISO 8601 time with a time zone", index, "created_at")
-        created_at = parsed
+        created_at = _parse_created_at(created_at, index)
     return MessageInput(
         role=role, content=content, parts=parts, external_id=external_id, created_at=created_at
     )

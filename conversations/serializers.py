@@ -17,6 +17,13 @@ class ConversationCreateSerializer(serializers.Serializer):
     title = serializers.CharField(required=False, allow_blank=True, default="")
     token_budget = serializers.IntegerField(required=False, min_value=1, max_value=10_000_000)
 
+    def validate(self, attrs):
+        # A misspelt optional field (token_budge) must not silently fall back to a default.
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+        return attrs
+
 
 class SummaryCountsSerializer(serializers.Serializer):
     leaf = serializers.IntegerField()
