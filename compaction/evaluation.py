@@ -5,9 +5,48 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from django.conf import settings
+from django.db.models import Count, Q, Sum
 
-from compaction.planning import context_rows, fresh_tail_start, raw_tokens_outside_tail
-from conversations.models import Conversation
+from conversations.models import ContextItem, Conversation, ItemType, Role
+
+
+def context_figures(conversation_id: int, tail_count: int) -> dict:
+    """The figures from aggregates (a few indexed queries, no per-item rows), so the
+    after-ingest check stays cheap however long the context is. The tail rule is the one
+    of `planning.fresh_tail_start`: the newest `tail_count` raw messages, reaching back to
+    the newest user message."""
+    items = ContextItem.objects.filter(conversation_id=conversation_id)
+    totals = items.aggregate(
+        tokens=Sum("token_count"),
+        count=Count("id"),
+        messages=Count("id", filter=Q(item_type=ItemType.MESSAGE)),
+    )
+    messages = items.filter(item_type=ItemType.MESSAGE)
+    tail_ordinals = list(
+        messages.order_by("-ordinal").values_list("ordinal", flat=True)[:tail_count]
+    )
+    tail_start = tail_ordinals[-1] if tail_ordinals else None
+    newest_user = (
+        messages.filter(message__role=Role.USER)
+        .order_by("-ordinal")
+        .values_list("ordinal", flat=True)
+        .first()
+    )
+    if newest_user is not None and (tail_start is None or newest_user < tail_start):
+        tail_start = newest_user
+    if tail_start is None:
+        tail_items = 0
+        outside = messages.aggregate(t=Sum("token_count"))["t"] or 0
+    else:
+        outside = messages.filter(ordinal__lt=tail_start).aggregate(t=Sum("token_count"))["t"] or 0
+        tail_items = items.filter(ordinal__gte=tail_start).count()
+    return {
+        "context_tokens": totals["tokens"] or 0,
+        "context_items": totals["count"],
+        "active_messages": totals["messages"],
+        "raw_tokens_outside_tail": outside,
+        "fresh_tail_items": tail_items,
+    }
 
 
 @dataclass(frozen=True)
@@ -35,11 +74,10 @@ def evaluate(*, conversation: Conversation, manual: bool = False) -> Decision:
     threshold), when more than `LCM_MAX_ACTIVE_MESSAGES` raw messages are active (full
     sweep), when raw tokens outside the fresh tail exceed one leaf chunk (incremental), or
     on request."""
-    rows = context_rows(conversation.pk)
-    tail_start = fresh_tail_start(rows, settings.LCM_FRESH_TAIL_COUNT)
-    context_tokens = sum(row.token_count for row in rows)
-    active = sum(1 for row in rows if row.is_message)
-    outside = raw_tokens_outside_tail(rows, tail_start)
+    figures = context_figures(conversation.pk, settings.LCM_FRESH_TAIL_COUNT)
+    context_tokens = figures["context_tokens"]
+    active = figures["active_messages"]
+    outside = figures["raw_tokens_outside_tail"]
     threshold_tokens = int(conversation.token_budget * settings.LCM_CONTEXT_THRESHOLD)
     reasons: list[str] = []
     mode = None
@@ -66,5 +104,5 @@ def evaluate(*, conversation: Conversation, manual: bool = False) -> Decision:
         max_active_messages=settings.LCM_MAX_ACTIVE_MESSAGES,
         raw_tokens_outside_tail=outside,
         leaf_chunk_tokens=settings.LCM_LEAF_CHUNK_TOKENS,
-        fresh_tail_items=len(rows) - tail_start,
+        fresh_tail_items=figures["fresh_tail_items"],
     )

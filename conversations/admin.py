@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from compaction.admin_actions import compact_now
 from conversations.models import (
     ContextItem,
     Conversation,
@@ -78,7 +79,7 @@ class ConversationAdmin(admin.ModelAdmin):
     raw_id_fields = ["owner"]
     readonly_fields = ["last_seq", "last_context_ordinal", "created_at", "updated_at"]
     show_full_result_count = False
-    actions: list = []
+    actions = [compact_now]
 
     def has_delete_permission(self, request, obj=None):
         return False  # deleting a conversation would delete canonical history

@@ -1,0 +1,93 @@
+"""Request and response shapes of the compaction API (named uniquely for the schema)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from compaction.models import CompactionJob, Mode
+
+
+class _Strict(serializers.Serializer):
+    """Unknown fields are an error, so a misspelt option never silently falls back."""
+
+    def validate(self, attrs):
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
+        return attrs
+
+
+class CompactRequestSerializer(_Strict):
+    mode = serializers.ChoiceField(choices=Mode.choices, default=Mode.FULL)
+    target_tokens = serializers.IntegerField(required=False, min_value=0, max_value=100_000_000)
+    wait = serializers.BooleanField(required=False, default=False)
+
+
+class CompactionResultSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=["compacted", "nothing_to_do", "failed"])
+    summaries_created = serializers.ListField(child=serializers.CharField())
+    tokens_before = serializers.IntegerField()
+    tokens_after = serializers.IntegerField()
+    passes = serializers.IntegerField()
+    run_id = serializers.IntegerField(allow_null=True)
+    detail = serializers.CharField()
+    error_code = serializers.CharField(allow_null=True)
+    levels = serializers.DictField(child=serializers.IntegerField())
+
+
+class CompactionJobSerializer(serializers.ModelSerializer):
+    conversation_id = serializers.IntegerField(read_only=True)
+    run_id = serializers.IntegerField(read_only=True, allow_null=True)
+    result = CompactionResultSerializer(read_only=True, allow_null=True)
+
+    class Meta:
+        model = CompactionJob
+        fields = [
+            "id",
+            "conversation_id",
+            "reason",
+            "mode",
+            "target_tokens",
+            "state",
+            "run_id",
+            "result",
+            "error",
+            "attempts",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+
+class AssembleRequestSerializer(_Strict):
+    token_budget = serializers.IntegerField(required=False, min_value=1, max_value=10_000_000)
+    system = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    format = serializers.ChoiceField(
+        choices=["neutral", "anthropic", "openai"], required=False, default="neutral"
+    )
+
+
+class AssembledItemSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["message", "summary"])
+    ordinal = serializers.IntegerField()
+    id = serializers.CharField()
+    seq = serializers.IntegerField(required=False)
+    role = serializers.CharField(required=False)
+    kind = serializers.CharField(required=False)
+    depth = serializers.IntegerField(required=False)
+    tokens = serializers.IntegerField()
+
+
+class AssembledContextSerializer(serializers.Serializer):
+    format = serializers.CharField()
+    token_budget = serializers.IntegerField()
+    token_estimate = serializers.IntegerField()
+    system = serializers.CharField(
+        required=False, allow_null=True, help_text="neutral and anthropic formats"
+    )
+    messages = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Model input messages in the requested format, chronological.",
+    )
+    items = AssembledItemSerializer(many=True)
+    dropped = AssembledItemSerializer(many=True)

@@ -1,0 +1,133 @@
+"""Compaction jobs: request one (at most one pending per conversation), schedule one after
+an ingest when `evaluate` says so, and run one (claimed with compare-and-set)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from compaction.engine import compact_conversation
+from compaction.evaluation import evaluate
+from compaction.models import CompactionJob, JobState, Mode, Reason
+from conversations.models import Conversation
+from lcmsite.api.errors import Conflict, InvalidInput, LcmError
+
+logger = logging.getLogger("lcm.compaction")
+
+TASK = "compaction.tasks.run_compaction_job"
+# A job claimed this long ago by a worker that never finished is taken over by a retry.
+_STALE_JOB_GRACE_SECONDS = 60
+
+
+def _enqueue(job_id: int) -> None:
+    from django_q.tasks import async_task
+
+    # Read `sync` at call time (django-q reads Q_CLUSTER once, at import).
+    async_task(TASK, job_id, sync=bool(settings.Q_CLUSTER.get("sync", False)))
+
+
+def job_request(
+    *,
+    conversation: Conversation,
+    reason: str,
+    mode: str,
+    target_tokens: int | None = None,
+) -> tuple[CompactionJob, bool]:
+    """Create a pending job and enqueue it on commit; if one is already pending for the
+    conversation, return that one (created False) and enqueue nothing."""
+    if mode not in Mode.values:
+        raise InvalidInput(f"mode must be one of {', '.join(Mode.values)}", extra={"field": "mode"})
+    if reason not in Reason.values:
+        raise InvalidInput(
+            f"reason must be one of {', '.join(Reason.values)}", extra={"field": "reason"}
+        )
+    try:
+        with transaction.atomic():
+            job = CompactionJob.objects.create(
+                conversation=conversation, reason=reason, mode=mode, target_tokens=target_tokens
+            )
+            transaction.on_commit(lambda: _enqueue(job.pk))
+            return job, True
+    except IntegrityError:
+        existing = CompactionJob.objects.filter(
+            conversation=conversation, state=JobState.PENDING
+        ).first()
+        if existing is None:  # it was claimed between our insert and this read
+            return job_request(
+                conversation=conversation, reason=reason, mode=mode, target_tokens=target_tokens
+            )
+        return existing, False
+
+
+def schedule_after_append(conversation_id: int) -> None:
+    """The ingest hook (runs on commit): enqueue an automatic job when compaction is due.
+    Never raises: ingest has already succeeded and must not see compaction problems."""
+    if not settings.LCM_ENABLED or settings.LCM_AUTOCOMPACT_DISABLED:
+        return
+    try:
+        conversation = Conversation.objects.filter(pk=conversation_id).first()
+        if conversation is None:
+            return
+        decision = evaluate(conversation=conversation)
+        if decision.due and decision.suggested_mode:
+            job_request(
+                conversation=conversation,
+                reason=Reason.THRESHOLD,
+                mode=decision.suggested_mode,
+                target_tokens=decision.threshold_tokens
+                if decision.suggested_mode == Mode.UNTIL_UNDER
+                else None,
+            )
+    except Exception:
+        logger.exception("scheduling compaction failed for conversation %s", conversation_id)
+
+
+def job_claim(*, job_id: int) -> CompactionJob | None:
+    """Compare-and-set pending -> running (or take over a running job whose worker died)."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.LCM_COMPACTION_MAX_SECONDS + _STALE_JOB_GRACE_SECONDS)
+    claimed = (
+        CompactionJob.objects.filter(pk=job_id)
+        .filter(Q(state=JobState.PENDING) | Q(state=JobState.RUNNING, started_at__lt=stale))
+        .update(state=JobState.RUNNING, started_at=now, attempts=F("attempts") + 1)
+    )
+    return CompactionJob.objects.get(pk=job_id) if claimed else None
+
+
+def job_run(*, job_id: int, summarizer=None) -> CompactionJob | None:
+    """Run a job if this worker wins the claim; the outcome is stored on the job."""
+    job = job_claim(job_id=job_id)
+    if job is None:
+        return None
+    state, result, error = JobState.FAILED, None, ""
+    try:
+        outcome = compact_conversation(
+            conversation_id=job.conversation_id,
+            mode=job.mode,
+            reason=job.reason,
+            target_tokens=job.target_tokens,
+            summarizer=summarizer,
+        )
+        result = outcome.as_dict()
+        state = JobState.FAILED if outcome.status == "failed" else JobState.SUCCEEDED
+        error = outcome.detail if outcome.status == "failed" else ""
+        run_id = outcome.run_id
+    except Conflict as conflict:
+        error, run_id = f"conflict: {conflict.message}", None
+    except LcmError as problem:
+        error, run_id = f"{problem.code}: {problem.message}", None
+    except Exception as crash:
+        CompactionJob.objects.filter(pk=job.pk).update(
+            state=JobState.FAILED, error=f"error: {crash!r}", finished_at=timezone.now()
+        )
+        raise
+    CompactionJob.objects.filter(pk=job.pk).update(
+        state=state, result=result, error=error, run_id=run_id, finished_at=timezone.now()
+    )
+    job.refresh_from_db()
+    return job
