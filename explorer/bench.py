@@ -71,9 +71,7 @@ def explorer_pages(ctx: BenchContext) -> list[BenchRow]:
         _row(f"conversation page, {count:,} messages, oldest page", samples, "< 500 ms", "")
     )
 
-    compact_conversation(
-        conversation_id=raw.pk, mode="full", summarizer=DeterministicSummarizer()
-    )
+    compact_conversation(conversation_id=raw.pk, mode="full", summarizer=DeterministicSummarizer())
     summaries = Summary.objects.filter(conversation=raw).count()
     samples = _page_ms(client, f"/conversations/{raw.pk}/?from=1", runs)
     rows.append(

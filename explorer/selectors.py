@@ -12,6 +12,8 @@ from django.db import connection
 from django.db.models import Count, IntegerField, Max, Min, OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 
+from compaction.assembly import assemble_context
+from compaction.planning import Row, fresh_tail_start
 from conversations.models import (
     ContextItem,
     Conversation,
@@ -82,12 +84,16 @@ class ContextBar:
     summary_tokens: int
     fresh_tail_tokens: int
     older_message_tokens: int
+    dropped_tokens: int
+    dropped_count: int
+    first_included_ordinal: int | None
     summary_count: int
     message_count: int
     fresh_tail_count: int
 
     @property
     def total(self) -> int:
+        """Tokens the assembler sends (dropped items excluded)."""
         return (
             self.system_tokens
             + self.summary_tokens
@@ -95,14 +101,9 @@ class ContextBar:
             + self.older_message_tokens
         )
 
-    @property
-    def dropped_tokens(self) -> int:
-        """What does not fit the budget (the assembler leaves it out of the model call)."""
-        return max(0, self.total - self.budget)
-
     def percent(self, tokens: int) -> float:
-        """Share of the bar: the bar is the budget, or the total when over budget."""
-        scale = max(self.budget, self.total, 1)
+        """Share of the bar: the bar is the budget plus whatever was dropped."""
+        scale = max(self.budget + self.dropped_tokens, 1)
         return round(100.0 * tokens / scale, 2)
 
     @property
@@ -113,9 +114,12 @@ class ContextBar:
             ("summaries", "summaries", self.summary_tokens),
             ("older", "older raw messages", self.older_message_tokens),
             ("tail", "fresh tail", self.fresh_tail_tokens),
+            ("dropped", "dropped (does not fit)", self.dropped_tokens),
         ]
         out, x = [], 0.0
         for key, label, tokens in parts:
+            if key == "dropped":
+                x = self.budget_x  # beyond the budget line
             width = self.percent(tokens)
             out.append({"key": key, "label": label, "tokens": tokens, "x": x, "width": width})
             x = round(x + width, 2)
@@ -127,38 +131,55 @@ class ContextBar:
 
 
 def context_bar(*, conversation: Conversation) -> ContextBar:
-    """Tokens of the active context by kind, in two queries.
+    """The active context exactly as the assembler would send it, by kind.
 
-    System messages count as "system"; the newest LCM_FRESH_TAIL_COUNT raw messages are
-    the fresh tail that compaction never touches.
+    `assemble_context` decides what is included and what is dropped (and measures each
+    summary as rendered); the fresh tail is the same protected stretch compaction uses.
+    System-role messages count as "system" (the explorer sends no system prompt).
     """
-    totals = ContextItem.objects.filter(conversation=conversation).aggregate(
-        summary_tokens=Coalesce(Sum("token_count", filter=Q(item_type=ItemType.SUMMARY)), 0),
-        summary_count=Count("id", filter=Q(item_type=ItemType.SUMMARY)),
-        message_tokens=Coalesce(Sum("token_count", filter=Q(item_type=ItemType.MESSAGE)), 0),
-        message_count=Count("id", filter=Q(item_type=ItemType.MESSAGE)),
-        system_tokens=Coalesce(
-            Sum("token_count", filter=Q(message__role=Role.SYSTEM)),
+    assembled = assemble_context(conversation=conversation, fmt="neutral")
+    included = assembled.items
+    rows = [
+        Row(
             0,
-        ),
-    )
-    tail_size = settings.LCM_FRESH_TAIL_COUNT
-    tail = list(
-        ContextItem.objects.filter(conversation=conversation, item_type=ItemType.MESSAGE)
-        .exclude(message__role=Role.SYSTEM)
-        .order_by("-ordinal")
-        .values_list("token_count", flat=True)[:tail_size]
-    )
-    tail_tokens = sum(tail)
+            item["ordinal"],
+            item["type"],
+            item["id"] if item["type"] == "message" else None,
+            item["id"] if item["type"] == "summary" else None,
+            item["tokens"],
+            item.get("role"),
+            item.get("depth"),
+        )
+        for item in [*assembled.dropped, *included]
+    ]
+    tail_start = fresh_tail_start(rows, settings.LCM_FRESH_TAIL_COUNT) - len(assembled.dropped)
+    system = summaries = tail = older = 0
+    tail_count = summary_count = message_count = 0
+    for index, item in enumerate(included):
+        if item["type"] == "summary":
+            summaries += item["tokens"]
+            summary_count += 1
+            continue
+        message_count += 1
+        if item["role"] == Role.SYSTEM:
+            system += item["tokens"]
+        elif index >= tail_start:
+            tail += item["tokens"]
+            tail_count += 1
+        else:
+            older += item["tokens"]
     return ContextBar(
-        budget=conversation.token_budget,
-        system_tokens=totals["system_tokens"],
-        summary_tokens=totals["summary_tokens"],
-        fresh_tail_tokens=tail_tokens,
-        older_message_tokens=totals["message_tokens"] - totals["system_tokens"] - tail_tokens,
-        summary_count=totals["summary_count"],
-        message_count=totals["message_count"],
-        fresh_tail_count=len(tail),
+        budget=assembled.token_budget,
+        system_tokens=system,
+        summary_tokens=summaries,
+        fresh_tail_tokens=tail,
+        older_message_tokens=older,
+        dropped_tokens=sum(item["tokens"] for item in assembled.dropped),
+        dropped_count=len(assembled.dropped),
+        first_included_ordinal=included[0]["ordinal"] if included else None,
+        summary_count=summary_count,
+        message_count=message_count,
+        fresh_tail_count=tail_count,
     )
 
 

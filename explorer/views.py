@@ -88,7 +88,13 @@ def context_items_fragment(request: HttpRequest, conversation_id: int) -> HttpRe
     return render(
         request,
         "explorer/_context_items.html",
-        {"conversation": conversation, "context_items": items, "more_context_items": more},
+        {
+            "conversation": conversation,
+            "context_items": items,
+            "more_context_items": more,
+            # ordinal of the first item the assembler includes (older ones are dropped)
+            "first_included": _int_param(request, "first"),
+        },
     )
 
 

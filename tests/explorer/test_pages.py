@@ -183,7 +183,7 @@ def test_context_items_load_in_pages(user, make_conversation):
     client = client_for(user)
     body = client.get(f"/conversations/{conversation.pk}/").content.decode()
     assert len(re.findall(r'<li class="ctx message', body)) == 100
-    assert f'data-url="/conversations/{conversation.pk}/context/?after=100"' in body
+    assert f'data-url="/conversations/{conversation.pk}/context/?after=100&amp;first=1"' in body
     fragment = client.get(
         f"/conversations/{conversation.pk}/context/", {"after": 100}
     ).content.decode()
@@ -194,18 +194,38 @@ def test_context_items_load_in_pages(user, make_conversation):
 
 def test_context_bar_adds_up_by_kind(user, make_conversation, settings):
     settings.LCM_FRESH_TAIL_COUNT = 2
-    conversation = make_conversation(messages=5, token_budget=40)
-    tokens = list(
+    conversation = make_conversation(messages=5)
+    t = list(
         Message.objects.filter(conversation=conversation)
         .order_by("seq")
         .values_list("token_count", flat=True)
     )
     body = client_for(user).get(f"/conversations/{conversation.pk}/").content.decode()
-    assert f'<b data-seg="tail">{sum(tokens[-2:])}</b>' in body
-    assert f'<b data-seg="older">{sum(tokens[:-2])}</b>' in body
+    assert f'<b data-seg="tail">{t[3] + t[4]}</b>' in body
+    assert f'<b data-seg="older">{t[0] + t[1] + t[2]}</b>' in body
     assert '<b data-seg="summaries">0</b>' in body
-    assert f'<b data-seg="total">{sum(tokens)}</b>' in body
-    assert f'<b data-seg="dropped">{max(0, sum(tokens) - 40)}</b>' in body
+    assert f'<b data-seg="total">{sum(t)}</b>' in body
+    assert '<b data-seg="dropped">0</b>' in body
+
+
+def test_context_bar_shows_what_the_assembler_drops(user, make_conversation, settings):
+    settings.LCM_FRESH_TAIL_COUNT = 2
+    conversation = make_conversation(messages=5)
+    t = list(
+        Message.objects.filter(conversation=conversation)
+        .order_by("seq")
+        .values_list("token_count", flat=True)
+    )
+    # The tail (#4, #5) always goes; #3 still fits, #2 does not, so #1 and #2 are dropped.
+    conversation.token_budget = t[2] + t[3] + t[4] + t[1] - 1
+    conversation.save(update_fields=["token_budget"])
+    body = client_for(user).get(f"/conversations/{conversation.pk}/").content.decode()
+    assert f'<b data-seg="tail">{t[3] + t[4]}</b>' in body
+    assert f'<b data-seg="older">{t[2]}</b>' in body
+    assert f'<b data-seg="dropped">{t[0] + t[1]}</b>' in body
+    assert f'<b data-seg="total">{t[2] + t[3] + t[4]}</b>' in body
+    dropped = re.findall(r'<li class="ctx message role-\w+ dropped" data-ordinal="(\d+)"', body)
+    assert dropped == ["1", "2"]
 
 
 def test_conversation_page_query_count_does_not_grow_with_the_conversation(
@@ -216,7 +236,7 @@ def test_conversation_page_query_count_does_not_grow_with_the_conversation(
     client.get(f"/conversations/{small.pk}/")  # warm the session
     big = make_conversation(messages=3 * TIMELINE_PAGE)
     for conversation in (small, big):
-        # session, user, conversation, its owner, covering (1 CTE), context bar (2),
-        # context page (1), timeline messages + parts (2)
-        with django_assert_num_queries(10):
+        # session, user, conversation, its owner, covering (1 CTE), the assembler's
+        # context items (1), context page (1), timeline messages + parts (2)
+        with django_assert_num_queries(9):
             assert client.get(f"/conversations/{conversation.pk}/").status_code == 200
