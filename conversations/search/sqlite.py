@@ -104,10 +104,10 @@ class SqliteGrep:
         scope, scope_params = q.scope.sql()
         times, time_params = q.time_sql()
         sql = f"""
-            SELECT {_columns(table)}, -bm25(f) AS score,
-                   snippet(f, 0, '{MARK_START}', '{MARK_END}', '…', 24)
-            FROM {fts} f JOIN {TABLES[table]} t ON {_ROWID[table]} = f.rowid
-            WHERE f MATCH %s{scope}{times}
+            SELECT {_columns(table)}, -bm25({fts}) AS score,
+                   snippet({fts}, 0, '{MARK_START}', '{MARK_END}', '…', 24)
+            FROM {fts} JOIN {TABLES[table]} t ON {_ROWID[table]} = {fts}.rowid
+            WHERE {fts} MATCH %s{scope}{times}
             {_order(q, True)}
             LIMIT %s
         """
