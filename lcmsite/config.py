@@ -194,6 +194,12 @@ SETTINGS: tuple[Setting, ...] = (
         1,
         200,
     ),
+    Setting(
+        "LCM_EXPANSION_MODEL",
+        str,
+        "claude-haiku-4-5",
+        "Model of the sub-agent expansion when ANTHROPIC_API_KEY is set (offline excerpt otherwise).",
+    ),
     # Large files
     Setting(
         "LCM_LARGE_FILE_TOKEN_THRESHOLD",
