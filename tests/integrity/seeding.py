@@ -22,6 +22,15 @@ _SQLITE_GUARDS = [
         ("conversations_summaryparent", "parent_summary_id"),
     )
     for op in ("ins", "upd")
+] + [
+    f"{table}_immutable"
+    for table in (
+        "conversations_message",
+        "conversations_messagepart",
+        "conversations_summary",
+        "conversations_summarymessage",
+        "conversations_summaryparent",
+    )
 ]
 
 
@@ -39,11 +48,13 @@ def rules_bypassed():
 
 
 def bypass_reference_rules() -> None:
-    """Let dangling and cross-conversation references in for the rest of the transaction.
+    """Let dangling and cross-conversation references, and updates of canonical rows, in
+    for the rest of the transaction.
 
-    PostgreSQL: foreign keys are triggers, which `session_replication_role = replica`
-    skips. SQLite: foreign keys are deferred to a commit that never comes (the test rolls
-    back), and the same-conversation triggers are dropped (DDL is transactional).
+    PostgreSQL: foreign keys and the immutability guard are triggers, which
+    `session_replication_role = replica` skips. SQLite: foreign keys are deferred to a
+    commit that never comes (the test rolls back), and the same-conversation and
+    immutability triggers are dropped (DDL is transactional).
     """
     if connection.vendor == "postgresql":
         sql("SET LOCAL session_replication_role = replica")
