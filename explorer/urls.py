@@ -19,6 +19,12 @@ urlpatterns = [
         views.context_items_fragment,
         name="context-items",
     ),
+    path(
+        "conversations/<int:conversation_id>/context-panel/",
+        views.context_panel_fragment,
+        name="context-panel",
+    ),
+    path("conversations/<int:conversation_id>/search/", views.conversation_search, name="search"),
     path("conversations/<int:conversation_id>/dag/", views.summary_dag, name="dag"),
     path(
         "conversations/<int:conversation_id>/summaries/<str:summary_id>/",

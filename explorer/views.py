@@ -7,16 +7,20 @@ the page through Django's auto-escaping; the DAG data goes through `json_script`
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET
 
 from conversations.models import Conversation, SummaryKind
 from conversations.selectors import conversation_get_for_user
 from explorer import selectors
-from lcmsite.api.errors import NotFound
+from lcmsite.api.errors import LcmError, NotFound
+from retrieval.grep import MODES, SCOPES, SORTS, GrepRequest, grep_for_user
 from retrieval.selectors import covering_summaries
 
 
@@ -73,6 +77,24 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
             "bar": selectors.context_bar(conversation=conversation),
             "timeline": timeline,
             "highlight_seq": seq,
+            "context_items": items,
+            "more_context_items": more_items,
+        },
+    )
+
+
+@require_GET
+@login_required
+def context_panel_fragment(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The context bar and the first page of context items, refreshed after an action."""
+    conversation = _conversation(request, conversation_id)
+    items, more_items = selectors.context_items_page(conversation=conversation)
+    return render(
+        request,
+        "explorer/_context_panel.html",
+        {
+            "conversation": conversation,
+            "bar": selectors.context_bar(conversation=conversation),
             "context_items": items,
             "more_context_items": more_items,
         },
@@ -213,4 +235,58 @@ def file_detail(request: HttpRequest, file_id: str) -> HttpResponse:
         request,
         "explorer/file_detail.html",
         {"file": large_file, "preview": preview, "truncated": truncated},
+    )
+
+
+def _day_start(raw: str) -> dt.datetime | None:
+    day = parse_date(raw) if raw else None
+    return dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC) if day else None
+
+
+@require_GET
+@login_required
+def conversation_search(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The grep form over one conversation; hits link into the timeline and the DAG."""
+    conversation = _conversation(request, conversation_id)
+    form = {
+        "q": request.GET.get("q", ""),
+        "mode": request.GET.get("mode", "full_text"),
+        "scope": request.GET.get("scope", "both"),
+        "sort": request.GET.get("sort", "recency"),
+        "since": request.GET.get("since", ""),
+        "before": request.GET.get("before", ""),
+    }
+    results, error, status = None, None, 200
+    if form["q"]:
+        try:
+            since, before = _day_start(form["since"]), _day_start(form["before"])
+            if before is not None:
+                before += dt.timedelta(days=1)  # the form's "until" day is inclusive
+            results = grep_for_user(
+                user=request.user,
+                request=GrepRequest(
+                    query=form["q"],
+                    mode=form["mode"],
+                    scope=form["scope"],
+                    sort=form["sort"],
+                    conversation_id=conversation.pk,
+                    since=since,
+                    before=before,
+                ),
+            )
+        except LcmError as problem:
+            error, status = problem.message, problem.status
+    return render(
+        request,
+        "explorer/search.html",
+        {
+            "conversation": conversation,
+            "form": form,
+            "results": results,
+            "error": error,
+            "modes": MODES,
+            "scopes": list(SCOPES),
+            "sorts": SORTS,
+        },
+        status=status,
     )
