@@ -1,0 +1,34 @@
+"""Summarizers: turn a run of messages or summaries into one summary text.
+
+The compaction engine builds a `SummaryRequest`, calls `summarizer.summarize(request)` at
+the "normal" then the "aggressive" level, and falls back to `fallback_summary(request)`.
+See docs/summarizers.md.
+"""
+
+from compaction.summarizers.anthropic import AnthropicSummarizer
+from compaction.summarizers.base import (
+    SourceItem,
+    Summarizer,
+    SummarizerAuthError,
+    SummarizerError,
+    SummaryRequest,
+    SummaryResult,
+    fallback_summary,
+    render_sources,
+)
+from compaction.summarizers.deterministic import DeterministicSummarizer
+from compaction.summarizers.factory import default_summarizer
+
+__all__ = [
+    "AnthropicSummarizer",
+    "DeterministicSummarizer",
+    "SourceItem",
+    "Summarizer",
+    "SummarizerAuthError",
+    "SummarizerError",
+    "SummaryRequest",
+    "SummaryResult",
+    "default_summarizer",
+    "fallback_summary",
+    "render_sources",
+]
