@@ -33,6 +33,7 @@ REGISTRY: dict[str, Callable[[BenchContext], list[BenchRow]]] = {}
 BENCH_MODULES = [
     "conversations.bench",
     "compaction.bench",
+    "compaction.summarizers.bench",
     "retrieval.bench",
     "integrity.bench",
     "explorer.bench",
