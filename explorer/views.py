@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET
 
-from conversations.models import Conversation, SummaryKind
+from conversations.models import Conversation, Message, SummaryKind
 from conversations.selectors import conversation_get_for_user
 from explorer import selectors
 from lcmsite.api.errors import LcmError, NotFound
@@ -129,16 +129,20 @@ def summary_dag(request: HttpRequest, conversation_id: int) -> HttpResponse:
     path: list[str] = []
     covering_id = None
     if focus_seq is not None:
-        message = conversation.messages.filter(seq=focus_seq).only("id").first()
-        if message is not None:
+        message_id = (
+            Message.objects.filter(conversation=conversation, seq=focus_seq)
+            .values_list("id", flat=True)
+            .first()
+        )
+        if message_id is not None:
             path = sorted(
                 selectors.summaries_above_messages(
-                    conversation=conversation, message_ids=[message.pk]
+                    conversation=conversation, message_ids=[message_id]
                 )
             )
             covering_id = covering_summaries(
-                conversation_id=conversation.pk, message_ids=[message.pk]
-            ).get(message.pk)
+                conversation_id=conversation.pk, message_ids=[message_id]
+            ).get(message_id)
     selected = request.GET.get("summary", "")[:32]
     return render(
         request,

@@ -1,0 +1,211 @@
+"""The summary DAG page and its detail/expand fragments, on lineage written by the engine."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from django.test import Client
+
+from conversations.models import (
+    ContextItem,
+    Message,
+    Summary,
+    SummaryKind,
+    SummaryMessage,
+    SummaryParent,
+)
+from retrieval.selectors import covering_summaries
+from tests.explorer.test_pages import client_for
+
+
+def dag_data(body: str) -> dict:
+    match = re.search(r'<script id="dag-data" type="application/json">(.*?)</script>', body, re.S)
+    assert match, "the page carries its DAG as a json_script block"
+    return json.loads(match.group(1))
+
+
+def test_the_dag_page_carries_every_summary_and_edge(user, compacted):
+    body = client_for(user).get(f"/conversations/{compacted.pk}/dag/").content.decode()
+    data = dag_data(body)
+    summaries = set(Summary.objects.filter(conversation=compacted).values_list("id", flat=True))
+    assert {n["id"] for n in data["nodes"]} == summaries
+    assert len(summaries) >= 3
+    edges = set(
+        SummaryParent.objects.filter(conversation=compacted).values_list(
+            "parent_summary_id", "summary_id"
+        )
+    )
+    assert {(e["source"], e["target"]) for e in data["edges"]} == edges
+    assert edges, "a full sweep of 120 messages condenses"
+    in_context = set(
+        ContextItem.objects.filter(conversation=compacted, summary__isnull=False).values_list(
+            "summary_id", flat=True
+        )
+    )
+    assert {n["id"] for n in data["nodes"] if n["inContext"]} == in_context
+    leaf = next(n for n in data["nodes"] if n["kind"] == "leaf")
+    seqs = list(
+        SummaryMessage.objects.filter(summary_id=leaf["id"]).values_list("message__seq", flat=True)
+    )
+    assert (leaf["firstSeq"], leaf["lastSeq"], leaf["messages"]) == (
+        min(seqs),
+        max(seqs),
+        len(seqs),
+    )
+    assert '<script src="/static/explorer/vendor/cytoscape.min.js"></script>' in body
+    assert '<script src="/static/explorer/vendor/cytoscape-dagre.min.js"></script>' in body
+
+
+def test_a_message_link_highlights_its_path_to_the_covering_summary(user, compacted):
+    message = Message.objects.get(conversation=compacted, seq=3)
+    covering = covering_summaries(conversation_id=compacted.pk, message_ids=[message.pk])
+    assert covering[message.pk] is not None
+    leaf = SummaryMessage.objects.get(message=message).summary_id
+    body = client_for(user).get(f"/conversations/{compacted.pk}/dag/?message=3").content.decode()
+    data = dag_data(body)
+    assert data["covering"] == covering[message.pk]
+    assert data["selected"] == covering[message.pk]
+    assert leaf in data["path"] and covering[message.pk] in data["path"]
+    # every summary on the path is an ancestor of the leaf (checked edge by edge)
+    parents = dict(
+        SummaryParent.objects.filter(conversation=compacted).values_list(
+            "parent_summary_id", "summary_id"
+        )
+    )
+    walk, node = [leaf], leaf
+    while node in parents:
+        node = parents[node]
+        walk.append(node)
+    assert sorted(walk) == data["path"]
+
+
+def test_the_timeline_links_compacted_messages_to_their_lineage(user, compacted):
+    body = client_for(user).get(f"/conversations/{compacted.pk}/?from=1").content.decode()
+    message = Message.objects.get(conversation=compacted, seq=1)
+    covering = covering_summaries(conversation_id=compacted.pk, message_ids=[message.pk])
+    assert (
+        f'<a class="cover covered" href="/conversations/{compacted.pk}/dag/?message=1" '
+        f'data-covering="{covering[message.pk]}">covered by {covering[message.pk]}</a>'
+    ) in body
+
+
+def test_summary_detail_shows_sources_and_what_is_built_on_it(user, compacted):
+    condensed = Summary.objects.filter(conversation=compacted, kind=SummaryKind.CONDENSED).first()
+    sources = list(
+        SummaryParent.objects.filter(summary=condensed)
+        .order_by("ordinal")
+        .values_list("parent_summary_id", flat=True)
+    )
+    client = client_for(user)
+    body = client.get(f"/conversations/{compacted.pk}/summaries/{condensed.pk}/").content.decode()
+    links = re.findall(r'<dd class="sources">(.*?)</dd>', body, re.S)[0]
+    assert re.findall(r'data-summary="(sum_[0-9a-f]+)"', links) == sources
+    leaf_body = client.get(
+        f"/conversations/{compacted.pk}/summaries/{sources[0]}/"
+    ).content.decode()
+    built_on = re.findall(r'<dd class="built-on">(.*?)</dd>', leaf_body, re.S)[0]
+    assert re.findall(r'data-summary="(sum_[0-9a-f]+)"', built_on) == [condensed.pk]
+
+
+def test_expanding_a_leaf_shows_its_source_messages_in_order(user, compacted):
+    leaf = Summary.objects.filter(conversation=compacted, kind=SummaryKind.LEAF).first()
+    seqs = list(
+        SummaryMessage.objects.filter(summary=leaf)
+        .order_by("ordinal")
+        .values_list("message__seq", flat=True)
+    )
+    body = (
+        client_for(user)
+        .get(f"/conversations/{compacted.pk}/summaries/{leaf.pk}/expand/")
+        .content.decode()
+    )
+    assert [int(s) for s in re.findall(r'<article [^>]*data-seq="(\d+)"', body)] == seqs
+
+
+def test_expanding_a_condensed_summary_shows_its_sources(user, compacted):
+    condensed = Summary.objects.filter(conversation=compacted, kind=SummaryKind.CONDENSED).first()
+    sources = list(
+        SummaryParent.objects.filter(summary=condensed)
+        .order_by("ordinal")
+        .values_list("parent_summary_id", flat=True)
+    )
+    body = (
+        client_for(user)
+        .get(f"/conversations/{compacted.pk}/summaries/{condensed.pk}/expand/")
+        .content.decode()
+    )
+    assert (
+        re.findall(r'<div class="source-summary" data-summary="(sum_[0-9a-f]+)">', body) == sources
+    )
+
+
+def test_summary_fragments_follow_the_checkpoint(
+    user, other_user, staff_user, compacted, make_conversation
+):
+    summary = Summary.objects.filter(conversation=compacted).first()
+    url = f"/conversations/{compacted.pk}/summaries/{summary.pk}/"
+    assert client_for(other_user).get(url).status_code == 404
+    assert client_for(other_user).get(f"{url}expand/").status_code == 404
+    assert client_for(staff_user).get(url).status_code == 200
+    # a summary id asked for under another conversation of the same user does not exist there
+    elsewhere = make_conversation(messages=1)
+    assert (
+        client_for(user).get(f"/conversations/{elsewhere.pk}/summaries/{summary.pk}/").status_code
+        == 404
+    )
+    assert Client().get(url).status_code == 302
+
+
+def test_the_dag_page_query_count_is_fixed(user, compacted, django_assert_num_queries):
+    client = client_for(user)
+    client.get(f"/conversations/{compacted.pk}/dag/")
+    # session, user, conversation, summaries, message ranges, edges, context summaries,
+    # then the focused message and its lineage (2 CTEs)
+    with django_assert_num_queries(7):
+        client.get(f"/conversations/{compacted.pk}/dag/")
+    with django_assert_num_queries(10):
+        client.get(f"/conversations/{compacted.pk}/dag/?message=5")
+
+
+def test_the_compacted_conversation_page_query_count_is_fixed(
+    user, compacted, django_assert_num_queries
+):
+    client = client_for(user)
+    client.get(f"/conversations/{compacted.pk}/")
+    # as for a raw conversation, plus the assembler's read of condensed summaries' sources
+    with django_assert_num_queries(10):
+        assert client.get(f"/conversations/{compacted.pk}/?from=1").status_code == 200
+
+
+@pytest.mark.parametrize("mode", ["full_text", "regex"])
+def test_search_finds_messages_and_links_into_timeline_and_dag(user, compacted, mode):
+    body = (
+        client_for(user)
+        .get(
+            f"/conversations/{compacted.pk}/search/",
+            {
+                "q": "case_8" if mode == "full_text" else "case_8 ",
+                "mode": mode,
+                "scope": "messages",
+            },
+        )
+        .content.decode()
+    )
+    # message i of the factory is seq i + 1: the tool result "case_8" is message #9
+    assert f'href="/conversations/{compacted.pk}/?seq=9#m-9">message #9</a>' in body
+    assert f'href="/conversations/{compacted.pk}/dag/?message=9">covered by sum_' in body
+
+
+def test_search_reports_bad_input_on_the_page(user, compacted):
+    response = client_for(user).get(
+        f"/conversations/{compacted.pk}/search/", {"q": "(unclosed", "mode": "regex"}
+    )
+    assert response.status_code == 400
+    assert b'id="grep-error"' in response.content
+
+
+def test_search_of_another_users_conversation_is_404(other_user, compacted):
+    response = client_for(other_user).get(f"/conversations/{compacted.pk}/search/", {"q": "x"})
+    assert response.status_code == 404
