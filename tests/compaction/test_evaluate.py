@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from django.test import Client
+
+from compaction.engine import compact_conversation
+from compaction.evaluation import evaluate
+from conversations.models import Summary
+from tests.compaction.helpers import context_tokens
+from tests.factories import append_messages
+
+
+def test_evaluate_gives_the_decision_and_its_figures(make_conversation, settings):
+    settings.LCM_AUTOCOMPACT_DISABLED = True
+    settings.LCM_LEAF_CHUNK_TOKENS = 300
+    settings.LCM_MAX_ACTIVE_MESSAGES = 25
+    conversation = make_conversation(token_budget=100_000)
+    append_messages(conversation, 30)
+
+    decision = evaluate(conversation=conversation)
+
+    assert decision.due is True
+    assert decision.reasons == ("max_active_messages", "leaf_chunk")
+    assert decision.suggested_mode == "full"
+    assert decision.context_tokens == context_tokens(conversation)
+    assert decision.threshold_tokens == 75_000
+    assert decision.active_messages == 30
+    assert decision.fresh_tail_items == 8
+    assert decision.raw_tokens_outside_tail > 300
+
+
+def test_evaluate_says_not_due_for_a_short_conversation(conversation):
+    append_messages(conversation, 5)
+
+    decision = evaluate(conversation=conversation)
+
+    assert (decision.due, decision.reasons, decision.suggested_mode) == (False, (), None)
+    assert decision.raw_tokens_outside_tail == 0
+
+
+def test_until_under_stops_once_under_the_target(conversation, settings):
+    settings.LCM_AUTOCOMPACT_DISABLED = True
+    settings.LCM_LEAF_CHUNK_TOKENS = 300
+    settings.LCM_LEAF_TARGET_TOKENS = 80
+    append_messages(conversation, 200)
+    target = context_tokens(conversation) // 2
+
+    result = compact_conversation(
+        conversation_id=conversation.pk, mode="until_under", target_tokens=target
+    )
+
+    assert result.status == "compacted"
+    assert result.tokens_after <= target
+    # it stopped as soon as it got there: one pass fewer would still be over the target
+    assert result.passes < 200 * 25 // 300
+
+
+def test_metrics_count_runs_and_summaries(conversation, settings, staff_user):
+    settings.LCM_AUTOCOMPACT_DISABLED = True
+    settings.LCM_LEAF_CHUNK_TOKENS = 300
+    append_messages(conversation, 100)
+    result = compact_conversation(conversation_id=conversation.pk, mode="full")
+
+    body = Client().get("/metrics").content.decode()
+
+    assert 'lcm_compaction_runs_total{status="compacted",reason="manual"} 1' in body
+    assert result.summaries_created
+    leaves = Summary.objects.filter(kind="leaf").count()
+    condensed = Summary.objects.filter(kind="condensed").count()
+    assert leaves + condensed == len(result.summaries_created)
+    assert f'lcm_summaries_created_total{{kind="leaf"}} {leaves}' in body
+    assert f'lcm_summaries_created_total{{kind="condensed"}} {condensed}' in body
