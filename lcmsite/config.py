@@ -27,10 +27,13 @@ class Setting:
     minimum: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
+    prefixes: tuple[str, ...] | None = None  # a URL: empty, or starting with one of these
 
     def accepted(self) -> str:
         if self.kind is bool:
             return "true/false (1/0, yes/no, on/off)"
+        if self.prefixes:
+            return "empty, or a URL starting with " + ", ".join(self.prefixes)
         if self.choices:
             return "one of " + ", ".join(self.choices)
         if self.minimum is not None and self.maximum is not None:
@@ -59,6 +62,8 @@ class Setting:
                 raise ImproperlyConfigured(problem)
             return number
         if self.choices and raw not in self.choices:
+            raise ImproperlyConfigured(problem)
+        if self.prefixes and raw and not raw.startswith(self.prefixes):
             raise ImproperlyConfigured(problem)
         return raw
 
@@ -287,12 +292,14 @@ SETTINGS: tuple[Setting, ...] = (
         str,
         "",
         "Database URL (postgres://... or sqlite:///...); falls back to DATABASE_URL, then to SQLite under LCM_DATA_DIR.",
+        prefixes=("postgres://", "postgresql://", "sqlite://"),
     ),
     Setting(
         "LCM_REDIS_URL",
         str,
         "",
         "When set, the background worker uses this Redis broker instead of the database.",
+        prefixes=("redis://", "rediss://", "unix://"),
     ),
     Setting(
         "LCM_SECRET_KEY",
