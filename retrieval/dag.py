@@ -91,7 +91,7 @@ def ancestor_ids(summary_id: str) -> list[str]:
     """The summary itself and every summary that (transitively) condensed it."""
     sql = """
         WITH RECURSIVE up(summary_id) AS (
-            SELECT %s
+            SELECT s.id FROM conversations_summary s WHERE s.id = %s
             UNION
             SELECT sp.summary_id FROM up
             JOIN conversations_summaryparent sp ON sp.parent_summary_id = up.summary_id

@@ -33,8 +33,11 @@ class BuiltDag:
     tail: list[Message] = field(default_factory=list)
 
 
-def _summary(conversation, *, kind, depth, content, token_count, earliest, latest) -> Summary:
+def _summary(
+    conversation, *, kind, depth, content, token_count, earliest, latest, file_ids
+) -> Summary:
     return Summary.objects.create(
+        file_ids=list(dict.fromkeys(file_ids)),
         id="sum_" + secrets.token_hex(8),
         conversation=conversation,
         kind=kind,
@@ -77,6 +80,7 @@ def build_dag(
                 token_count=20,
                 earliest=run[0].created_at,
                 latest=run[-1].created_at,
+                file_ids=[f for m in run for f in m.file_ids],
             )
             SummaryMessage.objects.bulk_create(
                 SummaryMessage(summary=leaf, message=m, conversation=conversation, ordinal=i)
@@ -98,6 +102,7 @@ def build_dag(
                     token_count=30,
                     earliest=group[0].earliest_at,
                     latest=group[-1].latest_at,
+                    file_ids=[f for s in group for f in s.file_ids],
                 )
                 SummaryParent.objects.bulk_create(
                     SummaryParent(

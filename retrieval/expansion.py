@@ -1,0 +1,344 @@
+"""Sub-agent expansion: answer a focused question about compacted history under a grant.
+
+1. Resolve the targets: the given summary ids (through the access checkpoint), or what a
+   full-text grep for `query` finds (summary hits, and the summaries covering message hits).
+2. Create a delegation grant: those conversations and summaries, a token cap, an expiry.
+3. With ANTHROPIC_API_KEY set: a bounded tool loop through the `anthropic` SDK in which
+   the model may call only lcm_describe and lcm_expand inside the grant. Without a key:
+   the bounded excerpt a model would have read (offline mode), so clients still work.
+4. Revoke the grant, whatever happened.
+
+No database transaction is open during a model call: every grant write is its own
+short statement (see retrieval.services).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from conversations.models import Message, Summary
+from conversations.selectors import conversation_get_for_user, conversations_visible_to
+from lcmsite.api.errors import InvalidInput, NotFound, Unavailable
+from lcmsite.metrics import observe_ms
+from retrieval import services
+from retrieval.grep import GrepRequest, grep_for_user
+from retrieval.models import DelegationGrant
+from retrieval.selectors import MAX_EXPAND_DEPTH
+from retrieval.tools import SUBAGENT_TOOL_DEFINITIONS, tool_call_for_grant
+
+QUERY_HITS = 20
+PREVIEW_CHARS = 400
+_SUMMARY_ID = re.compile(r"sum_[0-9a-f]{16}")
+
+SYSTEM_PROMPT = """You answer one question about the compacted history of a conversation.
+You can read it only through two tools: lcm_describe (what a summary covers, cheap) and
+lcm_expand (the summaries and original messages below a summary). Your access is limited
+to the summaries listed in the question and what lies below them, and to a token budget;
+requests beyond it are cut or refused. Start from the listed summaries, expand only what
+the question needs, prefer include_messages when exact wording, numbers or errors matter.
+Answer concisely (at most {max_answer_tokens} tokens), state facts exactly as the sources
+say, and cite the ids (sum_...) you relied on. If the history does not answer the
+question, say so."""
+
+
+@dataclass(frozen=True)
+class ExpansionRequest:
+    prompt: str
+    summary_ids: list[str] | None = None
+    query: str | None = None
+    conversation_id: int | None = None
+    max_answer_tokens: int | None = None
+    token_cap: int | None = None
+    max_depth: int | None = None
+
+    def validate(self) -> None:
+        if not isinstance(self.prompt, str) or not self.prompt.strip():
+            raise InvalidInput("prompt must be a non-empty string", extra={"field": "prompt"})
+        if not self.summary_ids and not (self.query and self.query.strip()):
+            raise InvalidInput(
+                "give summary_ids or a query to find them", extra={"field": "summary_ids"}
+            )
+        if self.max_answer_tokens is not None and not 50 <= self.max_answer_tokens <= 32_000:
+            raise InvalidInput(
+                "max_answer_tokens must be from 50 to 32000",
+                extra={"field": "max_answer_tokens"},
+            )
+        if self.token_cap is not None and not 1 <= self.token_cap <= 1_000_000:
+            raise InvalidInput("token_cap must be from 1 to 1000000", extra={"field": "token_cap"})
+        if self.max_depth is not None and not 1 <= self.max_depth <= MAX_EXPAND_DEPTH:
+            raise InvalidInput(
+                f"max_depth must be from 1 to {MAX_EXPAND_DEPTH}", extra={"field": "max_depth"}
+            )
+
+
+@dataclass
+class Targets:
+    summaries: list[Summary]
+    message_hits: list[dict]  # grep hits on messages, in relevance order
+
+    @property
+    def conversation_ids(self) -> list[int]:
+        ids = {s.conversation_id for s in self.summaries}
+        ids |= {h["conversation_id"] for h in self.message_hits}
+        return sorted(ids)
+
+
+def model_configured() -> bool:
+    return bool(os.environ.get("ANTHROPIC_API_KEY"))
+
+
+def _resolve_targets(*, user, request: ExpansionRequest) -> Targets:
+    visible = conversations_visible_to(user)
+    if request.conversation_id is not None:
+        visible = visible.filter(
+            pk=conversation_get_for_user(user=user, conversation_id=request.conversation_id).pk
+        )
+    summary_ids = list(dict.fromkeys(request.summary_ids or []))
+    message_hits: list[dict] = []
+    if request.query and request.query.strip():
+        hits = grep_for_user(
+            user=user,
+            request=GrepRequest(
+                query=request.query,
+                mode="full_text",
+                scope="both",
+                conversation_id=request.conversation_id,
+                limit=QUERY_HITS,
+                sort="relevance",
+            ),
+        )
+        for hit in hits:
+            if hit["type"] == "summary":
+                summary_ids.append(hit["id"])
+            else:
+                message_hits.append(hit)
+                if hit["covered_by"]:
+                    summary_ids.append(hit["covered_by"])
+        summary_ids = list(dict.fromkeys(summary_ids))
+    found = {s.pk: s for s in Summary.objects.filter(pk__in=summary_ids, conversation__in=visible)}
+    missing = [i for i in (request.summary_ids or []) if i not in found]
+    if missing:
+        raise NotFound(f"summary {missing[0]} not found", extra={"missing": missing})
+    return Targets([found[i] for i in summary_ids if i in found], message_hits)
+
+
+def expansion_run(*, user, request: ExpansionRequest) -> dict:
+    request.validate()
+    started = time.perf_counter()
+    targets = _resolve_targets(user=user, request=request)
+    mode = "model" if model_configured() else "offline"
+    if not targets.summaries and not targets.message_hits:
+        return {
+            "answer": "Nothing in the stored history matches the request.",
+            "cited_ids": [],
+            "cited_message_ids": [],
+            "tokens_used": 0,
+            "mode": mode,
+            "grant_id": None,
+            "truncated": False,
+        }
+    grant = services.grant_create(
+        owner=user,
+        conversation_ids=targets.conversation_ids,
+        summary_ids=[s.pk for s in targets.summaries],
+        token_cap=request.token_cap or settings.LCM_MAX_EXPAND_TOKENS,
+        max_depth=request.max_depth or MAX_EXPAND_DEPTH,
+        prompt=request.prompt,
+    )
+    outcome = "failed"
+    try:
+        if mode == "model":
+            result = _run_model(grant, targets, request)
+        else:
+            result = _run_offline(grant, targets, request)
+        outcome = "completed"
+    finally:
+        services.grant_revoke(grant_id=grant.pk, reason=outcome)
+        observe_ms(
+            "lcm_expand_latency_ms",
+            (time.perf_counter() - started) * 1000,
+            help="Latency of expand and of sub-agent expansions.",
+            kind=f"expansion_{mode}",
+        )
+    grant.refresh_from_db()
+    return {**result, "tokens_used": grant.tokens_used, "mode": mode, "grant_id": grant.pk}
+
+
+# ---------------------------------------------------------------------------------------
+# offline: the excerpt a model would have read
+
+
+def _run_offline(grant: DelegationGrant, targets: Targets, request: ExpansionRequest) -> dict:
+    lines = [f"Question: {request.prompt}", ""]
+    cited_ids: list[str] = []
+    cited_messages: list[int] = []
+    truncated = False
+    # What grep found comes first: for a query, those messages are the evidence.
+    hit_ids = [h["id"] for h in targets.message_hits]
+    hit_rows = {m.pk: m for m in Message.objects.filter(pk__in=hit_ids)}
+    for hit in targets.message_hits:
+        message = hit_rows[hit["id"]]
+        if message.token_count > grant.tokens_remaining:
+            truncated = True
+            break
+        services.grant_charge(grant=grant, tokens=message.token_count)
+        where = f", covered by {hit['covered_by']}" if hit["covered_by"] else ""
+        lines += [f"[message {message.pk}, seq {message.seq}, {message.role}{where}]"]
+        lines += [message.content, ""]
+        cited_messages.append(message.pk)
+        if hit["covered_by"] and hit["covered_by"] not in cited_ids:
+            cited_ids.append(hit["covered_by"])
+    for summary in targets.summaries:
+        if grant.tokens_remaining < summary.token_count:
+            truncated = True
+            break
+        services.grant_charge(grant=grant, tokens=summary.token_count)
+        lines += [f"[summary {summary.pk}, {summary.kind}, depth {summary.depth}]", summary.content]
+        lines.append("")
+        if summary.pk not in cited_ids:
+            cited_ids.append(summary.pk)
+        if grant.tokens_remaining < 1:
+            truncated = True
+            break
+        expanded = services.grant_expand(
+            grant=grant, summary_id=summary.pk, depth=grant.max_depth, include_messages=True
+        )
+        truncated = truncated or expanded.truncated
+        for child in expanded.summaries:
+            lines += [f"[summary {child['id']}, {child['kind']}, depth {child['depth']}]"]
+            lines += [child["content"], ""]
+            if child["id"] not in cited_ids:
+                cited_ids.append(child["id"])
+        for message in expanded.messages:
+            if message["id"] in cited_messages:
+                continue
+            lines += [f"[message {message['id']}, seq {message['seq']}, {message['role']}]"]
+            lines += [message["content"], ""]
+            cited_messages.append(message["id"])
+    return {
+        "answer": "\n".join(lines).strip(),
+        "cited_ids": cited_ids,
+        "cited_message_ids": cited_messages,
+        "truncated": truncated,
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# model: a bounded tool loop through the anthropic SDK
+
+
+def _opening(targets: Targets, request: ExpansionRequest) -> str:
+    lines = [request.prompt, "", "Summaries you may read (and everything below them):"]
+    for s in targets.summaries:
+        preview = " ".join(s.content.split())[:PREVIEW_CHARS]
+        lines.append(
+            f"- {s.pk}: {s.kind}, depth {s.depth}, {s.earliest_at:%Y-%m-%d %H:%M} to "
+            f"{s.latest_at:%Y-%m-%d %H:%M}, {s.token_count} tokens. {preview}"
+        )
+    if targets.message_hits:
+        lines += ["", "Messages a search found (expand the covering summary to read them):"]
+        for hit in targets.message_hits:
+            lines.append(
+                f"- message {hit['id']} (seq {hit['seq']}, covered by "
+                f"{hit['covered_by'] or 'nothing: it is in the active context'}): {hit['snippet']}"
+            )
+    return "\n".join(lines)
+
+
+def _run_model(grant: DelegationGrant, targets: Targets, request: ExpansionRequest) -> dict:
+    import anthropic
+
+    max_answer = request.max_answer_tokens or settings.LCM_EXPANSION_MAX_ANSWER_TOKENS
+    max_calls = settings.LCM_EXPANSION_MAX_TOOL_CALLS
+    client = anthropic.Anthropic(timeout=settings.LCM_SUMMARY_TIMEOUT_SECONDS, max_retries=2)
+    messages: list[dict] = [{"role": "user", "content": _opening(targets, request)}]
+    seen_ids = {s.pk for s in targets.summaries}
+    read_ids: list[str] = []
+    read_messages: list[int] = []
+    calls, answer = 0, ""
+    usage = {"input_tokens": 0, "output_tokens": 0}
+    try:
+        while True:
+            extra = {"tool_choice": {"type": "none"}} if calls >= max_calls else {}
+            response = client.messages.create(
+                model=settings.LCM_EXPANSION_MODEL,
+                max_tokens=max_answer,
+                system=SYSTEM_PROMPT.format(max_answer_tokens=max_answer),
+                tools=SUBAGENT_TOOL_DEFINITIONS,
+                messages=messages,
+                **extra,
+            )
+            usage["input_tokens"] += response.usage.input_tokens or 0
+            usage["output_tokens"] += response.usage.output_tokens or 0
+            tool_uses = [b for b in response.content if b.type == "tool_use"]
+            if response.stop_reason != "tool_use" or not tool_uses or calls > max_calls:
+                answer = "".join(b.text for b in response.content if b.type == "text").strip()
+                break
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        b.model_dump(mode="json", exclude_none=True) for b in response.content
+                    ],
+                }
+            )
+            results = []
+            for block in tool_uses:
+                calls += 1
+                if calls > max_calls:
+                    content, is_error = (
+                        f"tool call budget of {max_calls} calls is used up: answer now "
+                        "with what you have read",
+                        True,
+                    )
+                else:
+                    outcome = tool_call_for_grant(grant=grant, name=block.name, input=block.input)
+                    content, is_error = outcome.content, outcome.is_error
+                    if not is_error:
+                        _note_reads(block.name, content, seen_ids, read_ids, read_messages)
+                results.append(
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": block.id,
+                        "content": content,
+                        "is_error": is_error,
+                    }
+                )
+            messages.append({"role": "user", "content": results})
+    except anthropic.APIError as error:
+        raise Unavailable(
+            f"the expansion model failed: {error.__class__.__name__}: {error}",
+            code="expansion_model_failed",
+        ) from None
+    finally:
+        client.close()
+    cited = [i for i in dict.fromkeys(_SUMMARY_ID.findall(answer)) if i in seen_ids]
+    return {
+        "answer": answer,
+        "cited_ids": cited or list(dict.fromkeys(read_ids)),
+        "cited_message_ids": read_messages,
+        "truncated": False,
+        "tool_calls": calls,
+        "model_usage": usage,
+    }
+
+
+def _note_reads(name, content, seen_ids, read_ids, read_messages) -> None:
+    import json
+
+    data = json.loads(content)
+    if name == "lcm_describe" and data.get("type") == "summary":
+        read_ids.append(data["id"])
+        seen_ids.add(data["id"])
+        seen_ids.update(p["id"] for p in data["parents"])
+    elif name == "lcm_expand":
+        read_ids.append(data["summary_id"])
+        seen_ids.add(data["summary_id"])
+        for child in data["summaries"]:
+            seen_ids.add(child["id"])
+        read_messages.extend(m["id"] for m in data["messages"] if m["id"] not in read_messages)

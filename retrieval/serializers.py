@@ -1,0 +1,248 @@
+"""Request parsing and response shapes of the retrieval API (uniquely named for the
+OpenAPI schema). Requests are validated here; the services re-check their own rules."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from retrieval.grep import MAX_LIMIT, MAX_QUERY_CHARS
+from retrieval.selectors import MAX_EXPAND_DEPTH
+
+# ---------------------------------------------------------------------------------------
+# describe
+
+
+class DescribeRefSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    kind = serializers.CharField()
+    depth = serializers.IntegerField()
+    token_count = serializers.IntegerField()
+
+
+class DescribeDepthCountSerializer(serializers.Serializer):
+    depth = serializers.IntegerField()
+    count = serializers.IntegerField()
+    tokens = serializers.IntegerField()
+
+
+class DescribeManifestSerializer(serializers.Serializer):
+    summaries_by_depth = DescribeDepthCountSerializer(many=True)
+    summary_count = serializers.IntegerField()
+    summary_tokens = serializers.IntegerField()
+    message_count = serializers.IntegerField()
+    message_tokens = serializers.IntegerField()
+    source_seq_range = serializers.ListField(
+        child=serializers.IntegerField(), allow_null=True, min_length=2, max_length=2
+    )
+
+
+class DescribeSummarySerializer(serializers.Serializer):
+    type = serializers.CharField(help_text='"summary"')
+    id = serializers.CharField()
+    conversation_id = serializers.IntegerField()
+    kind = serializers.CharField()
+    depth = serializers.IntegerField()
+    level = serializers.CharField(help_text="normal, aggressive or fallback")
+    created_at = serializers.DateTimeField()
+    token_count = serializers.IntegerField()
+    content = serializers.CharField()
+    earliest_at = serializers.DateTimeField()
+    latest_at = serializers.DateTimeField()
+    source_seq_range = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
+    descendant_count = serializers.IntegerField()
+    descendant_token_count = serializers.IntegerField()
+    file_ids = serializers.ListField(child=serializers.CharField())
+    parents = DescribeRefSerializer(
+        many=True, help_text="The summaries this one was condensed from (one depth below)."
+    )
+    children = DescribeRefSerializer(
+        many=True, help_text="The summaries that were condensed from this one."
+    )
+    manifest = DescribeManifestSerializer()
+
+
+class DescribeMessageRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    seq = serializers.IntegerField()
+    role = serializers.CharField()
+
+
+class DescribeSummaryRefSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    kind = serializers.CharField()
+    depth = serializers.IntegerField()
+
+
+class DescribeFileSerializer(serializers.Serializer):
+    type = serializers.CharField(help_text='"file"')
+    id = serializers.CharField()
+    conversation_id = serializers.IntegerField()
+    file_name = serializers.CharField()
+    mime_type = serializers.CharField()
+    byte_size = serializers.IntegerField()
+    line_count = serializers.IntegerField()
+    token_count = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    tool_name = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    exploration_summary = serializers.CharField()
+    referenced_by_messages = DescribeMessageRefSerializer(many=True)
+    referenced_by_summaries = DescribeSummaryRefSerializer(many=True)
+
+
+# ---------------------------------------------------------------------------------------
+# grep
+
+
+class GrepRequestSerializer(serializers.Serializer):
+    query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=False)
+    # Plain strings (checked by the service): a `mode` enum here would collide in the
+    # schema with compaction's `mode`.
+    mode = serializers.CharField(default="full_text", help_text="full_text or regex")
+    scope = serializers.ChoiceField(choices=["messages", "summaries", "both"], default="both")
+    conversation_id = serializers.IntegerField(required=False, allow_null=True, default=None)
+    since = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    before = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=50)
+    sort = serializers.ChoiceField(choices=["recency", "relevance"], default="recency")
+    ignore_case = serializers.BooleanField(
+        default=False, help_text="regex only (full text is always case-insensitive)"
+    )
+
+
+class GrepHitSerializer(serializers.Serializer):
+    type = serializers.ChoiceField(choices=["message", "summary"])
+    id = serializers.CharField(help_text="A message id (integer) or a summary id (sum_...).")
+    conversation_id = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    snippet = serializers.CharField(help_text="The match is marked «like this».")
+    score = serializers.FloatField(allow_null=True)
+    seq = serializers.IntegerField(required=False)
+    covered_by = serializers.CharField(
+        required=False,
+        allow_null=True,
+        help_text="Messages: the active-context summary covering it; null if in context.",
+    )
+    depth = serializers.IntegerField(required=False)
+    kind = serializers.CharField(required=False)
+
+
+class GrepResponseSerializer(serializers.Serializer):
+    results = GrepHitSerializer(many=True)
+
+
+# ---------------------------------------------------------------------------------------
+# expand
+
+
+class ExpandRequestSerializer(serializers.Serializer):
+    summary_id = serializers.CharField(max_length=64)
+    depth = serializers.IntegerField(min_value=1, max_value=MAX_EXPAND_DEPTH, default=1)
+    include_messages = serializers.BooleanField(default=False)
+    token_cap = serializers.IntegerField(
+        min_value=1, max_value=10_000_000, required=False, allow_null=True, default=None
+    )
+    grant_id = serializers.CharField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Expand inside a delegation grant: depth and token cap are clamped to it.",
+    )
+
+
+class ExpandSummaryItemSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    kind = serializers.CharField()
+    depth = serializers.IntegerField()
+    level = serializers.IntegerField(help_text="Edges below the expanded summary.")
+    token_count = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    content = serializers.CharField()
+
+
+class ExpandMessageItemSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    seq = serializers.IntegerField()
+    role = serializers.CharField()
+    token_count = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    content = serializers.CharField()
+
+
+class ExpandResponseSerializer(serializers.Serializer):
+    summary_id = serializers.CharField()
+    depth = serializers.IntegerField()
+    summaries = ExpandSummaryItemSerializer(many=True)
+    messages = ExpandMessageItemSerializer(many=True)
+    token_estimate = serializers.IntegerField()
+    token_cap = serializers.IntegerField()
+    truncated = serializers.BooleanField()
+    omitted_ids = serializers.ListField(
+        child=serializers.CharField(), help_text="Summary ids and message ids left out."
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# expansions
+
+
+class ExpansionRequestSerializer(serializers.Serializer):
+    prompt = serializers.CharField(max_length=20_000)
+    summary_ids = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, allow_null=True, max_length=50
+    )
+    query = serializers.CharField(
+        max_length=MAX_QUERY_CHARS, required=False, allow_null=True, trim_whitespace=False
+    )
+    conversation_id = serializers.IntegerField(required=False, allow_null=True, default=None)
+    max_answer_tokens = serializers.IntegerField(
+        min_value=50, max_value=32_000, required=False, allow_null=True
+    )
+    token_cap = serializers.IntegerField(
+        min_value=1, max_value=1_000_000, required=False, allow_null=True
+    )
+    max_depth = serializers.IntegerField(
+        min_value=1, max_value=MAX_EXPAND_DEPTH, required=False, allow_null=True
+    )
+
+
+class ExpansionUsageSerializer(serializers.Serializer):
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+
+
+class ExpansionResponseSerializer(serializers.Serializer):
+    answer = serializers.CharField()
+    cited_ids = serializers.ListField(child=serializers.CharField())
+    cited_message_ids = serializers.ListField(child=serializers.IntegerField())
+    tokens_used = serializers.IntegerField(help_text="Tokens of history read under the grant.")
+    mode = serializers.CharField(help_text="model or offline")
+    grant_id = serializers.CharField(allow_null=True)
+    truncated = serializers.BooleanField()
+    tool_calls = serializers.IntegerField(required=False)
+    model_usage = ExpansionUsageSerializer(required=False)
+
+
+# ---------------------------------------------------------------------------------------
+# tools
+
+
+class ToolDefinitionSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    description = serializers.CharField()
+    input_schema = serializers.JSONField()
+
+
+class ToolListResponseSerializer(serializers.Serializer):
+    tools = ToolDefinitionSerializer(many=True)
+
+
+class ToolCallRequestSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=64)
+    input = serializers.JSONField()
+    conversation_id = serializers.IntegerField()
+
+
+class ToolCallResponseSerializer(serializers.Serializer):
+    content = serializers.CharField(help_text="The tool result text (JSON), for a tool_result.")
+    is_error = serializers.BooleanField()
