@@ -254,7 +254,7 @@ SELECT summary_id FROM up
 # Everything below a summary: its sources, transitively (for a path's lower end).
 _DESCENDANTS_SQL = """
 WITH RECURSIVE down(summary_id) AS (
-    SELECT %s
+    SELECT s.id FROM conversations_summary s WHERE s.id = %s
     UNION
     SELECT sp.parent_summary_id FROM conversations_summaryparent sp
     JOIN down ON sp.summary_id = down.summary_id
