@@ -85,7 +85,7 @@ def explorer_pages(ctx: BenchContext) -> list[BenchRow]:
 
     # A wide DAG: small leaf chunks give many summaries from the same history.
     wide = new_conversation("explorer-dag")
-    _fill(wide, ctx.n(8_000))
+    _fill(wide, ctx.n(3_000))
     with override_settings(LCM_LEAF_CHUNK_TOKENS=256, LCM_COMPACTION_MAX_PASSES=100_000):
         compact_conversation(
             conversation_id=wide.pk, mode="full", summarizer=DeterministicSummarizer()
