@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -18,6 +19,9 @@ from django.utils import timezone
 
 from conversations import bulk
 from conversations.inputs import MessageInput, render_parts_text
+from conversations.largefiles.intercept import prepare_batch, swap_file_ids
+from conversations.largefiles.services import large_files_stored
+from conversations.largefiles.textmodel import text_summarizer
 from conversations.models import ContextItem, Conversation, ItemType, Message, MessagePart
 from conversations.tokens import estimate
 from lcmsite.api.errors import Conflict, InvalidInput, NotFound
@@ -79,9 +83,23 @@ def messages_append(
 
     All or nothing: either every new message, its parts and its context item are
     written, or nothing is.
+
+    Large file blocks and tool outputs (at or above LCM_LARGE_FILE_TOKEN_THRESHOLD tokens)
+    are intercepted first, before the transaction (exploring a text may call the model):
+    the stored message carries the compact reference and `file_ids`; the bytes and their
+    `large_files` rows are written inside the transaction, under the conversation lock.
     """
     if not messages:
         return []
+    batch = prepare_batch(
+        conversation_id=conversation_id,
+        messages=messages,
+        threshold=settings.LCM_LARGE_FILE_TOKEN_THRESHOLD,
+        summarize_text=text_summarizer(),
+    )
+    file_ids: Sequence[list[str]] = ()
+    if batch is not None:
+        messages, file_ids = batch.messages, batch.file_ids
     prepared = [_message_text_and_tokens(item) for item in messages]
     external_ids = [m.external_id for m in messages if m.external_id is not None]
     now = timezone.now()
@@ -108,7 +126,7 @@ def messages_append(
         ordinal = conversation.last_context_ordinal
         results: list[AppendedMessage] = []
         new_rows: list[tuple[Message, MessageInput]] = []
-        for item, (content, tokens) in zip(messages, prepared, strict=True):
+        for index, (item, (content, tokens)) in enumerate(zip(messages, prepared, strict=True)):
             if item.external_id is not None and item.external_id in existing:
                 results.append(AppendedMessage(existing[item.external_id], created=False))
                 continue
@@ -121,20 +139,43 @@ def messages_append(
                 token_count=tokens,
                 created_at=item.created_at or now,
                 external_id=item.external_id,
+                file_ids=list(file_ids[index]) if file_ids else [],
             )
             new_rows.append((message, item))
             results.append(AppendedMessage(message, created=True))
         if not new_rows:
             return results
-        _insert_new_messages(conversation_id, conversation.session_id, new_rows, ordinal, now)
-        ordinal += len(new_rows)
-        Conversation.objects.filter(pk=conversation_id).update(
-            last_seq=seq, last_context_ordinal=ordinal, updated_at=now
+        storing = (
+            large_files_stored(
+                conversation_id=conversation_id,
+                batch=batch,
+                used={f for m, _ in new_rows for f in m.file_ids},
+            )
+            if batch is not None
+            else nullcontext()
         )
+        with storing:
+            if batch is not None and batch.remapped:
+                new_rows = [_swap_ids(m, item, batch.remapped) for m, item in new_rows]
+            _insert_new_messages(conversation_id, conversation.session_id, new_rows, ordinal, now)
+            ordinal += len(new_rows)
+            Conversation.objects.filter(pk=conversation_id).update(
+                last_seq=seq, last_context_ordinal=ordinal, updated_at=now
+            )
         for hook in _after_append_hooks:
             transaction.on_commit(lambda hook=hook: hook(conversation_id))
     logger.debug("appended %d message(s) to conversation %s", len(new_rows), conversation_id)
     return results
+
+
+def _swap_ids(
+    message: Message, item: MessageInput, mapping: dict[str, str]
+) -> tuple[Message, MessageInput]:
+    """Use the file ids a concurrent writer stored first (same length: same tokens)."""
+    for old, new in mapping.items():
+        message.content = message.content.replace(old, new)
+    message.file_ids = list(dict.fromkeys(mapping.get(f, f) for f in message.file_ids))
+    return message, swap_file_ids(item, mapping)
 
 
 _MESSAGE_COLUMNS = (

@@ -1,0 +1,249 @@
+"""Interception at ingest, before anything is stored: find file blocks (and whole tool
+outputs) at or above the token threshold, explore them, and rewrite the message and its
+parts to the compact reference.
+
+This half runs before the ingest transaction, with no lock held, because a text file may
+be explored by the summarizer model. It writes nothing: storing the bytes and the rows is
+`conversations.largefiles.services.large_files_store`, inside the ingest transaction.
+
+Cheap when there is nothing to do (the common case): a text is looked at only if it holds
+`<file` or is long enough that it could reach the threshold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from conversations.inputs import MessageInput, PartInput
+from conversations.largefiles.blocks import find_file_blocks, replace_blocks
+from conversations.largefiles.explore import explore
+from conversations.largefiles.reference import (
+    format_file_reference,
+    format_tool_output_reference,
+    new_file_id,
+)
+from conversations.models import LargeFile, PartType, Role
+from conversations.tokens import estimate
+
+# No estimator we ship counts more than 2 tokens per character (astral symbols), so a
+# text shorter than threshold / 2 characters cannot reach the threshold.
+_MAX_TOKENS_PER_CHAR = 2
+_PART_TEXT_FIELDS = ("text_content", "tool_output", "tool_error")
+
+
+@dataclass
+class PendingFile:
+    """A file to store (new) or to reuse (`existing`), keyed by its SHA-256."""
+
+    file_id: str
+    sha256: str
+    data: bytes
+    file_name: str
+    mime_type: str
+    extension: str
+    line_count: int
+    token_count: int
+    exploration_summary: str
+    tool_name: str = ""
+    existing: bool = False
+
+
+@dataclass
+class PreparedBatch:
+    """The rewritten inputs, each message's file ids, and the files they refer to."""
+
+    messages: list[MessageInput]
+    file_ids: list[list[str]]
+    files: dict[str, PendingFile] = field(default_factory=dict)  # by sha256
+    # New id -> the id of the same bytes that a concurrent writer stored first.
+    remapped: dict[str, str] = field(default_factory=dict)
+
+
+def _could_hold_file(text: str | None, threshold: int) -> bool:
+    return bool(text) and ("<file" in text or len(text) * _MAX_TOKENS_PER_CHAR >= threshold)
+
+
+def needs_interception(messages: Sequence[MessageInput], threshold: int) -> bool:
+    for item in messages:
+        if _could_hold_file(item.content, threshold):
+            return True
+        for part in item.parts:
+            if any(_could_hold_file(part.columns.get(f), threshold) for f in _PART_TEXT_FIELDS):
+                return True
+    return False
+
+
+class _Rewriter:
+    """Rewrites the texts of one batch, collecting files by content hash."""
+
+    def __init__(
+        self,
+        *,
+        conversation_id: int,
+        threshold: int,
+        summarize_text: Callable[[str, int], str] | None,
+    ):
+        self.threshold = threshold
+        self.summarize_text = summarize_text
+        self.conversation_id = conversation_id
+        self.files: dict[str, PendingFile] = {}
+        self._known: dict[str, LargeFile] | None = None
+
+    def _existing(self, sha: str) -> LargeFile | None:
+        if self._known is None:
+            self._known = {}
+        if sha not in self._known:
+            row = LargeFile.objects.filter(conversation_id=self.conversation_id, sha256=sha).first()
+            if row is not None:
+                self._known[sha] = row
+        return self._known.get(sha)
+
+    def _file(self, text: str, *, name: str | None, mime: str | None, tool: str) -> PendingFile:
+        data = text.encode("utf-8", errors="surrogatepass")
+        sha = hashlib.sha256(data).hexdigest()
+        if sha in self.files:
+            return self.files[sha]
+        row = self._existing(sha)
+        if row is not None:
+            pending = PendingFile(
+                file_id=row.id,
+                sha256=sha,
+                data=b"",
+                file_name=row.file_name,
+                mime_type=row.mime_type,
+                extension="",
+                line_count=row.line_count,
+                token_count=row.token_count,
+                exploration_summary=row.exploration_summary,
+                tool_name=row.tool_name,
+                existing=True,
+            )
+        else:
+            found = explore(text, name=name, mime=mime, summarize_text=self.summarize_text)
+            pending = PendingFile(
+                file_id=new_file_id(),
+                sha256=sha,
+                data=data,
+                file_name=name or "",
+                mime_type=found.mime_type,
+                extension=found.extension,
+                line_count=found.line_count,
+                token_count=estimate(text),
+                exploration_summary=found.summary,
+                tool_name=tool,
+            )
+        self.files[sha] = pending
+        return pending
+
+    def _big(self, text: str) -> bool:
+        return len(text) * _MAX_TOKENS_PER_CHAR >= self.threshold and (
+            estimate(text) >= self.threshold
+        )
+
+    def rewrite(self, text: str, *, tool_output: bool, tool_name: str, ids: list[str]) -> str:
+        """`text` with large file blocks (and, for a tool output, the whole text if it is
+        still large) replaced by references; appends the file ids to `ids`."""
+        if "<file" in text:
+            replacements = {}
+            for block in find_file_blocks(text):
+                if not self._big(block.body):
+                    continue
+                pending = self._file(block.body, name=block.name, mime=block.mime, tool="")
+                replacements[block.start] = format_file_reference(
+                    file_id=pending.file_id,
+                    name=block.name,
+                    mime_type=pending.mime_type,
+                    byte_size=len(block.body.encode("utf-8", errors="surrogatepass")),
+                    summary=pending.exploration_summary,
+                )
+                ids.append(pending.file_id)
+            text = replace_blocks(text, replacements)
+        if tool_output and self._big(text):
+            pending = self._file(text, name=None, mime=None, tool=tool_name)
+            ids.append(pending.file_id)
+            text = format_tool_output_reference(
+                file_id=pending.file_id,
+                tool_name=tool_name or None,
+                mime_type=pending.mime_type,
+                byte_size=len(text.encode("utf-8", errors="surrogatepass")),
+                summary=pending.exploration_summary,
+            )
+        return text
+
+
+def _tool_name(item: MessageInput) -> str:
+    return next(
+        (
+            p.columns["tool_name"]
+            for p in item.parts
+            if p.part_type == PartType.TOOL and p.columns.get("tool_name")
+        ),
+        "",
+    )
+
+
+def _rewrite_message(item: MessageInput, rewriter: _Rewriter) -> tuple[MessageInput, list[str]]:
+    ids: list[str] = []
+    threshold = rewriter.threshold
+    parts = []
+    for part in item.parts:
+        columns = dict(part.columns)
+        for name in _PART_TEXT_FIELDS:
+            value = columns.get(name)
+            if _could_hold_file(value, threshold):
+                columns[name] = rewriter.rewrite(
+                    value,
+                    tool_output=part.part_type == PartType.TOOL and name == "tool_output",
+                    tool_name=columns.get("tool_name") or "",
+                    ids=ids,
+                )
+        parts.append(replace(part, columns=columns) if columns != part.columns else part)
+    content = item.content
+    if _could_hold_file(content, threshold):
+        content = rewriter.rewrite(
+            content, tool_output=item.role == Role.TOOL, tool_name=_tool_name(item), ids=ids
+        )
+    rewritten = replace(item, content=content, parts=tuple(parts))
+    return rewritten, list(dict.fromkeys(ids))
+
+
+def prepare_batch(
+    *,
+    conversation_id: int,
+    messages: Sequence[MessageInput],
+    threshold: int,
+    summarize_text: Callable[[str, int], str] | None = None,
+) -> PreparedBatch | None:
+    """None when no message holds anything to intercept (nothing was looked up)."""
+    if not needs_interception(messages, threshold):
+        return None
+    rewriter = _Rewriter(
+        conversation_id=conversation_id, threshold=threshold, summarize_text=summarize_text
+    )
+    rewritten, file_ids = [], []
+    for item in messages:
+        new_item, ids = _rewrite_message(item, rewriter)
+        rewritten.append(new_item)
+        file_ids.append(ids)
+    if not rewriter.files:
+        return None
+    return PreparedBatch(messages=rewritten, file_ids=file_ids, files=rewriter.files)
+
+
+def swap_file_ids(item: MessageInput, mapping: dict[str, str]) -> MessageInput:
+    """`item` with file ids replaced per `mapping` (ids are all the same length, so the
+    token count does not change)."""
+
+    def swap(value):
+        if isinstance(value, str):
+            for old, new in mapping.items():
+                value = value.replace(old, new)
+        return value
+
+    parts = tuple(
+        PartInput(p.part_type, p.ordinal, {k: swap(v) for k, v in p.columns.items()})
+        for p in item.parts
+    )
+    return replace(item, content=swap(item.content), parts=parts)
