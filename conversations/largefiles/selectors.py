@@ -1,0 +1,33 @@
+"""Reads of large files, through the access checkpoint."""
+
+from __future__ import annotations
+
+from conversations.largefiles.store import read_range
+from conversations.models import LargeFile
+from conversations.selectors import conversation_get_for_user
+from lcmsite.api.errors import InvalidInput, NotFound
+
+
+def large_file_get_for_user(*, user, file_id: str) -> LargeFile:
+    """A file of a conversation the user may see; any other id is the same 404."""
+    row = LargeFile.objects.filter(pk=file_id).first()
+    if row is not None:
+        try:
+            conversation_get_for_user(user=user, conversation_id=row.conversation_id)
+        except NotFound:
+            row = None
+    if row is None:
+        raise NotFound(f"file {file_id} not found", extra={"file_id": file_id})
+    return row
+
+
+def large_file_read(*, large_file: LargeFile, offset: int, limit: int) -> bytes:
+    """Up to `limit` raw bytes from `offset` (0 <= offset <= size)."""
+    if offset > large_file.byte_size:
+        raise InvalidInput(
+            f"offset {offset} is past the end of the file ({large_file.byte_size} bytes)",
+            extra={"field": "offset", "byte_size": large_file.byte_size},
+        )
+    if offset == large_file.byte_size:
+        return b""
+    return read_range(large_file.storage_key, offset=offset, limit=limit)
