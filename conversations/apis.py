@@ -13,6 +13,7 @@ from conversations import selectors, serializers, services
 from conversations.inputs import parse_message_payload
 from lcmsite.api.errors import InvalidInput
 from lcmsite.api.pagination import IdPagination, OrdinalPagination, SequencePagination
+from lcmsite.api.schema import CURSOR_PARAMETERS, ERRORS, WRITE_ERRORS
 
 
 def _appended(result: services.AppendedMessage) -> dict:
@@ -26,9 +27,10 @@ class ConversationListCreateApi(APIView):
         parameters=[
             OpenApiParameter(
                 "session_id", str, description="Only the conversation with this session id."
-            )
+            ),
+            *CURSOR_PARAMETERS,
         ],
-        responses=serializers.ConversationSerializer(many=True),
+        responses={200: serializers.ConversationPageSerializer, **ERRORS},
     )
     def get(self, request):
         session_id = request.query_params.get("session_id")
@@ -50,6 +52,7 @@ class ConversationListCreateApi(APIView):
         responses={
             201: serializers.ConversationSerializer,
             200: serializers.ConversationSerializer,
+            **WRITE_ERRORS,
         },
         description="Creates a conversation; an existing session_id of the same owner returns it with 200.",
     )
@@ -67,7 +70,8 @@ class ConversationListCreateApi(APIView):
 
 class ConversationDetailApi(APIView):
     @extend_schema(
-        operation_id="conversations_retrieve", responses=serializers.ConversationDetailSerializer
+        operation_id="conversations_retrieve",
+        responses={200: serializers.ConversationDetailSerializer, **ERRORS},
     )
     def get(self, request, conversation_id: int):
         conversation = selectors.conversation_get_for_user(
@@ -81,8 +85,8 @@ class ConversationDetailApi(APIView):
 class MessageListCreateApi(APIView):
     @extend_schema(
         operation_id="messages_list",
-        parameters=[OpenApiParameter("limit", int, description="Page size, up to 1,000.")],
-        responses=serializers.MessageSerializer(many=True),
+        parameters=CURSOR_PARAMETERS,
+        responses={200: serializers.MessagePageSerializer, **ERRORS},
     )
     def get(self, request, conversation_id: int):
         conversation = selectors.conversation_get_for_user(
@@ -97,7 +101,7 @@ class MessageListCreateApi(APIView):
     @extend_schema(
         operation_id="messages_append",
         request=PolymorphicProxySerializer(
-            component_name="MessageAppendRequest",
+            component_name="MessageAppend",  # COMPONENT_SPLIT_REQUEST adds "Request"
             serializers=[
                 serializers.MessageInputSerializer,
                 serializers.MessageBatchInputSerializer,
@@ -114,6 +118,7 @@ class MessageListCreateApi(APIView):
                 resource_type_field_name=None,
             ),
             200: serializers.AppendedMessageSerializer,
+            **WRITE_ERRORS,
         },
         description=(
             'Appends one message, or a batch `{"messages": [...]}` of up to 1,000, all or nothing. '
@@ -140,8 +145,8 @@ class MessageListCreateApi(APIView):
 class ContextItemListApi(APIView):
     @extend_schema(
         operation_id="context_items_list",
-        parameters=[OpenApiParameter("limit", int, description="Page size, up to 1,000.")],
-        responses=serializers.ContextItemSerializer(many=True),
+        parameters=CURSOR_PARAMETERS,
+        responses={200: serializers.ContextItemPageSerializer, **ERRORS},
     )
     def get(self, request, conversation_id: int):
         conversation = selectors.conversation_get_for_user(

@@ -10,6 +10,7 @@ from rest_framework import serializers
 
 from conversations.inputs import PART_FIELDS
 from conversations.models import ContextItem, Conversation, Message, MessagePart, PartType, Role
+from lcmsite.api.schema import cursor_page
 
 
 class ConversationCreateSerializer(serializers.Serializer):
@@ -134,3 +135,8 @@ class ContextItemSerializer(serializers.ModelSerializer):
     class Meta:
         model = ContextItem
         fields = ["ordinal", "item_type", "message_id", "summary_id", "token_count"]
+
+
+ConversationPageSerializer = cursor_page("ConversationPageSerializer", ConversationSerializer)
+MessagePageSerializer = cursor_page("MessagePageSerializer", MessageSerializer)
+ContextItemPageSerializer = cursor_page("ContextItemPageSerializer", ContextItemSerializer)

@@ -1,0 +1,162 @@
+"""The OpenAPI contract: /api/v1/schema/ is a valid OpenAPI document holding every
+foundation path, and /api/v1/docs/ (Swagger UI) loads its assets from our own static
+files, never from a CDN."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from drf_spectacular.drainage import GENERATOR_STATS
+from drf_spectacular.generators import SchemaGenerator
+from drf_spectacular.validation import validate_schema
+
+FOUNDATION_OPERATIONS = {
+    ("/api/v1/conversations/", "get"): "conversations_list",
+    ("/api/v1/conversations/", "post"): "conversations_create",
+    ("/api/v1/conversations/{conversation_id}/", "get"): "conversations_retrieve",
+    ("/api/v1/conversations/{conversation_id}/messages/", "get"): "messages_list",
+    ("/api/v1/conversations/{conversation_id}/messages/", "post"): "messages_append",
+    ("/api/v1/conversations/{conversation_id}/context-items/", "get"): "context_items_list",
+}
+
+
+@pytest.fixture(scope="module")
+def schema():
+    GENERATOR_STATS.reset()
+    generated = SchemaGenerator().get_schema(request=None, public=True)
+    return generated
+
+
+def test_the_generated_schema_is_valid_openapi(schema):
+    validate_schema(schema)  # raises on any violation of the OpenAPI 3 JSON schema
+    assert schema["openapi"].startswith("3.")
+    assert schema["info"]["title"] == "LCM server API"
+
+
+def test_every_foundation_operation_is_in_the_schema_with_its_id(schema):
+    found = {
+        (path, method): operation["operationId"]
+        for path, methods in schema["paths"].items()
+        for method, operation in methods.items()
+        if (path, method) in FOUNDATION_OPERATIONS
+    }
+    assert found == FOUNDATION_OPERATIONS
+
+
+def test_operation_ids_are_unique(schema):
+    ids = [
+        operation["operationId"]
+        for methods in schema["paths"].values()
+        for operation in methods.values()
+        if isinstance(operation, dict) and "operationId" in operation
+    ]
+    assert len(ids) == len(set(ids)), sorted({i for i in ids if ids.count(i) > 1})
+
+
+def test_every_path_is_under_api_v1(schema):
+    assert [path for path in schema["paths"] if not path.startswith("/api/v1/")] == []
+
+
+def test_the_foundation_endpoints_generate_without_warnings():
+    GENERATOR_STATS.reset()
+    GENERATOR_STATS.enable_trace_lineno()
+    generator = SchemaGenerator(patterns=None)
+    generator.get_schema(request=None, public=True)
+    messages = [
+        message
+        for message in (*GENERATOR_STATS._warn_cache, *GENERATOR_STATS._error_cache)
+        if "conversations" in message or "Conversation" in message or "Message" in message
+    ]
+    assert messages == []
+
+
+def test_the_append_operation_documents_both_request_shapes(schema):
+    operation = schema["paths"]["/api/v1/conversations/{conversation_id}/messages/"]["post"]
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/MessageAppendRequest"}
+    one_of = schema["components"]["schemas"]["MessageAppendRequest"]["oneOf"]
+    refs = sorted(item["$ref"].rsplit("/", 1)[1] for item in one_of)
+    assert refs == ["MessageBatchInputRequest", "MessageInputRequest"]
+    assert set(operation["responses"]) >= {"200", "201"}
+
+
+def test_the_list_operations_document_cursor_pagination(schema):
+    for path in (
+        "/api/v1/conversations/{conversation_id}/messages/",
+        "/api/v1/conversations/{conversation_id}/context-items/",
+    ):
+        params = {p["name"] for p in schema["paths"][path]["get"]["parameters"]}
+        assert {"cursor", "limit", "conversation_id"} <= params, path
+
+
+def test_the_list_operations_document_the_page_envelope(schema):
+    pages = {
+        "/api/v1/conversations/": ("ConversationPage", "Conversation"),
+        "/api/v1/conversations/{conversation_id}/messages/": ("MessagePage", "Message"),
+        "/api/v1/conversations/{conversation_id}/context-items/": (
+            "ContextItemPage",
+            "ContextItem",
+        ),
+    }
+    components = schema["components"]["schemas"]
+    for path, (page, item) in pages.items():
+        ok = schema["paths"][path]["get"]["responses"]["200"]
+        assert ok["content"]["application/json"]["schema"] == {
+            "$ref": f"#/components/schemas/{page}"
+        }, path
+        envelope = components[page]
+        assert sorted(envelope["properties"]) == ["next", "previous", "results"]
+        assert envelope["properties"]["results"]["items"] == {
+            "$ref": f"#/components/schemas/{item}"
+        }
+
+
+def test_errors_are_documented_in_the_one_shape(schema):
+    error = schema["components"]["schemas"]["Error"]
+    assert sorted(error["properties"]) == ["code", "extra", "message"]
+    for (path, method), _ in FOUNDATION_OPERATIONS.items():
+        responses = schema["paths"][path][method]["responses"]
+        for status in ("400", "401", "404"):
+            body = responses[status]["content"]["application/json"]["schema"]
+            assert body == {"$ref": "#/components/schemas/Error"}, (path, method, status)
+
+
+def test_the_schema_is_served_as_json(anon_api, db):
+    response = anon_api.get("/api/v1/schema/", {"format": "json"})
+    assert response.status_code == 200
+    served = response.json()
+    validate_schema(served)
+    assert set(FOUNDATION_OPERATIONS) <= {
+        (path, method) for path, methods in served["paths"].items() for method in methods
+    }
+
+
+def test_the_schema_is_served_as_yaml_by_default(anon_api, db):
+    response = anon_api.get("/api/v1/schema/")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("application/vnd.oai.openapi")
+    assert b"/api/v1/conversations/{conversation_id}/messages/:" in response.content
+
+
+_URL = re.compile(r"""(?:src|href)\s*=\s*["']([^"']+)["']""")
+
+
+def test_swagger_ui_is_served_without_any_cdn(anon_api, db):
+    response = anon_api.get("/api/v1/docs/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "swagger-ui" in page.lower()
+    assert re.findall(r"https?://", page) == []
+    assets = _URL.findall(page)
+    assert assets, page
+    assert all(url.startswith("/static/") for url in assets), assets
+
+
+def test_every_swagger_ui_asset_is_served_from_our_static_files(anon_api, db):
+    page = anon_api.get("/api/v1/docs/").content.decode()
+    for url in _URL.findall(page):
+        asset = anon_api.get(url)
+        assert asset.status_code == 200, url
+        body = b"".join(asset.streaming_content) if asset.streaming else asset.content
+        assert len(body) > 100, url
