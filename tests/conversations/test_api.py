@@ -9,6 +9,8 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from conversations.models import ContextItem, Conversation, Message, MessagePart, Summary
@@ -752,3 +754,68 @@ def test_a_missing_token_is_a_401_with_a_challenge(anon_api, conversation):
     body = _error(response, 401)
     assert body["code"] == "not_authenticated"
     assert response["WWW-Authenticate"] == "Token"
+
+
+# --- cost and failure ---------------------------------------------------------------------
+
+
+def _assistant_turn(i: int) -> dict:
+    return {
+        "role": "assistant",
+        "content": f"turn {i}",
+        "parts": [
+            {"part_type": "text", "text_content": f"turn {i}"},
+            {"part_type": "tool", "tool_name": "bash", "tool_input": {"n": i}},
+        ],
+    }
+
+
+def test_a_batch_of_100_costs_the_same_queries_as_a_batch_of_one(api, conversation):
+    url = _url(conversation.pk, "messages/")
+    with CaptureQueriesContext(connection) as one:
+        assert api.post(url, {"messages": [_assistant_turn(0)]}, format="json").status_code == 201
+    batch = [_assistant_turn(i) for i in range(1, 101)]
+    with CaptureQueriesContext(connection) as hundred:
+        assert api.post(url, {"messages": batch}, format="json").status_code == 201
+    assert len(hundred.captured_queries) == len(one.captured_queries)
+    assert MessagePart.objects.filter(message__conversation=conversation).count() == 202
+
+
+def test_the_detail_costs_a_fixed_number_of_queries(
+    api, make_conversation, django_assert_num_queries
+):
+    conversation = make_conversation(messages=40)
+    # token auth, access checkpoint, context aggregate, summaries by kind, owner name
+    with django_assert_num_queries(5):
+        assert api.get(_url(conversation.pk)).status_code == 200
+
+
+def exploding_estimator(text: str) -> int:
+    """A configured estimator that fails, to see how an unexpected error is answered."""
+    raise RuntimeError("estimator is down")
+
+
+def test_an_unexpected_error_is_a_500_in_the_error_shape_and_stores_nothing(
+    api, conversation, settings
+):
+    settings.LCM_TOKEN_ESTIMATOR = f"{__name__}.exploding_estimator"
+    before = _stored()
+    response = api.post(
+        _url(conversation.pk, "messages/"), {"role": "user", "content": "x"}, format="json"
+    )
+    body = _error(response, 500)
+    assert body == {"code": "server_error", "message": "internal server error", "extra": {}}
+    assert "estimator is down" not in response.content.decode()
+    assert _stored() == before
+
+
+def test_a_content_length_that_is_not_a_number_is_a_400(api, conversation):
+    response = api.generic(
+        "POST",
+        _url(conversation.pk, "messages/"),
+        b'{"role": "user", "content": "x"}',
+        content_type="application/json",
+        CONTENT_LENGTH="abc",
+    )
+    assert _error(response, 400)["code"] == "malformed_request"
+    assert Message.objects.count() == 0
