@@ -15,6 +15,7 @@ from django.utils import timezone
 from conversations.models import (
     ContextItem,
     Conversation,
+    LargeFile,
     Message,
     MessagePart,
     Summary,
@@ -451,3 +452,92 @@ def test_one_owner_cannot_have_two_conversations_with_one_session_id(db):
     assert list(
         Conversation.objects.filter(owner=owner).values_list("token_budget", flat=True)
     ) == [10]
+
+
+# --- more unique and checked rules ---------------------------------------------------------
+
+
+def test_a_summary_lists_a_source_message_once_and_each_ordinal_once(store):
+    SummaryMessage.objects.create(
+        summary=store["leaf"], message=store["m1"], conversation=store["conv"], ordinal=0
+    )
+    _refused(
+        lambda: SummaryMessage.objects.create(
+            summary=store["leaf"], message=store["m1"], conversation=store["conv"], ordinal=1
+        )
+    )
+    _refused(
+        lambda: SummaryMessage.objects.create(
+            summary=store["leaf"], message=store["m2"], conversation=store["conv"], ordinal=0
+        )
+    )
+    assert list(SummaryMessage.objects.values_list("message_id", "ordinal")) == [
+        (store["m1"].pk, 0)
+    ]
+
+
+def test_a_condensed_summary_lists_a_source_once_and_each_ordinal_once(store):
+    SummaryParent.objects.create(
+        summary=store["condensed"],
+        parent_summary=store["leaf"],
+        conversation=store["conv"],
+        ordinal=0,
+    )
+    _refused(
+        lambda: SummaryParent.objects.create(
+            summary=store["condensed"],
+            parent_summary=store["leaf"],
+            conversation=store["conv"],
+            ordinal=1,
+        )
+    )
+    _refused(
+        lambda: SummaryParent.objects.create(
+            summary=store["condensed"],
+            parent_summary=store["leaf2"],
+            conversation=store["conv"],
+            ordinal=0,
+        )
+    )
+    assert list(SummaryParent.objects.values_list("parent_summary_id", "ordinal")) == [
+        (store["leaf"].pk, 0)
+    ]
+
+
+def test_it_refuses_a_negative_token_count(store):
+    _refused(lambda: _message(store["conv"], 3, token_count=-1))
+    assert not Message.objects.filter(seq=3).exists()
+
+
+def _large_file(conversation, file_id: str, sha: str) -> LargeFile:
+    return LargeFile.objects.create(
+        id=file_id,
+        conversation=conversation,
+        byte_size=10,
+        sha256=sha,
+        storage_key=f"key/{file_id}",
+    )
+
+
+def test_it_refuses_the_same_large_file_twice_in_one_conversation(store):
+    _large_file(store["conv"], "file_0000000000000001", "a" * 64)
+    _refused(lambda: _large_file(store["conv"], "file_0000000000000002", "a" * 64))
+    _large_file(store["other"], "file_0000000000000003", "a" * 64)  # another conversation: fine
+    assert sorted(LargeFile.objects.values_list("id", flat=True)) == [
+        "file_0000000000000001",
+        "file_0000000000000003",
+    ]
+
+
+def test_it_refuses_a_large_file_id_without_the_file_prefix(store):
+    _refused(lambda: _large_file(store["conv"], "blob_1", "b" * 64))
+    assert LargeFile.objects.count() == 0
+
+
+def test_it_refuses_deleting_a_conversation_that_has_messages(transactional_db):
+    conversation = ConversationFactory(owner=UserFactory(username="frank"))
+    _message(conversation, 1)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        _raw_delete("conversations_conversation", conversation.pk)
+    assert Conversation.objects.filter(pk=conversation.pk).exists()
+    assert Message.objects.filter(conversation=conversation).count() == 1
