@@ -64,15 +64,20 @@ class PostgresGrep:
         return self._run(q, lambda cursor: self._full_text(cursor, table, q))
 
     def _run(self, q: GrepQuery, body) -> list[GrepHit]:
+        # Inside an outer transaction the local setting would outlive this search, so it
+        # is put back; otherwise it ends with the transaction opened here.
+        nested = connection.in_atomic_block
         try:
             with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("SELECT current_setting('statement_timeout')")
-                previous = cursor.fetchone()[0]
                 cursor.execute(
-                    "SELECT set_config('statement_timeout', %s, true)", [f"{q.timeout_ms}ms"]
+                    "SELECT current_setting('statement_timeout'), "
+                    "set_config('statement_timeout', %s, true)",
+                    [f"{q.timeout_ms}ms"],
                 )
+                previous = cursor.fetchone()[0]
                 hits = body(cursor)
-                cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+                if nested:
+                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
                 return hits
         except DatabaseError as error:
             state = getattr(error.__cause__, "sqlstate", None)
