@@ -266,3 +266,30 @@ def test_a_non_staff_user_cannot_open_the_admin(data, user):
     response = client.get(_changelist(Message))
     assert response.status_code == 302
     assert response["Location"].startswith("/admin/login/")
+
+
+def _conversation_form(owner, **fields) -> dict:
+    return {"owner": owner.pk, "session_id": "new-s", "title": "", "token_budget": "1000", **fields}
+
+
+def test_a_conversation_can_be_added_in_the_admin(browser, data):
+    owner = data["conversation"].owner
+    response = browser.post("/admin/conversations/conversation/add/", _conversation_form(owner))
+    assert response.status_code == 302
+    assert Conversation.objects.get(session_id="new-s").token_budget == 1000
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"token_budget": "0"}, {"token_budget": "-5"}, {"session_id": "admin-s"}],
+    ids=["zero budget", "negative budget", "session id taken"],
+)
+def test_a_bad_conversation_in_the_admin_is_a_form_error_not_a_500(browser, data, fields):
+    owner = data["conversation"].owner
+    before = Conversation.objects.count()
+    response = browser.post(
+        "/admin/conversations/conversation/add/", _conversation_form(owner, **fields)
+    )
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors
+    assert Conversation.objects.count() == before
