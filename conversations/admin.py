@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from compaction.admin_actions import compact_now
+from conversations.admin_paging import EstimatedCountPaginator
 from conversations.models import (
     ContextItem,
     Conversation,
@@ -43,6 +44,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     """Canonical rows are immutable: the admin can look, never touch."""
 
     show_full_result_count = False
+    paginator = EstimatedCountPaginator
     list_per_page = 100
 
     def has_add_permission(self, request, obj=None):

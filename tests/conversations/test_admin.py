@@ -186,12 +186,6 @@ def test_no_changelist_asks_for_the_full_result_count(model):
 _UNFILTERED_COUNT = re.compile(r'SELECT COUNT\(\*\) AS "__count" FROM "conversations_\w+"\s*$')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="show_full_result_count=False only drops the second count: Django's paginator "
-    "still runs an unfiltered COUNT(*) over the whole table on every unfiltered changelist "
-    "(conversations/admin.py needs a paginator that does not count, e.g. an estimate)",
-)
 @pytest.mark.parametrize("model", [Message, MessagePart, ContextItem], ids=lambda m: m.__name__)
 def test_big_changelists_run_no_unfiltered_count(browser, data, model):
     with CaptureQueriesContext(connection) as queries:
