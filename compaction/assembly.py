@@ -6,16 +6,21 @@ contiguous stretch); chronological order restored. Summaries are rendered as XML
 their metadata and marked as untrusted data (`compaction.rendering`).
 
 Cost grows with the number of active context items, never with history length: one query
-for the items (with their message or summary), one for the included messages' parts, one
-for the included condensed summaries' sources.
+for the items (with their message, and their summary's kind and depth), one for the
+included messages' parts (not for the neutral format), and, for summaries not yet in the
+process's rendering cache, one for their rows and one for the condensed ones' sources.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Literal
 
 from django.conf import settings
+from django.db.models import CharField
+from django.db.models.functions import Cast
 
 from compaction import rendering
 from compaction.planning import Row, fresh_tail_start
@@ -25,6 +30,8 @@ from conversations.models import (
     ItemType,
     MessagePart,
     PartType,
+    Summary,
+    SummaryKind,
     SummaryParent,
 )
 from conversations.tokens import estimate
@@ -41,16 +48,70 @@ _ITEM_FIELDS = (
     "message__seq",
     "message__role",
     "message__content",
-    "message__created_at",
     "summary_id",
     "summary__kind",
     "summary__depth",
-    "summary__level",
-    "summary__descendant_count",
-    "summary__earliest_at",
-    "summary__latest_at",
-    "summary__content",
 )
+_SUMMARY_FIELDS = (
+    "id",
+    "kind",
+    "depth",
+    "level",
+    "descendant_count",
+    "earliest_at",
+    "latest_at",
+    "content",
+)
+# Rendered summary XML and its token count, by (summary id, created_at as text). Summaries
+# are immutable, so an entry never goes stale; created_at is in the key because a test
+# database that is reset can write a different summary under a reused id.
+_XML_CACHE: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+_XML_CACHE_SIZE = 50_000
+_xml_lock = threading.Lock()
+
+
+def clear_summary_cache() -> None:
+    with _xml_lock:
+        _XML_CACHE.clear()
+
+
+def _summary_renderings(records: list[dict]) -> dict[str, tuple[str, int]]:
+    """XML and token count of every summary in the context: from the cache, else two
+    queries (summary rows, then the sources of the condensed ones) for the missing ones."""
+    keys = {
+        r["summary_id"]: (r["summary_id"], r["summary_created"])
+        for r in records
+        if r["item_type"] == ItemType.SUMMARY
+    }
+    found: dict[str, tuple[str, int]] = {}
+    with _xml_lock:
+        for summary_id, key in keys.items():
+            hit = _XML_CACHE.get(key)
+            if hit is not None:
+                _XML_CACHE.move_to_end(key)
+                found[summary_id] = hit
+    missing = [summary_id for summary_id in keys if summary_id not in found]
+    if not missing:
+        return found
+    details = {s["id"]: s for s in Summary.objects.filter(pk__in=missing).values(*_SUMMARY_FIELDS)}
+    parents: dict[str, list[str]] = {}
+    condensed = [i for i in missing if details[i]["kind"] == SummaryKind.CONDENSED]
+    if condensed:
+        for summary_id, parent_id in (
+            SummaryParent.objects.filter(summary_id__in=condensed)
+            .order_by("summary_id", "ordinal")
+            .values_list("summary_id", "parent_summary_id")
+        ):
+            parents.setdefault(summary_id, []).append(parent_id)
+    with _xml_lock:
+        for summary_id in missing:
+            text = rendering.summary_xml(details[summary_id], parents.get(summary_id, ()))
+            found[summary_id] = _XML_CACHE[keys[summary_id]] = (text, estimate(text))
+        while len(_XML_CACHE) > _XML_CACHE_SIZE:
+            _XML_CACHE.popitem(last=False)
+    return found
+
+
 _PART_FIELDS = (
     "message_id",
     "part_type",
@@ -122,7 +183,8 @@ def assemble_context(
     records = list(
         ContextItem.objects.filter(conversation=conversation)
         .order_by("ordinal")
-        .values(*_ITEM_FIELDS)
+        .annotate(summary_created=Cast("summary__created_at", CharField()))
+        .values(*_ITEM_FIELDS, "summary_created")
     )
     rows = [
         Row(
@@ -140,28 +202,10 @@ def assemble_context(
     tail_start = fresh_tail_start(rows, settings.LCM_FRESH_TAIL_COUNT)
     system_tokens = estimate(system) if system else 0
 
-    # The sources of every condensed summary in the context (not only the included ones),
-    # so each summary is measured exactly as it will be rendered.
-    parents: dict[str, list[str]] = {}
-    condensed_ids = [
-        r["summary_id"]
-        for r in records
-        if r["item_type"] == ItemType.SUMMARY and r["summary__kind"] == "condensed"
-    ]
-    if condensed_ids:
-        for summary_id, parent_id in (
-            SummaryParent.objects.filter(summary_id__in=condensed_ids)
-            .order_by("summary_id", "ordinal")
-            .values_list("summary_id", "parent_summary_id")
-        ):
-            parents.setdefault(summary_id, []).append(parent_id)
-    xml = {
-        r["summary_id"]: rendering.summary_xml(r, parents.get(r["summary_id"], ()))
-        for r in records
-        if r["item_type"] == ItemType.SUMMARY
-    }
+    summaries = _summary_renderings(records)
+    xml = {summary_id: text for summary_id, (text, _) in summaries.items()}
     costs = [
-        r["token_count"] if r["item_type"] == ItemType.MESSAGE else estimate(xml[r["summary_id"]])
+        r["token_count"] if r["item_type"] == ItemType.MESSAGE else summaries[r["summary_id"]][1]
         for r in records
     ]
     used = system_tokens + sum(costs[tail_start:])

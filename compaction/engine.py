@@ -27,6 +27,7 @@ from compaction import escalation, locks
 from compaction.models import CompactionRun, Mode, Reason, RunStatus
 from compaction.planning import (
     Candidate,
+    Row,
     condensed_candidate,
     context_rows,
     fresh_tail_start,
@@ -41,7 +42,7 @@ from compaction.store import (
     summary_id_for,
 )
 from compaction.summarizers import SourceItem, Summarizer, SummarizerAuthError, default_summarizer
-from conversations.models import Conversation, Message, Summary, SummaryKind
+from conversations.models import Conversation, ItemType, Message, Summary, SummaryKind
 from lcmsite.api.errors import Conflict, InvalidInput, NotFound
 
 logger = logging.getLogger("lcm.compaction")
@@ -138,6 +139,8 @@ class CompactionEngine:
         self.started = time.monotonic()
         self.stop_reason = ""
         self.run: CompactionRun | None = None
+        self._rows: list[Row] | None = None
+        self._contents: dict[str, str | None] = {}
 
     # --- bounds -------------------------------------------------------------------
     def _out_of_budget(self) -> bool:
@@ -150,11 +153,24 @@ class CompactionEngine:
         return False
 
     # --- planning -----------------------------------------------------------------
+    def rows(self) -> list[Row]:
+        """The context as this run last saw it. Read under the advisory lock once, then kept
+        up to date in memory after each apply: while the run holds the lease only appends
+        (at the end) change the context, and an apply re-checks its range anyway."""
+        if self._rows is None:
+            with transaction.atomic():
+                locks.lock(locks.LockKind.COMPACTION, self.conversation.pk)
+                self._rows = context_rows(self.conversation.pk)
+        return self._rows
+
+    def _replace_rows(self, candidate: Candidate, summary_row: Row) -> None:
+        rows = self.rows()
+        start = rows.index(candidate.rows[0])
+        rows[start : start + len(candidate.rows)] = [summary_row]
+
     def plan(self, kind: str, *, max_depth: int | None = None, fanout: int | None = None):
-        """Pick the next range under the conversation's advisory lock (a short transaction)."""
-        with transaction.atomic():
-            locks.lock(locks.LockKind.COMPACTION, self.conversation.pk)
-            rows = context_rows(self.conversation.pk)
+        """Pick the next range (pure, over `rows()`)."""
+        rows = self.rows()
         tail_start = fresh_tail_start(rows, settings.LCM_FRESH_TAIL_COUNT)
         if kind == "leaf":
             return leaf_candidate(rows, tail_start, settings.LCM_LEAF_CHUNK_TOKENS)
@@ -167,15 +183,22 @@ class CompactionEngine:
             max_depth=max_depth,
         )
 
+    def context_tokens(self) -> int:
+        return sum(row.token_count for row in self.rows())
+
     def raw_outside_tail(self) -> int:
-        rows = context_rows(self.conversation.pk)
+        rows = self.rows()
         return raw_tokens_outside_tail(rows, fresh_tail_start(rows, settings.LCM_FRESH_TAIL_COUNT))
 
     # --- one pass -----------------------------------------------------------------
     def _previous_context(self, summary_id: str | None) -> str | None:
         if summary_id is None:
             return None
-        return Summary.objects.filter(pk=summary_id).values_list("content", flat=True).first()
+        if summary_id not in self._contents:  # summaries this run wrote are remembered
+            self._contents[summary_id] = (
+                Summary.objects.filter(pk=summary_id).values_list("content", flat=True).first()
+            )
+        return self._contents[summary_id]
 
     def _leaf_summary(self, candidate: Candidate) -> tuple[NewSummary, list[SourceItem], int]:
         ids = [row.message_id for row in candidate.rows]
@@ -334,6 +357,7 @@ class CompactionEngine:
                 on_applied=record,
             )
         except RangeChanged as error:
+            self._rows = None
             self.replans += 1
             self.notes.append(f"re-planned: {error}")
             if self.replans > _MAX_REPLANS:
@@ -342,9 +366,24 @@ class CompactionEngine:
             return True  # nothing written; the next plan sees the current context
         self.passes += 1
         if applied.already_applied:
+            self._rows = None
             self.notes.append(f"{summary.id} was already applied")
             return True
+        self._replace_rows(
+            candidate,
+            Row(
+                applied.item_id,
+                applied.ordinal,
+                ItemType.SUMMARY,
+                None,
+                summary.id,
+                summary.token_count,
+                None,
+                summary.depth,
+            ),
+        )
         self.summary_ids.append(summary.id)
+        self._contents = {summary.id: summary.content}
         self.levels[outcome.level] = self.levels.get(outcome.level, 0) + 1
         self.kinds[summary.kind] = self.kinds.get(summary.kind, 0) + 1
         if len(outcome.attempts) > 1 or "stand-in" in outcome.attempts[0]:
@@ -371,7 +410,7 @@ class CompactionEngine:
         """Repeat passes of one kind while eligible; returns how many summaries were made."""
         made = 0
         while not self._out_of_budget():
-            if stop_under is not None and _context_tokens(self.conversation.pk) <= stop_under:
+            if stop_under is not None and self.context_tokens() <= stop_under:
                 break
             candidate = self.plan(kind, max_depth=max_depth, fanout=fanout)
             if candidate is None:
@@ -403,7 +442,7 @@ class CompactionEngine:
         so a context that one sweep cannot bring under the target keeps shrinking."""
         made = 0
         for round_number in range(settings.LCM_COMPACTION_MAX_ROUNDS):
-            if _context_tokens(self.conversation.pk) <= target or self._out_of_budget():
+            if self.context_tokens() <= target or self._out_of_budget():
                 break
             made_this_round = self.full_sweep(fanout=2 if round_number else None, stop_under=target)
             made += made_this_round

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
-from xml.sax.saxutils import escape, quoteattr
 
 from compaction.summarizers.render import format_time
 from conversations.models import ItemType, PartType, Role
@@ -27,26 +26,30 @@ OPENING_PLACEHOLDER = "(earlier conversation omitted)"
 _TOOL_ID = re.compile(r"[^a-zA-Z0-9_-]")
 
 
-def summary_xml(record: dict, parent_ids: Iterable[str]) -> str:
-    attributes = {
-        "id": record["summary_id"],
-        "kind": record["summary__kind"],
-        "depth": record["summary__depth"],
-        "descendant_count": record["summary__descendant_count"],
-        "earliest_at": format_time(record["summary__earliest_at"]),
-        "latest_at": format_time(record["summary__latest_at"]),
-        "level": record["summary__level"],
-        "trust": "untrusted",
-    }
-    head = " ".join(f"{k}={quoteattr(str(v))}" for k, v in attributes.items())
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def summary_xml(summary: dict, parent_ids: Iterable[str]) -> str:
+    """`summary`: a row of Summary values (id, kind, depth, level, descendant_count,
+    earliest_at, latest_at, content)."""
+    # Attribute values are our own ids, enumerations, integers and ISO times: no quoting
+    # is needed; only the content (model or user text) is escaped.
+    head = (
+        f'id="{summary["id"]}" kind="{summary["kind"]}" depth="{summary["depth"]}" '
+        f'descendant_count="{summary["descendant_count"]}" '
+        f'earliest_at="{format_time(summary["earliest_at"])}" '
+        f'latest_at="{format_time(summary["latest_at"])}" '
+        f'level="{summary["level"]}" trust="untrusted"'
+    )
     lines = [f"<summary {head}>", f"  <note>{UNTRUSTED_NOTE}</note>"]
     parents = list(parent_ids)
     if parents:
         lines.append("  <parents>")
-        lines.extend(f"    <summary_ref id={quoteattr(p)} />" for p in parents)
+        lines.extend(f'    <summary_ref id="{p}" />' for p in parents)
         lines.append("  </parents>")
     lines.append("  <content>")
-    lines.append(escape(record["summary__content"].strip()))
+    lines.append(_escape(summary["content"].strip()))
     lines.append("  </content>")
     lines.append("</summary>")
     return "\n".join(lines)

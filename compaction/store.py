@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from compaction import locks
+from conversations import bulk
 from conversations.models import (
     ContextItem,
     ItemType,
@@ -29,6 +30,8 @@ from conversations.models import (
     SummaryMessage,
     SummaryParent,
 )
+
+_CONTEXT = ContextItem._meta.db_table
 
 
 class RangeChanged(Exception):
@@ -94,53 +97,53 @@ def summary_create(summary: NewSummary, *, now: datetime) -> Summary:
         file_ids=summary.file_ids,
         created_at=now,
     )
+    # Plain multi-row inserts (COPY on PostgreSQL): a leaf can have hundreds of edges.
     if summary.message_ids:
-        SummaryMessage.objects.bulk_create(
-            SummaryMessage(
-                summary_id=summary.id,
-                message_id=message_id,
-                conversation_id=summary.conversation_id,
-                ordinal=ordinal,
-            )
-            for ordinal, message_id in enumerate(summary.message_ids)
+        bulk.insert_rows(
+            SummaryMessage,
+            ("summary_id", "message_id", "conversation_id", "ordinal"),
+            (
+                (summary.id, message_id, summary.conversation_id, ordinal)
+                for ordinal, message_id in enumerate(summary.message_ids)
+            ),
         )
     else:
-        SummaryParent.objects.bulk_create(
-            SummaryParent(
-                summary_id=summary.id,
-                parent_summary_id=parent_id,
-                conversation_id=summary.conversation_id,
-                ordinal=ordinal,
-            )
-            for ordinal, parent_id in enumerate(summary.parent_ids)
+        bulk.insert_rows(
+            SummaryParent,
+            ("summary_id", "parent_summary_id", "conversation_id", "ordinal"),
+            (
+                (summary.id, parent_id, summary.conversation_id, ordinal)
+                for ordinal, parent_id in enumerate(summary.parent_ids)
+            ),
         )
     return row
 
 
 def context_range_replace(
     *, conversation_id: int, planned_item_ids: Sequence[int], summary: Summary, now: datetime
-) -> int:
+) -> tuple[int, int]:
     """Replace exactly the planned context items (contiguous, in order) by one summary item
     at the first one's ordinal. Raises `RangeChanged` if the range differs from the plan.
-    Call inside the apply transaction. Returns the new item's ordinal."""
+    Call inside the apply transaction. Returns the new item's ordinal and id."""
     planned = list(planned_item_ids)
-    ends = dict(
-        ContextItem.objects.filter(
-            pk__in={planned[0], planned[-1]}, conversation_id=conversation_id
-        ).values_list("pk", "ordinal")
-    )
-    if planned[0] not in ends or planned[-1] not in ends:
-        raise RangeChanged("the planned range is no longer in the context")
-    first, last = ends[planned[0]], ends[planned[-1]]
-    current = list(
-        ContextItem.objects.filter(conversation_id=conversation_id, ordinal__range=(first, last))
-        .order_by("ordinal")
-        .values_list("pk", flat=True)
-    )
+    # The items now between the planned first and last item, in one query.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, ordinal FROM {_CONTEXT} WHERE conversation_id = %s AND ordinal BETWEEN"
+            f" (SELECT ordinal FROM {_CONTEXT} WHERE id = %s AND conversation_id = %s)"
+            f" AND (SELECT ordinal FROM {_CONTEXT} WHERE id = %s AND conversation_id = %s)"
+            " ORDER BY ordinal",
+            [conversation_id, planned[0], conversation_id, planned[-1], conversation_id],
+        )
+        found = cursor.fetchall()
+    current = [row[0] for row in found]
     if current != planned:
         raise RangeChanged("the planned range changed since it was planned")
-    ContextItem.objects.filter(pk__in=planned).delete()
-    ContextItem.objects.create(
+    first, last = found[0][1], found[-1][1]
+    ContextItem.objects.filter(
+        conversation_id=conversation_id, ordinal__range=(first, last)
+    ).delete()
+    item = ContextItem.objects.create(
         conversation_id=conversation_id,
         ordinal=first,
         item_type=ItemType.SUMMARY,
@@ -148,7 +151,7 @@ def context_range_replace(
         token_count=summary.token_count,
         created_at=now,
     )
-    return first
+    return first, item.pk
 
 
 def compaction_event_record(event: CompactionEvent) -> MessagePart:
@@ -169,6 +172,7 @@ def compaction_event_record(event: CompactionEvent) -> MessagePart:
 class Applied:
     summary_id: str
     ordinal: int | None
+    item_id: int | None
     already_applied: bool
 
 
@@ -188,9 +192,9 @@ def apply_summary(
     with transaction.atomic(durable=True):
         locks.lock(locks.LockKind.COMPACTION, summary.conversation_id)
         if Summary.objects.filter(pk=summary.id).exists():
-            return Applied(summary.id, None, already_applied=True)
+            return Applied(summary.id, None, None, already_applied=True)
         row = summary_create(summary, now=now)
-        ordinal = context_range_replace(
+        ordinal, item_id = context_range_replace(
             conversation_id=summary.conversation_id,
             planned_item_ids=planned_item_ids,
             summary=row,
@@ -200,4 +204,4 @@ def apply_summary(
             compaction_event_record(event)
         if on_applied is not None:
             on_applied(row)
-    return Applied(summary.id, ordinal, already_applied=False)
+    return Applied(summary.id, ordinal, item_id, already_applied=False)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from compaction.assembly import assemble_context
+from compaction.assembly import assemble_context, clear_summary_cache
 from compaction.engine import compact_conversation
 from compaction.rendering import MISSING_RESULT
 from conversations.inputs import parse_message
@@ -126,15 +126,22 @@ def test_assembly_costs_a_fixed_number_of_queries_whatever_the_item_count(
     large = make_conversation()
     append_messages(small, 120)
     append_messages(large, 400)
-    for conversation in (small, large):
+    for conversation, later in ((small, 10), (large, 300)):
         compact_conversation(conversation_id=conversation.pk, mode="full")
-        append_messages(conversation, 40, start=1000)
+        append_messages(conversation, later, start=1000)
 
+    clear_summary_cache()
     for conversation in (small, large):
-        # items (with their message or summary), condensed sources, included parts
-        with django_assert_num_queries(3):
-            out = assemble_context(conversation=conversation, fmt="anthropic")
-        assert any(i["kind"] == "condensed" for i in out.items if i["type"] == "summary")
+        # cold: items, summary rows, condensed sources, included parts
+        with django_assert_num_queries(4):
+            cold = assemble_context(conversation=conversation, fmt="anthropic")
+        # warm: the rendered summaries come from the cache
+        with django_assert_num_queries(2):
+            warm = assemble_context(conversation=conversation, fmt="anthropic")
+        assert cold.as_dict() == warm.as_dict()
+        assert any(i["kind"] == "condensed" for i in cold.items if i["type"] == "summary")
+    sizes = [len(assemble_context(conversation=c).items) for c in (small, large)]
+    assert sizes[1] > sizes[0] + 250
 
 
 def test_summaries_are_xml_with_metadata_and_escaped_untrusted_content(conversation, small_chunks):
