@@ -15,7 +15,12 @@ from lcmsite.metrics import observe_ms
 from retrieval import dag
 
 MODES = ("regex", "full_text")
-SCOPES = {"messages": ("message",), "summaries": ("summary",), "both": ("message", "summary")}
+SCOPES = {
+    "messages": ("message",),
+    "summaries": ("summary",),
+    "both": ("message", "summary"),
+    "files": (),  # stored large-file content, see retrieval.grep_files
+}
 SORTS = ("recency", "relevance")
 DEFAULT_LIMIT, MAX_LIMIT = 50, 200
 MAX_QUERY_CHARS = 1000
@@ -44,7 +49,7 @@ class GrepRequest:
             raise InvalidInput("mode must be regex or full_text", extra={"field": "mode"})
         if self.scope not in SCOPES:
             raise InvalidInput(
-                "scope must be messages, summaries or both", extra={"field": "scope"}
+                "scope must be messages, summaries, both or files", extra={"field": "scope"}
             )
         if self.sort not in SORTS:
             raise InvalidInput("sort must be recency or relevance", extra={"field": "sort"})
@@ -69,6 +74,17 @@ def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> 
     if scope is None:
         scope = scope_for_user(user=user, conversation_id=request.conversation_id)
     started = time.perf_counter()
+    if request.scope == "files":
+        from retrieval.grep_files import grep_files
+
+        results = grep_files(scope=scope, request=request)
+        observe_ms(
+            "lcm_search_latency_ms",
+            (time.perf_counter() - started) * 1000,
+            help="Latency of grep (describe/expand excluded), by mode.",
+            mode=f"{request.mode}_files",
+        )
+        return results
     q = GrepQuery(
         query=request.query,
         mode=request.mode,  # type: ignore[arg-type]

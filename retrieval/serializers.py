@@ -99,7 +99,11 @@ class GrepRequestSerializer(serializers.Serializer):
     # Plain strings (checked by the service): a `mode` enum here would collide in the
     # schema with compaction's `mode`.
     mode = serializers.CharField(default="full_text", help_text="full_text or regex")
-    scope = serializers.ChoiceField(choices=["messages", "summaries", "both"], default="both")
+    scope = serializers.ChoiceField(
+        choices=["messages", "summaries", "both", "files"],
+        default="both",
+        help_text="files: the stored content of large files (bounded scan, one hit per file)",
+    )
     conversation_id = serializers.IntegerField(required=False, allow_null=True, default=None)
     since = serializers.DateTimeField(required=False, allow_null=True, default=None)
     before = serializers.DateTimeField(required=False, allow_null=True, default=None)
@@ -111,8 +115,10 @@ class GrepRequestSerializer(serializers.Serializer):
 
 
 class GrepHitSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["message", "summary"])
-    id = serializers.CharField(help_text="A message id (integer) or a summary id (sum_...).")
+    type = serializers.ChoiceField(choices=["message", "summary", "file"])
+    id = serializers.CharField(
+        help_text="A message id (integer), a summary id (sum_...) or a file id (file_...)."
+    )
     conversation_id = serializers.IntegerField()
     created_at = serializers.DateTimeField()
     snippet = serializers.CharField(help_text="The match is marked «like this».")
@@ -125,6 +131,8 @@ class GrepHitSerializer(serializers.Serializer):
     )
     depth = serializers.IntegerField(required=False)
     kind = serializers.CharField(required=False)
+    file_name = serializers.CharField(required=False)
+    line = serializers.IntegerField(required=False, help_text="Files: the first matching line.")
 
 
 class GrepResponseSerializer(serializers.Serializer):

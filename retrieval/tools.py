@@ -53,8 +53,9 @@ LCM_GREP = {
             "mode": {"type": "string", "enum": ["full_text", "regex"], "default": "full_text"},
             "scope": {
                 "type": "string",
-                "enum": ["messages", "summaries", "both"],
+                "enum": ["messages", "summaries", "both", "files"],
                 "default": "both",
+                "description": "files searches the stored content of large files (file_...).",
             },
             "since": {"type": "string", "description": "ISO 8601 time, inclusive."},
             "before": {"type": "string", "description": "ISO 8601 time, exclusive."},

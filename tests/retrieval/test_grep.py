@@ -212,3 +212,29 @@ def test_summary_hits_and_covered_by_of_compacted_messages(user, conversation):
     assert by_type["summary"]["depth"] == 0 and by_type["summary"]["kind"] == "leaf"
     only_summaries = grep_for_user(user=user, request=GrepRequest(query="vault", scope="summaries"))
     assert ids(only_summaries) == [leaf.id]
+
+
+@override_settings(LCM_LARGE_FILE_TOKEN_THRESHOLD=100)
+@pytest.mark.parametrize(
+    "mode,query", [("full_text", "SCORE overflow"), ("regex", r"over\w+ at row 3\d\d")]
+)
+def test_files_scope_searches_stored_file_content(user, other_user, make_conversation, mode, query):
+    rows = "\n".join(f"row {i}: ok" for i in range(400))
+    body = f"{rows}\nscore overflow at row 377\n{rows}"
+    mine = make_conversation()
+    (message,) = append_messages(
+        mine,
+        1,
+        payload=lambda i: {"role": "user", "content": f'<file name="run.log">{body}</file>'},
+    )
+    theirs = make_conversation(owner=other_user)
+    append_messages(
+        theirs,
+        1,
+        payload=lambda i: {"role": "user", "content": f'<file name="run.log">{body} x</file>'},
+    )
+    (file_id,) = message.file_ids
+    assert "score overflow" not in message.content  # the text lives in the stored file only
+    results = grep_for_user(user=user, request=GrepRequest(query=query, mode=mode, scope="files"))
+    assert [(r["type"], r["id"], r["line"]) for r in results] == [("file", file_id, 401)]
+    assert "overflow" in results[0]["snippet"] and "«" in results[0]["snippet"]

@@ -43,7 +43,9 @@ class Command(BaseCommand):
         grep = sub.add_parser("grep", help="Search messages and summaries.")
         grep.add_argument("query")
         grep.add_argument("--mode", default="full_text", choices=["full_text", "regex"])
-        grep.add_argument("--scope", default="both", choices=["messages", "summaries", "both"])
+        grep.add_argument(
+            "--scope", default="both", choices=["messages", "summaries", "both", "files"]
+        )
         grep.add_argument("--conversation", type=int, help="Only this conversation id.")
         grep.add_argument("--since", help="ISO 8601 time, inclusive.")
         grep.add_argument("--before", help="ISO 8601 time, exclusive.")
