@@ -27,8 +27,8 @@ from conversations.models import (
 )
 from conversations.selectors import conversations_visible_to
 
-TIMELINE_PAGE = 100
-CONTEXT_PAGE = 100
+TIMELINE_PAGE = 50
+CONTEXT_PAGE = 50
 LIST_PAGE = 50
 EXPAND_MESSAGES_LIMIT = 200
 

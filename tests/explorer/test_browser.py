@@ -16,6 +16,7 @@ from compaction.models import CompactionJob
 from compaction.services import job_run
 from compaction.summarizers import DeterministicSummarizer
 from conversations.models import ContextItem, LargeFile, Message, Summary, SummaryMessage
+from explorer.selectors import CONTEXT_PAGE, TIMELINE_PAGE
 from retrieval.selectors import covering_summaries
 from tests.explorer.conftest import compact
 from tests.explorer.test_pages import XSS_TEXT, xss_payload
@@ -65,7 +66,7 @@ def test_sign_in_then_list_and_search_conversations(page, user, other_user):
 
 def test_conversation_page_shows_the_context_bar_and_loads_more_items(page, user, live_server):
     conversation = ConversationFactory(owner=user, session_id="long")
-    append_messages(conversation, 130)
+    append_messages(conversation, CONTEXT_PAGE + 30)
     tokens = sum(
         Message.objects.filter(conversation=conversation).values_list("token_count", flat=True)
     )
@@ -77,12 +78,12 @@ def test_conversation_page_shows_the_context_bar_and_loads_more_items(page, user
     expect(page.locator("#context-bar [data-seg=total]")).to_have_text(str(tokens))
     expect(page.locator("#context-bar rect.seg-tail")).to_have_count(1)
     expect(page.locator("#context-bar rect.seg-older")).to_have_count(1)
-    expect(page.locator("#timeline article.message")).to_have_count(100)
+    expect(page.locator("#timeline article.message")).to_have_count(TIMELINE_PAGE)
 
     items = page.locator("#context-items li.ctx")
-    expect(items).to_have_count(100)
+    expect(items).to_have_count(CONTEXT_PAGE)
     page.click("button.load-more")
-    expect(items).to_have_count(130)
+    expect(items).to_have_count(CONTEXT_PAGE + 30)
     expect(page.locator("button.load-more")).to_have_count(0)
     assert page.console_errors == []
 

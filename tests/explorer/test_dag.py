@@ -170,12 +170,13 @@ def test_the_dag_page_query_count_is_fixed(user, compacted, django_assert_num_qu
 
 
 def test_the_compacted_conversation_page_query_count_is_fixed(
-    user, compacted, django_assert_num_queries
+    user, compacted, django_assert_max_num_queries
 ):
     client = client_for(user)
     client.get(f"/conversations/{compacted.pk}/")
-    # as for a raw conversation, plus the assembler's read of condensed summaries' sources
-    with django_assert_num_queries(10):
+    # as for a raw conversation, plus at most the assembler's read of the summaries it
+    # renders (it caches renderings, so a warm page may skip that read)
+    with django_assert_max_num_queries(10):
         assert client.get(f"/conversations/{compacted.pk}/?from=1").status_code == 200
 
 

@@ -9,7 +9,7 @@ from django.test import Client
 
 from conversations.models import Message
 from explorer.middleware import POLICY
-from explorer.selectors import TIMELINE_PAGE
+from explorer.selectors import CONTEXT_PAGE, TIMELINE_PAGE
 from tests.factories import append_messages
 
 XSS_TEXT = (
@@ -179,16 +179,19 @@ def test_timeline_renders_parts_by_type(user, make_conversation):
 
 
 def test_context_items_load_in_pages(user, make_conversation):
-    conversation = make_conversation(messages=130)
+    conversation = make_conversation(messages=CONTEXT_PAGE + 30)
     client = client_for(user)
     body = client.get(f"/conversations/{conversation.pk}/").content.decode()
-    assert len(re.findall(r'<li class="ctx message', body)) == 100
-    assert f'data-url="/conversations/{conversation.pk}/context/?after=100&amp;first=1"' in body
+    assert len(re.findall(r'<li class="ctx message', body)) == CONTEXT_PAGE
+    assert (
+        f'data-url="/conversations/{conversation.pk}/context/?after={CONTEXT_PAGE}&amp;first=1"'
+        in body
+    )
     fragment = client.get(
-        f"/conversations/{conversation.pk}/context/", {"after": 100}
+        f"/conversations/{conversation.pk}/context/", {"after": CONTEXT_PAGE}
     ).content.decode()
     ordinals = [int(o) for o in re.findall(r'data-ordinal="(\d+)"', fragment)]
-    assert ordinals == list(range(101, 131))
+    assert ordinals == list(range(CONTEXT_PAGE + 1, CONTEXT_PAGE + 31))
     assert "load-more" not in fragment
 
 
