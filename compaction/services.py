@@ -70,6 +70,11 @@ def schedule_after_append(conversation_id: int) -> None:
     if not settings.LCM_ENABLED or settings.LCM_AUTOCOMPACT_DISABLED:
         return
     try:
+        # A pending job will see these messages too: skip the evaluation (one cheap query).
+        if CompactionJob.objects.filter(
+            conversation_id=conversation_id, state=JobState.PENDING
+        ).exists():
+            return
         conversation = Conversation.objects.filter(pk=conversation_id).first()
         if conversation is None:
             return

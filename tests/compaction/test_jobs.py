@@ -162,3 +162,22 @@ def test_the_admin_action_queues_compaction(conversation, small_chunks):
     assert "Queued 1 compaction job(s); 0 already had one pending." in response.content.decode()
     job = CompactionJob.objects.get(conversation=conversation)
     assert (job.reason, job.mode, job.state) == ("manual", "full", "pending")
+
+
+def test_the_after_ingest_check_costs_a_fixed_number_of_queries(
+    make_conversation, small_chunks, django_assert_num_queries
+):
+    from compaction.services import schedule_after_append
+
+    short = make_conversation(messages=20)
+    long = make_conversation(messages=300)
+    small_chunks.LCM_LEAF_CHUNK_TOKENS = 10**6
+
+    for conversation in (short, long):
+        # pending-job check, conversation, then evaluate's five aggregate/indexed reads
+        with django_assert_num_queries(7):
+            schedule_after_append(conversation.pk)
+    job_request(conversation=long, reason="manual", mode="full")
+    with django_assert_num_queries(1):
+        schedule_after_append(long.pk)
+    assert CompactionJob.objects.count() == 1
