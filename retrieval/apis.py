@@ -54,7 +54,7 @@ class DescribeApi(APIView):
 class GrepApi(APIView):
     @extend_schema(
         operation_id="grep",
-        request=serializers.GrepRequestSerializer,
+        request=serializers.GrepQuerySerializer,
         responses=serializers.GrepResponseSerializer,
         description=(
             "Search messages and/or summaries of the caller's conversations (or one) by full "
@@ -63,7 +63,7 @@ class GrepApi(APIView):
         ),
     )
     def post(self, request):
-        data = _valid(serializers.GrepRequestSerializer, request)
+        data = _valid(serializers.GrepQuerySerializer, request)
         results = grep_for_user(user=request.user, request=GrepRequest(**data))
         return _json_response({"results": results})
 
@@ -71,7 +71,7 @@ class GrepApi(APIView):
 class ExpandApi(APIView):
     @extend_schema(
         operation_id="expand",
-        request=serializers.ExpandRequestSerializer,
+        request=serializers.ExpandInputSerializer,
         responses=serializers.ExpandResponseSerializer,
         description=(
             "The summaries below a summary down `depth` levels and, with include_messages, the "
@@ -80,7 +80,7 @@ class ExpandApi(APIView):
         ),
     )
     def post(self, request):
-        data = _valid(serializers.ExpandRequestSerializer, request)
+        data = _valid(serializers.ExpandInputSerializer, request)
         started = time.perf_counter()
         grant_id = data.pop("grant_id")
         if grant_id:
@@ -101,7 +101,7 @@ class ExpandApi(APIView):
 class ExpansionApi(APIView):
     @extend_schema(
         operation_id="expansions_create",
-        request=serializers.ExpansionRequestSerializer,
+        request=serializers.ExpansionInputSerializer,
         responses=serializers.ExpansionResponseSerializer,
         description=(
             "Answer a focused question about compacted history under a delegation grant. With "
@@ -110,7 +110,7 @@ class ExpansionApi(APIView):
         ),
     )
     def post(self, request):
-        data = _valid(serializers.ExpansionRequestSerializer, request)
+        data = _valid(serializers.ExpansionInputSerializer, request)
         result = expansion_run(user=request.user, request=ExpansionRequest(**data))
         return _json_response(result)
 
@@ -124,7 +124,7 @@ class ToolListApi(APIView):
 class ToolCallApi(APIView):
     @extend_schema(
         operation_id="tools_call",
-        request=serializers.ToolCallRequestSerializer,
+        request=serializers.ToolCallInputSerializer,
         responses=serializers.ToolCallResponseSerializer,
         description=(
             "Run one tool call as the caller inside `conversation_id`. Problems with the tool "
@@ -132,7 +132,7 @@ class ToolCallApi(APIView):
         ),
     )
     def post(self, request):
-        data = _valid(serializers.ToolCallRequestSerializer, request)
+        data = _valid(serializers.ToolCallInputSerializer, request)
         conversation = conversation_get_for_user(
             user=request.user, conversation_id=data["conversation_id"]
         )

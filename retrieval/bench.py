@@ -116,6 +116,7 @@ def _bulk_set(ctx: BenchContext) -> tuple[int, int, int]:
                 insert_rows(Message, columns, batch)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE conversations_message")
+        cursor.execute("ANALYZE conversations_conversation")
     ctx.notes.append(
         f"retrieval: built {conversations * per:,} messages in {conversations:,} conversations "
         f"in {time.perf_counter() - started:.0f} s ({label})"

@@ -94,7 +94,7 @@ class DescribeFileSerializer(serializers.Serializer):
 # grep
 
 
-class GrepRequestSerializer(serializers.Serializer):
+class GrepQuerySerializer(serializers.Serializer):
     query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=False)
     # Plain strings (checked by the service): a `mode` enum here would collide in the
     # schema with compaction's `mode`.
@@ -143,7 +143,7 @@ class GrepResponseSerializer(serializers.Serializer):
 # expand
 
 
-class ExpandRequestSerializer(serializers.Serializer):
+class ExpandInputSerializer(serializers.Serializer):
     summary_id = serializers.CharField(max_length=64)
     depth = serializers.IntegerField(min_value=1, max_value=MAX_EXPAND_DEPTH, default=1)
     include_messages = serializers.BooleanField(default=False)
@@ -194,7 +194,7 @@ class ExpandResponseSerializer(serializers.Serializer):
 # expansions
 
 
-class ExpansionRequestSerializer(serializers.Serializer):
+class ExpansionInputSerializer(serializers.Serializer):
     prompt = serializers.CharField(max_length=20_000)
     summary_ids = serializers.ListField(
         child=serializers.CharField(max_length=64), required=False, allow_null=True, max_length=50
@@ -245,7 +245,7 @@ class ToolListResponseSerializer(serializers.Serializer):
     tools = ToolDefinitionSerializer(many=True)
 
 
-class ToolCallRequestSerializer(serializers.Serializer):
+class ToolCallInputSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=64)
     input = serializers.JSONField()
     conversation_id = serializers.IntegerField()
