@@ -107,10 +107,10 @@ def cross_conversation(scope: Scope) -> list[dict]:
         ("context_item.message", CONTEXT, "message_id", MESSAGE),
         ("context_item.summary", CONTEXT, "summary_id", SUMMARY),
     ):
-        where = ""
-        if scope.conversation_id is not None:
-            where = " AND (e.conversation_id = %s OR t.conversation_id = %s)"
-            params += [scope.conversation_id] * 2
+        # Scoped by the row's own conversation: a row is the problem of the conversation
+        # that holds it (a full scan finds every one).
+        where, scoped = scope.where("e.conversation_id")
+        params += scoped
         pieces.append(
             f"""SELECT e.conversation_id, '{label}' AS reference, CAST(e.id AS TEXT) AS row_id,
                        CAST(e.{column} AS TEXT) AS target_id,

@@ -67,3 +67,10 @@ def problems(conversation_id: int | None = None, **scope) -> dict[str, list[dict
     """Every check with problems, by name."""
     result = scan(Scope(conversation_id, **scope))
     return {o.name: o.problems for o in result.outcomes if o.problems}
+
+
+def double_estimate(text: str) -> int:
+    """A stand-in estimator (by dotted path) that disagrees with every stored count."""
+    from conversations.tokens import estimate_tokens
+
+    return 2 * estimate_tokens(text) + 1

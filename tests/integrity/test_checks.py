@@ -12,7 +12,7 @@ from conversations.tokens import estimate
 from integrity.checks import CHECKS
 from tests.factories import ConversationFactory, append_messages
 from tests.integrity import dag
-from tests.integrity.seeding import problems, sql
+from tests.integrity.seeding import double_estimate, problems, sql
 
 pytestmark = pytest.mark.usefixtures("large_file_storage")
 
@@ -357,3 +357,47 @@ def test_a_scan_of_one_conversation_ignores_another_ones_problems(compacted, use
     Conversation.objects.filter(pk=other.pk).update(last_seq=1)
     assert problems(conversation.pk) == {}
     assert list(problems()) == ["conversation_counter_mismatch"]
+
+
+def test_it_checks_non_ascii_messages_with_the_estimator(conversation, rules_bypassed):
+    rules_bypassed()
+    text = "我们决定把缓存过期时间改为九十秒 🚀 ok"
+    [message] = append_messages(
+        conversation, 1, payload=lambda i: {"role": "user", "content": text}
+    )
+    assert message.token_count == estimate(text)
+    assert problems(conversation.pk) == {}
+    sql("UPDATE conversations_message SET token_count = 3 WHERE id = %s", [message.pk])
+    sql("UPDATE conversations_contextitem SET token_count = 3 WHERE message_id = %s", [message.pk])
+    found = problems(conversation.pk)
+    assert found == {
+        "token_count_mismatch": [
+            {
+                "conversation_id": conversation.pk,
+                "kind": "message",
+                "id": str(message.pk),
+                "seq": 1,
+                "stored": 3,
+                "expected": estimate(text),
+            }
+        ]
+    }
+
+
+def test_a_custom_estimator_is_used_for_every_message(compacted, settings):
+    conversation, _, _ = compacted
+    settings.LCM_TOKEN_ESTIMATOR = "tests.integrity.seeding.double_estimate"
+    found = problems(conversation.pk)
+    # The stand-in says about twice what was stored: a message without parts is off; one
+    # with parts is off only when its parts did not already count more.
+    expected = [
+        str(m.pk)
+        for m in Message.objects.filter(conversation=conversation).order_by("seq")
+        if m.token_count < double_estimate(m.content)
+        or (m.token_count != double_estimate(m.content) and not m.parts.exists())
+    ]
+    assert list(found) == ["token_count_mismatch"]
+    flagged = [p["id"] for p in found["token_count_mismatch"] if p["kind"] == "message"]
+    assert flagged == expected
+    assert 7 <= len(expected) <= 20  # the user turns at least
+    assert {p["kind"] for p in found["token_count_mismatch"]} == {"message", "summary"}
