@@ -121,7 +121,8 @@ def _paired_turns(records: list[dict], parts: dict, xml: dict) -> list[tuple[str
     for role, blocks in raw:
         kept = [b for b in blocks if b["type"] != "tool_result"]
         calls = [b for b in kept if b["type"] == "tool_use" and b["id"] not in called]
-        kept = [b for b in kept if b["type"] != "tool_use" or b in calls]
+        if len(calls) != sum(b["type"] == "tool_use" for b in kept):  # a repeated call id
+            kept = [b for b in kept if b["type"] != "tool_use" or any(b is c for c in calls)]
         if kept:
             turns.append((role, kept))
         if role == "assistant" and calls:
@@ -145,7 +146,7 @@ def _paired_turns(records: list[dict], parts: dict, xml: dict) -> list[tuple[str
     merged: list[tuple[str, list[dict]]] = []
     for role, blocks in turns:
         if merged and merged[-1][0] == role:
-            merged[-1] = (role, merged[-1][1] + blocks)
+            merged[-1][1].extend(blocks)
         else:
             merged.append((role, list(blocks)))
     if merged and merged[0][0] == "assistant":
