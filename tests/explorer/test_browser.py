@@ -90,7 +90,8 @@ def test_conversation_page_shows_the_context_bar_and_loads_more_items(page, user
 
 def click_node(page, summary_id: str) -> None:
     """A real mouse click on the node where cytoscape drew it."""
-    page.evaluate(f"window.lcmCy.center(window.lcmCy.getElementById('{summary_id}'))")
+    # (return nothing: Playwright would try to serialize the whole cytoscape instance)
+    page.evaluate(f"void window.lcmCy.center(window.lcmCy.getElementById('{summary_id}'))")
     box = page.locator("#dag").bounding_box()
     point = page.evaluate(
         f"(() => window.lcmCy.getElementById('{summary_id}').renderedPosition())()"
