@@ -89,6 +89,8 @@ class _Rewriter:
         self.summarize_text = summarize_text
         self.conversation_id = conversation_id
         self.files: dict[str, PendingFile] = {}
+        # Whole texts replaced in a part -> their reference, to replace in the content too.
+        self.whole: dict[str, str] = {}
         self._known: dict[str, LargeFile] | None = None
 
     def _existing(self, sha: str) -> LargeFile | None:
@@ -142,9 +144,19 @@ class _Rewriter:
             estimate(text) >= self.threshold
         )
 
-    def rewrite(self, text: str, *, tool_output: bool, tool_name: str, ids: list[str]) -> str:
-        """`text` with large file blocks (and, for a tool output, the whole text if it is
-        still large) replaced by references; appends the file ids to `ids`."""
+    def rewrite(
+        self,
+        text: str,
+        *,
+        ids: list[str],
+        tool_output: bool = False,
+        tool_name: str = "",
+        whole_file: tuple[str | None, str | None] | None = None,
+    ) -> str:
+        """`text` with large file blocks replaced by references, and then, for a tool
+        output or the text of a `file` part (`whole_file` = its name and MIME type), the
+        whole text too if it is still large. Appends the file ids to `ids`."""
+        original = text
         if "<file" in text:
             replacements = {}
             for block in find_file_blocks(text):
@@ -160,16 +172,30 @@ class _Rewriter:
                 )
                 ids.append(pending.file_id)
             text = replace_blocks(text, replacements)
-        if tool_output and self._big(text):
-            pending = self._file(text, name=None, mime=None, tool=tool_name)
+        if (tool_output or whole_file) and self._big(text):
+            size = len(text.encode("utf-8", errors="surrogatepass"))
+            if whole_file is not None:
+                name, mime = whole_file
+                pending = self._file(text, name=name, mime=mime, tool="")
+                reference = format_file_reference(
+                    file_id=pending.file_id,
+                    name=name,
+                    mime_type=pending.mime_type,
+                    byte_size=size,
+                    summary=pending.exploration_summary,
+                )
+            else:
+                pending = self._file(text, name=None, mime=None, tool=tool_name)
+                reference = format_tool_output_reference(
+                    file_id=pending.file_id,
+                    tool_name=tool_name or None,
+                    mime_type=pending.mime_type,
+                    byte_size=size,
+                    summary=pending.exploration_summary,
+                )
             ids.append(pending.file_id)
-            text = format_tool_output_reference(
-                file_id=pending.file_id,
-                tool_name=tool_name or None,
-                mime_type=pending.mime_type,
-                byte_size=len(text.encode("utf-8", errors="surrogatepass")),
-                summary=pending.exploration_summary,
-            )
+            self.whole[original] = reference
+            text = reference
         return text
 
 
@@ -187,23 +213,34 @@ def _tool_name(item: MessageInput) -> str:
 def _rewrite_message(item: MessageInput, rewriter: _Rewriter) -> tuple[MessageInput, list[str]]:
     ids: list[str] = []
     threshold = rewriter.threshold
+    rewriter.whole = {}
     parts = []
     for part in item.parts:
         columns = dict(part.columns)
         for name in _PART_TEXT_FIELDS:
             value = columns.get(name)
-            if _could_hold_file(value, threshold):
-                columns[name] = rewriter.rewrite(
-                    value,
-                    tool_output=part.part_type == PartType.TOOL and name == "tool_output",
-                    tool_name=columns.get("tool_name") or "",
-                    ids=ids,
-                )
+            if not _could_hold_file(value, threshold):
+                continue
+            whole_file = None
+            if part.part_type == PartType.FILE and name == "text_content":
+                whole_file = (columns.get("file_name"), columns.get("file_mime"))
+            columns[name] = rewriter.rewrite(
+                value,
+                ids=ids,
+                tool_output=part.part_type == PartType.TOOL and name == "tool_output",
+                tool_name=columns.get("tool_name") or "",
+                whole_file=whole_file,
+            )
         parts.append(replace(part, columns=columns) if columns != part.columns else part)
     content = item.content
+    # A client often repeats a part's text in the content: the same text gets the same
+    # reference there (and the same file, by hash).
+    for original, reference in rewriter.whole.items():
+        if original in content:
+            content = content.replace(original, reference)
     if _could_hold_file(content, threshold):
         content = rewriter.rewrite(
-            content, tool_output=item.role == Role.TOOL, tool_name=_tool_name(item), ids=ids
+            content, ids=ids, tool_output=item.role == Role.TOOL, tool_name=_tool_name(item)
         )
     rewritten = replace(item, content=content, parts=tuple(parts))
     return rewritten, list(dict.fromkeys(ids))

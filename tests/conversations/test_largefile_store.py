@@ -269,3 +269,53 @@ def test_concurrent_writers_of_the_same_bytes_store_one_file(user, settings):
     assert {tuple(m.file_ids) for m in messages} == {(row.id,)}
     assert all(row.id in m.content for m in messages)
     assert file_storage().listdir(str(conversation.pk))[1] == [row.storage_key.split("/")[1]]
+
+
+def test_a_large_file_part_is_stored_with_its_name_and_type(conversation):
+    body = big_json()
+    [message] = append(
+        conversation,
+        {
+            "role": "user",
+            "content": "here is the export",
+            "parts": [
+                {"part_type": "text", "text_content": "here is the export"},
+                {
+                    "part_type": "file",
+                    "file_name": "export.json",
+                    "file_mime": "application/json",
+                    "text_content": body,
+                },
+            ],
+        },
+    )
+    message.refresh_from_db()
+    [row] = LargeFile.objects.all()
+    assert (row.file_name, row.mime_type, row.byte_size) == (
+        "export.json",
+        "application/json",
+        len(body),
+    )
+    file_part = MessagePart.objects.get(message=message, part_type="file")
+    assert file_part.text_content.startswith(f"[LCM File: {row.id} | export.json | ")
+    assert file_part.file_name == "export.json"
+    assert message.file_ids == [row.id]
+    assert message.content == "here is the export"
+
+
+def test_a_part_text_repeated_in_the_content_is_replaced_there_too(conversation):
+    log = big_log()
+    [message] = append(
+        conversation,
+        {
+            "role": "assistant",
+            "content": f"I ran it:\n{log}",
+            "parts": [{"part_type": "tool", "tool_name": "pytest", "tool_output": log}],
+        },
+    )
+    message.refresh_from_db()
+    [row] = LargeFile.objects.all()
+    part = MessagePart.objects.get(message=message)
+    assert message.content == f"I ran it:\n{part.tool_output}"
+    assert part.tool_output.startswith(f"[LCM Tool Output: {row.id} | pytest | ")
+    assert message.token_count < THRESHOLD
