@@ -186,7 +186,11 @@ def test_no_changelist_asks_for_the_full_result_count(model):
 _UNFILTERED_COUNT = re.compile(r'SELECT COUNT\(\*\) AS "__count" FROM "conversations_\w+"\s*$')
 
 
-@pytest.mark.parametrize("model", [Message, MessagePart, ContextItem], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "model",
+    [Message, MessagePart, ContextItem, SummaryMessage, SummaryParent],
+    ids=lambda m: m.__name__,
+)
 def test_big_changelists_run_no_unfiltered_count(browser, data, model):
     with CaptureQueriesContext(connection) as queries:
         assert browser.get(_changelist(model)).status_code == 200
@@ -252,6 +256,22 @@ def test_the_message_changelist_filters_by_conversation(browser, data):
     assert sorted(r.pk for r in response.context["cl"].result_list) == sorted(
         Message.objects.filter(conversation=other).values_list("pk", flat=True)
     )
+
+
+@pytest.mark.parametrize(
+    "model", [Message, Summary, ContextItem, LargeFile], ids=lambda m: m.__name__
+)
+def test_the_conversation_filter_shows_one_conversations_rows(browser, data, model):
+    other = ConversationFactory(owner=UserFactory(username="bob"), session_id="other-s")
+    append_messages(other, 2)
+    wanted = data["conversation"]
+    response = browser.get(_changelist(model), {"conversation": wanted.pk})
+    assert response.status_code == 200
+    shown = sorted(str(r.pk) for r in response.context["cl"].result_list)
+    assert shown == sorted(
+        str(pk) for pk in model.objects.filter(conversation=wanted).values_list("pk", flat=True)
+    )
+    assert shown
 
 
 def test_a_non_staff_user_cannot_open_the_admin(data, user):
