@@ -448,6 +448,8 @@ class CompactionEngine:
             made += made_this_round
             if not made_this_round:
                 break
+        if self.context_tokens() > target and not self.stop_reason:
+            self.stop_reason = f"target of {target} tokens not reached: nothing more was eligible"
         return made
 
     def run_mode(self) -> None:

@@ -5,47 +5,57 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from django.conf import settings
-from django.db.models import Count, Q, Sum
+from django.db import connection
 
-from conversations.models import ContextItem, Conversation, ItemType, Role
+from conversations.models import ContextItem, Conversation, Message
+
+# One statement (it runs after every append): the tail starts at the `tail_count`-th newest
+# raw message or at the newest user message, whichever is older (as in
+# `planning.fresh_tail_start`); both are found walking the (conversation, ordinal) index
+# backwards. Portable SQL: PostgreSQL and SQLite.
+_FIGURES_SQL = f"""
+WITH tail AS (
+    SELECT ordinal FROM {ContextItem._meta.db_table}
+    WHERE conversation_id = %s AND item_type = 'message'
+    ORDER BY ordinal DESC LIMIT %s
+), newest_user AS (
+    SELECT item.ordinal FROM {ContextItem._meta.db_table} item
+    JOIN {Message._meta.db_table} message ON message.id = item.message_id
+    WHERE item.conversation_id = %s AND item.item_type = 'message' AND message.role = 'user'
+    ORDER BY item.ordinal DESC LIMIT 1
+), bounds AS (
+    SELECT (SELECT MIN(ordinal) FROM tail) AS t, (SELECT ordinal FROM newest_user) AS u
+), tail_start AS (
+    SELECT CASE WHEN t IS NULL THEN u WHEN u IS NULL OR t < u THEN t ELSE u END AS start
+    FROM bounds
+)
+SELECT
+    COALESCE(SUM(item.token_count), 0),
+    COUNT(*),
+    COALESCE(SUM(CASE WHEN item.item_type = 'message' THEN 1 ELSE 0 END), 0),
+    COALESCE(SUM(CASE WHEN item.item_type = 'message'
+        AND (tail_start.start IS NULL OR item.ordinal < tail_start.start)
+        THEN item.token_count ELSE 0 END), 0),
+    COALESCE(SUM(CASE WHEN item.ordinal >= tail_start.start THEN 1 ELSE 0 END), 0)
+FROM {ContextItem._meta.db_table} item CROSS JOIN tail_start
+WHERE item.conversation_id = %s
+"""
 
 
 def context_figures(conversation_id: int, tail_count: int) -> dict:
-    """The figures from aggregates (a few indexed queries, no per-item rows), so the
-    after-ingest check stays cheap however long the context is. The tail rule is the one
-    of `planning.fresh_tail_start`: the newest `tail_count` raw messages, reaching back to
-    the newest user message."""
-    items = ContextItem.objects.filter(conversation_id=conversation_id)
-    totals = items.aggregate(
-        tokens=Sum("token_count"),
-        count=Count("id"),
-        messages=Count("id", filter=Q(item_type=ItemType.MESSAGE)),
-    )
-    messages = items.filter(item_type=ItemType.MESSAGE)
-    tail_ordinals = list(
-        messages.order_by("-ordinal").values_list("ordinal", flat=True)[:tail_count]
-    )
-    tail_start = tail_ordinals[-1] if tail_ordinals else None
-    newest_user = (
-        messages.filter(message__role=Role.USER)
-        .order_by("-ordinal")
-        .values_list("ordinal", flat=True)
-        .first()
-    )
-    if newest_user is not None and (tail_start is None or newest_user < tail_start):
-        tail_start = newest_user
-    if tail_start is None:
-        tail_items = 0
-        outside = messages.aggregate(t=Sum("token_count"))["t"] or 0
-    else:
-        outside = messages.filter(ordinal__lt=tail_start).aggregate(t=Sum("token_count"))["t"] or 0
-        tail_items = items.filter(ordinal__gte=tail_start).count()
+    """The figures from one aggregate statement, so the after-ingest check stays cheap
+    however long the context is."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _FIGURES_SQL, [conversation_id, tail_count, conversation_id, conversation_id]
+        )
+        tokens, count, messages, outside, tail_items = cursor.fetchone()
     return {
-        "context_tokens": totals["tokens"] or 0,
-        "context_items": totals["count"],
-        "active_messages": totals["messages"],
-        "raw_tokens_outside_tail": outside,
-        "fresh_tail_items": tail_items,
+        "context_tokens": int(tokens),
+        "context_items": int(count),
+        "active_messages": int(messages),
+        "raw_tokens_outside_tail": int(outside),
+        "fresh_tail_items": int(tail_items),
     }
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 from django.test import Client
 
 from compaction.engine import compact_conversation
@@ -69,3 +70,35 @@ def test_metrics_count_runs_and_summaries(conversation, settings, staff_user):
     assert leaves + condensed == len(result.summaries_created)
     assert f'lcm_summaries_created_total{{kind="leaf"}} {leaves}' in body
     assert f'lcm_summaries_created_total{{kind="condensed"}} {condensed}' in body
+
+
+@pytest.mark.parametrize("tail_count", [0, 1, 3, 8, 50])
+@pytest.mark.parametrize("shape", ["plain", "no_user", "compacted"])
+def test_the_one_statement_figures_agree_with_the_planner(
+    conversation, settings, tail_count, shape
+):
+    from compaction.evaluation import context_figures
+    from compaction.planning import context_rows, fresh_tail_start, raw_tokens_outside_tail
+
+    settings.LCM_LEAF_CHUNK_TOKENS = 300
+    if shape == "no_user":
+        append_messages(
+            conversation, 30, payload=lambda i: {"role": "assistant", "content": f"step {i}"}
+        )
+    else:
+        append_messages(conversation, 90)
+    if shape == "compacted":
+        compact_conversation(conversation_id=conversation.pk, mode="full")
+        append_messages(conversation, 5, start=500)
+
+    rows = context_rows(conversation.pk)
+    start = fresh_tail_start(rows, tail_count)
+    figures = context_figures(conversation.pk, tail_count)
+
+    assert figures == {
+        "context_tokens": sum(r.token_count for r in rows),
+        "context_items": len(rows),
+        "active_messages": sum(r.is_message for r in rows),
+        "raw_tokens_outside_tail": raw_tokens_outside_tail(rows, start),
+        "fresh_tail_items": len(rows) - start,
+    }
