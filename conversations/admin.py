@@ -21,6 +21,7 @@ from conversations.models import (
     SummaryMessage,
     SummaryParent,
 )
+from explorer.admin_links import conversation_links, file_links, summary_links
 
 
 class ConversationIdFilter(admin.SimpleListFilter):
@@ -74,12 +75,27 @@ class ReadOnlyInline(admin.TabularInline):
 
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin):
-    list_display = ["id", "session_id", "title", "owner", "last_seq", "token_budget", "updated_at"]
+    list_display = [
+        "id",
+        "session_id",
+        "title",
+        "owner",
+        "last_seq",
+        "token_budget",
+        "updated_at",
+        conversation_links,
+    ]
     list_select_related = ["owner"]
     search_fields = ["session_id", "title"]
     list_filter = ["created_at"]
     raw_id_fields = ["owner"]
-    readonly_fields = ["last_seq", "last_context_ordinal", "created_at", "updated_at"]
+    readonly_fields = [
+        "last_seq",
+        "last_context_ordinal",
+        "created_at",
+        "updated_at",
+        conversation_links,
+    ]
     show_full_result_count = False
     actions = [compact_now]
 
@@ -138,7 +154,9 @@ class SummaryAdmin(ReadOnlyAdmin):
         "token_count",
         "earliest_at",
         "latest_at",
+        summary_links,
     ]
+    readonly_fields = [summary_links]
     list_select_related = ["conversation"]
     list_filter = [ConversationIdFilter, "kind", "depth", "level"]
     search_fields = ["=id", "=conversation__id"]
@@ -172,7 +190,16 @@ class ContextItemAdmin(ReadOnlyAdmin):
 
 @admin.register(LargeFile)
 class LargeFileAdmin(ReadOnlyAdmin):
-    list_display = ["id", "conversation", "file_name", "mime_type", "byte_size", "created_at"]
+    list_display = [
+        "id",
+        "conversation",
+        "file_name",
+        "mime_type",
+        "byte_size",
+        "created_at",
+        file_links,
+    ]
+    readonly_fields = [file_links]
     list_filter = [ConversationIdFilter, "mime_type"]
     search_fields = ["=id", "=conversation__id", "file_name"]
     raw_id_fields = ["conversation"]
