@@ -140,22 +140,36 @@ class ManifestRow:
 
 
 def manifest_rows(summary_id: str) -> list[ManifestRow]:
-    """Summaries per depth and source messages under (and including) the root."""
+    """Summaries per depth under (and including) the root, and its source messages.
+
+    Cheap whatever the subtree's size: the message count is read from the edge index, the
+    tokens from the root's stored `descendant_token_count`, and the seq range from the
+    first and last leaf in DAG order (compaction condenses adjacent runs in order)."""
     tree, params = _tree_cte(None)
     sql = f"""
         WITH RECURSIVE {tree},
-        nodes AS (SELECT DISTINCT summary_id FROM tree)
-        SELECT s.depth, COUNT(*), COALESCE(SUM(s.token_count), 0), NULL, NULL
-        FROM nodes n JOIN conversations_summary s ON s.id = n.summary_id
-        GROUP BY s.depth
+        nodes AS (
+            SELECT DISTINCT s.id, s.kind, s.depth, s.token_count, MIN(t.path) AS path
+            FROM tree t JOIN conversations_summary s ON s.id = t.summary_id
+            GROUP BY s.id, s.kind, s.depth, s.token_count
+        ),
+        leaves AS (SELECT id, path FROM nodes WHERE kind = 'leaf')
+        SELECT depth, COUNT(*), COALESCE(SUM(token_count), 0), NULL, NULL
+        FROM nodes GROUP BY depth
         UNION ALL
-        SELECT NULL, COUNT(*), COALESCE(SUM(m.token_count), 0), MIN(m.seq), MAX(m.seq)
-        FROM nodes n
-        JOIN conversations_summarymessage sm ON sm.summary_id = n.summary_id
-        JOIN conversations_message m ON m.id = sm.message_id
+        SELECT NULL,
+            (SELECT COUNT(*) FROM leaves l
+             JOIN conversations_summarymessage sm ON sm.summary_id = l.id),
+            (SELECT descendant_token_count FROM conversations_summary WHERE id = %s),
+            (SELECT MIN(m.seq) FROM conversations_summarymessage sm
+             JOIN conversations_message m ON m.id = sm.message_id
+             WHERE sm.summary_id = (SELECT id FROM leaves ORDER BY path LIMIT 1)),
+            (SELECT MAX(m.seq) FROM conversations_summarymessage sm
+             JOIN conversations_message m ON m.id = sm.message_id
+             WHERE sm.summary_id = (SELECT id FROM leaves ORDER BY path DESC LIMIT 1))
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [summary_id, *params])
+        cursor.execute(sql, [summary_id, *params, summary_id])
         rows = [ManifestRow(*row) for row in cursor.fetchall()]
     return sorted(rows, key=lambda r: -1 if r.depth is None else r.depth, reverse=True)
 
@@ -203,40 +217,65 @@ def expand_rows(
     summary_id: str, *, max_level: int, include_messages: bool, token_cap: int
 ) -> list[ExpandRow]:
     """Descendant summaries (pre-order) then, if asked, the source messages of every leaf
-    reached (by seq), with content only while the running token total fits `token_cap`."""
+    reached (leaf by leaf in DAG order, each in source order), with content only while
+    the running token total fits `token_cap`.
+
+    Leaves whose stored `source_token_count` says they start past the cap are not read at
+    all: their message ids come from the edge index alone. (If a stored count were wrong,
+    the cap still holds: the exact running total over the messages read decides.)"""
     tree, params = _tree_cte(max_level)
-    messages = ""
+    messages, message_params = "", []
     if include_messages:
         messages = """
             UNION ALL
-            SELECT 1, CAST('' AS TEXT), m.seq, 'message', CAST(NULL AS TEXT), m.id,
-                   CAST(NULL AS TEXT), CAST(NULL AS INTEGER), m.role, m.token_count,
-                   m.content, t.level + 1, m.created_at
-            FROM tree t
-            JOIN conversations_summarymessage sm ON sm.summary_id = t.summary_id
+            SELECT 1, l.path, sm.ordinal, 'message', CAST(NULL AS TEXT), m.id,
+                   CAST(NULL AS TEXT), CAST(NULL AS INTEGER), m.role, m.seq, m.token_count,
+                   m.content, l.level + 1, m.created_at
+            FROM leaves l CROSS JOIN head h
+            JOIN conversations_summarymessage sm ON sm.summary_id = l.id
             JOIN conversations_message m ON m.id = sm.message_id
+            WHERE l.before + h.tokens < %s
+            UNION ALL
+            SELECT 1, l.path, sm.ordinal, 'message', CAST(NULL AS TEXT), sm.message_id,
+                   CAST(NULL AS TEXT), CAST(NULL AS INTEGER), CAST(NULL AS TEXT),
+                   CAST(NULL AS BIGINT), %s, CAST(NULL AS TEXT), l.level + 1, NULL
+            FROM leaves l CROSS JOIN head h
+            JOIN conversations_summarymessage sm ON sm.summary_id = l.id
+            WHERE l.before + h.tokens >= %s
         """
+        message_params = [token_cap, token_cap + 1, token_cap]
     sql = f"""
         WITH RECURSIVE {tree},
-        items(grp, path, seq, item, summary_id, message_id, kind, depth, role, token_count,
-              content, level, created_at) AS (
-            SELECT 0, t.path, CAST(0 AS BIGINT), 'summary', s.id, CAST(NULL AS BIGINT),
-                   s.kind, s.depth, CAST(NULL AS TEXT), s.token_count, s.content, t.level,
-                   s.created_at
+        nodes AS (
+            SELECT t.path, t.level, s.id, s.kind, s.depth, s.token_count, s.content,
+                   s.created_at, s.source_token_count
             FROM tree t JOIN conversations_summary s ON s.id = t.summary_id
-            WHERE t.level > 0
+        ),
+        head AS (SELECT COALESCE(SUM(token_count), 0) AS tokens FROM nodes WHERE level > 0),
+        leaves AS (
+            SELECT path, level, id, SUM(source_token_count) OVER (
+                ORDER BY path ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+            ) - source_token_count AS before
+            FROM nodes WHERE kind = 'leaf'
+        ),
+        items(grp, path, ord, item, summary_id, message_id, kind, depth, role, seq,
+              token_count, content, level, created_at) AS (
+            SELECT 0, path, 0, 'summary', id, CAST(NULL AS BIGINT), kind, depth,
+                   CAST(NULL AS TEXT), CAST(NULL AS BIGINT), token_count, content, level,
+                   created_at
+            FROM nodes WHERE level > 0
             {messages}
         ),
         ranked AS (
             SELECT items.*, SUM(token_count) OVER (
-                ORDER BY grp, path, seq ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+                ORDER BY grp, path, ord ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
             ) AS running
             FROM items
         )
         SELECT item, summary_id, message_id, kind, depth, role, seq, token_count,
                CASE WHEN running <= %s THEN content END, level, created_at
-        FROM ranked ORDER BY grp, path, seq
+        FROM ranked ORDER BY grp, path, ord
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [summary_id, *params, token_cap])
+        cursor.execute(sql, [summary_id, *params, *message_params, token_cap])
         return [ExpandRow(*row) for row in cursor.fetchall()]

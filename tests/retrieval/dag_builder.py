@@ -34,9 +34,23 @@ class BuiltDag:
 
 
 def _summary(
-    conversation, *, kind, depth, content, token_count, earliest, latest, file_ids
+    conversation,
+    *,
+    kind,
+    depth,
+    content,
+    token_count,
+    earliest,
+    latest,
+    file_ids,
+    descendant_count=0,
+    descendant_token_count=0,
+    source_token_count=0,
 ) -> Summary:
     return Summary.objects.create(
+        descendant_count=descendant_count,
+        descendant_token_count=descendant_token_count,
+        source_token_count=source_token_count,
         file_ids=list(dict.fromkeys(file_ids)),
         id="sum_" + secrets.token_hex(8),
         conversation=conversation,
@@ -81,6 +95,8 @@ def build_dag(
                 earliest=run[0].created_at,
                 latest=run[-1].created_at,
                 file_ids=[f for m in run for f in m.file_ids],
+                descendant_token_count=sum(m.token_count for m in run),
+                source_token_count=sum(m.token_count for m in run),
             )
             SummaryMessage.objects.bulk_create(
                 SummaryMessage(summary=leaf, message=m, conversation=conversation, ordinal=i)
@@ -103,6 +119,9 @@ def build_dag(
                     earliest=group[0].earliest_at,
                     latest=group[-1].latest_at,
                     file_ids=[f for s in group for f in s.file_ids],
+                    descendant_count=sum(1 + s.descendant_count for s in group),
+                    descendant_token_count=sum(s.descendant_token_count for s in group),
+                    source_token_count=sum(s.token_count for s in group),
                 )
                 SummaryParent.objects.bulk_create(
                     SummaryParent(

@@ -127,7 +127,7 @@ def test_grep_api_validates_input_in_the_error_shape(api, conversation):
         {},
         {"query": ""},
         {"query": "x", "mode": "fuzzy"},
-        {"query": "x", "scope": "files"},
+        {"query": "x", "scope": "attachments"},
         {"query": "x", "limit": 0},
         {"query": "x", "limit": 201},
         {"query": "x", "since": "yesterday"},
