@@ -30,7 +30,6 @@ from conversations.selectors import conversations_visible_to
 TIMELINE_PAGE = 50
 CONTEXT_PAGE = 50
 LIST_PAGE = 50
-EXPAND_MESSAGES_LIMIT = 200
 
 
 # --- conversation list -------------------------------------------------------------------
@@ -405,16 +404,6 @@ def summary_detail(*, conversation: Conversation, summary_id: str) -> SummaryDet
         last_seq=span["last"],
         message_count=span["n"],
     )
-
-
-def summary_source_messages(*, summary: Summary) -> tuple[list[Message], bool]:
-    """A leaf's source messages in order, bounded (returns has_more)."""
-    rows = list(
-        Message.objects.filter(summary_links__summary=summary)
-        .prefetch_related("parts")
-        .order_by("summary_links__ordinal")[: EXPAND_MESSAGES_LIMIT + 1]
-    )
-    return rows[:EXPAND_MESSAGES_LIMIT], len(rows) > EXPAND_MESSAGES_LIMIT
 
 
 # --- large files -------------------------------------------------------------------------

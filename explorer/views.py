@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -21,7 +22,7 @@ from conversations.selectors import conversation_get_for_user
 from explorer import selectors
 from lcmsite.api.errors import LcmError, NotFound
 from retrieval.grep import MODES, SCOPES, SORTS, GrepRequest, grep_for_user
-from retrieval.selectors import covering_summaries
+from retrieval.selectors import covering_summaries, expand_for_user
 
 
 def _conversation(request: HttpRequest, conversation_id: int) -> Conversation:
@@ -186,23 +187,31 @@ def summary_detail_fragment(
 def summary_expand_fragment(
     request: HttpRequest, conversation_id: int, summary_id: str
 ) -> HttpResponse:
-    """One level down, in place: a condensed summary's sources or a leaf's messages."""
+    """One level down, in place, through the retrieval expand service (the same one the
+    API and the model's tools use, with its token cap): a condensed summary's sources, or
+    a leaf's source messages."""
     conversation = _conversation(request, conversation_id)
     detail = selectors.summary_detail(conversation=conversation, summary_id=summary_id)
     if detail is None:
         raise Http404("summary not found")
-    messages, more = [], False
-    if detail.summary.kind == SummaryKind.LEAF:
-        messages, more = selectors.summary_source_messages(summary=detail.summary)
+    is_leaf = detail.summary.kind == SummaryKind.LEAF
+    expansion = expand_for_user(
+        user=request.user,
+        summary_id=detail.summary.pk,
+        depth=1,
+        include_messages=is_leaf,
+        token_cap=settings.LCM_MAX_EXPAND_TOKENS,
+    )
     return render(
         request,
         "explorer/_summary_expand.html",
         {
             "conversation": conversation,
             "d": detail,
-            "messages": messages,
-            "more_messages": more,
-            "limit": selectors.EXPAND_MESSAGES_LIMIT,
+            "is_leaf": is_leaf,
+            "summaries": [s for s in expansion.summaries if s["id"] != detail.summary.pk],
+            "messages": expansion.messages,
+            "expansion": expansion,
         },
     )
 

@@ -210,3 +210,27 @@ def test_search_reports_bad_input_on_the_page(user, compacted):
 def test_search_of_another_users_conversation_is_404(other_user, compacted):
     response = client_for(other_user).get(f"/conversations/{compacted.pk}/search/", {"q": "x"})
     assert response.status_code == 404
+
+
+def test_expand_stops_at_the_token_cap_and_says_so(user, compacted, settings):
+    settings.LCM_MAX_EXPAND_TOKENS = 100
+    leaf = Summary.objects.filter(conversation=compacted, kind=SummaryKind.LEAF).first()
+    sources = list(
+        SummaryMessage.objects.filter(summary=leaf)
+        .order_by("ordinal")
+        .values_list("message__seq", "message__token_count")
+    )
+    fits, used = [], 0
+    for seq, tokens in sources:
+        if used + tokens > 100:
+            break
+        fits.append(seq)
+        used += tokens
+    assert len(fits) < len(sources)
+    body = (
+        client_for(user)
+        .get(f"/conversations/{compacted.pk}/summaries/{leaf.pk}/expand/")
+        .content.decode()
+    )
+    assert [int(s) for s in re.findall(r'<article [^>]*data-seq="(\d+)"', body)] == fits
+    assert f"Cut at the expand token cap (100 tokens): {len(sources) - len(fits)} more item" in body
