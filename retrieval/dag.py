@@ -200,7 +200,7 @@ def neighbour_rows(summary_id: str) -> list[tuple[str, str, str, int, int]]:
 
 @dataclass(frozen=True)
 class ExpandRow:
-    item: str  # "summary" or "message"
+    item: str  # "summary", "message", or "leaf_messages" (all messages of a leaf, omitted)
     summary_id: str | None
     message_id: int | None
     kind: str | None
@@ -221,8 +221,10 @@ def expand_rows(
     the running token total fits `token_cap`.
 
     Leaves whose stored `source_token_count` says they start past the cap are not read at
-    all: their message ids come from the edge index alone. (If a stored count were wrong,
-    the cap still holds: the exact running total over the messages read decides.)"""
+    all: each comes back as one 'leaf_messages' row (the leaf id, its message count in
+    `seq`), so the cost follows what is returned, not the subtree's size. (If a stored
+    count were wrong the cap still holds: the exact running total over the messages read
+    decides.)"""
     tree, params = _tree_cte(max_level)
     messages, message_params = "", []
     if include_messages:
@@ -236,11 +238,12 @@ def expand_rows(
             JOIN conversations_message m ON m.id = sm.message_id
             WHERE l.before + h.tokens < %s
             UNION ALL
-            SELECT 1, l.path, sm.ordinal, 'message', CAST(NULL AS TEXT), sm.message_id,
+            SELECT 1, l.path, 0, 'leaf_messages', l.id, CAST(NULL AS BIGINT),
                    CAST(NULL AS TEXT), CAST(NULL AS INTEGER), CAST(NULL AS TEXT),
-                   CAST(NULL AS BIGINT), %s, CAST(NULL AS TEXT), l.level + 1, NULL
+                   (SELECT COUNT(*) FROM conversations_summarymessage sm
+                    WHERE sm.summary_id = l.id),
+                   %s, CAST(NULL AS TEXT), l.level + 1, NULL
             FROM leaves l CROSS JOIN head h
-            JOIN conversations_summarymessage sm ON sm.summary_id = l.id
             WHERE l.before + h.tokens >= %s
         """
         message_params = [token_cap, token_cap + 1, token_cap]

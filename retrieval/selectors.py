@@ -200,7 +200,10 @@ class ExpandResult:
     token_estimate: int = 0
     token_cap: int = 0
     truncated: bool = False
+    # What to expand next to read what the cap cut: summary ids (a cut summary, or a leaf
+    # none of whose messages fit) and the message ids of a leaf that was cut part way.
     omitted_ids: list = field(default_factory=list)
+    omitted_message_count: int = 0
 
     def as_dict(self) -> dict:
         return {
@@ -212,6 +215,7 @@ class ExpandResult:
             "token_cap": self.token_cap,
             "truncated": self.truncated,
             "omitted_ids": self.omitted_ids,
+            "omitted_message_count": self.omitted_message_count,
         }
 
 
@@ -234,7 +238,14 @@ def expand_summary(
     for row in rows:
         if row.content is None:
             result.truncated = True
-            result.omitted_ids.append(row.summary_id if row.item == "summary" else row.message_id)
+            if row.item == "message":
+                result.omitted_ids.append(row.message_id)
+                result.omitted_message_count += 1
+            else:
+                if row.summary_id not in result.omitted_ids:
+                    result.omitted_ids.append(row.summary_id)
+                if row.item == "leaf_messages":
+                    result.omitted_message_count += row.seq
             continue
         result.token_estimate += row.token_count
         if row.item == "summary":

@@ -186,7 +186,14 @@ class ExpandResponseSerializer(serializers.Serializer):
     token_cap = serializers.IntegerField()
     truncated = serializers.BooleanField()
     omitted_ids = serializers.ListField(
-        child=serializers.CharField(), help_text="Summary ids and message ids left out."
+        child=serializers.JSONField(),
+        help_text=(
+            "What to expand next to read what the cap cut: summary ids (a cut summary, or a "
+            "leaf none of whose messages fit) and message ids of a leaf cut part way."
+        ),
+    )
+    omitted_message_count = serializers.IntegerField(
+        help_text="Source messages left out by the cap."
     )
 
 

@@ -174,7 +174,11 @@ def test_expand_api_returns_summaries_and_messages_with_truncation(api, compacte
         .order_by("seq")
         .values_list("id", flat=True)
     )
-    assert kept + body["omitted_ids"] == every
+    assert 0 < len(kept) < 10 and kept == every[: len(kept)]
+    # The first leaf was cut part way (its remaining message ids), the other three leaves
+    # did not fit at all (their ids: expand them next).
+    assert body["omitted_ids"] == every[len(kept) : 10] + [leaf.id for leaf in dag.leaves[1:]]
+    assert body["omitted_message_count"] == 40 - len(kept)
 
 
 def test_expand_api_rejects_bad_depth_and_unknown_summaries(api, compacted):
