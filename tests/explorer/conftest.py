@@ -25,6 +25,21 @@ def small_chunks(settings):
     return settings
 
 
+@pytest.fixture
+def file_storage(settings, tmp_path):
+    """Large files stored under this test's own directory (nothing left behind to be
+    found by another test's integrity scan)."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "large_files": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "large-files")},
+        },
+    }
+    settings.LCM_LARGE_FILE_TOKEN_THRESHOLD = 100
+    return settings
+
+
 def compact(conversation, mode: str = "full"):
     return compact_conversation(
         conversation_id=conversation.pk, mode=mode, summarizer=DeterministicSummarizer()

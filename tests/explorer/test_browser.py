@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.core.files.storage import storages
 from django.test import Client
 from playwright.sync_api import expect
 
@@ -222,7 +223,7 @@ def test_compact_now_runs_a_job_and_the_new_summary_appears(page, user, live_ser
     assert page.console_errors == []
 
 
-def test_integrity_scan_reports_on_the_page(page, user, live_server):
+def test_integrity_scan_reports_on_the_page(page, user, live_server, file_storage):
     conversation = ConversationFactory(owner=user, session_id="scan")
     append_messages(conversation, 5)
     sign_in(page, user, live_server)
@@ -232,9 +233,22 @@ def test_integrity_scan_reports_on_the_page(page, user, live_server):
     expect(status).to_contain_text("no problems found")
     expect(status).to_have_attribute("data-state", "succeeded")
 
+    # lose a stored file's bytes: the next scan names the problem
+    words = " ".join(f"w{i}" for i in range(400))
+    append_messages(
+        conversation,
+        1,
+        start=5,
+        payload=lambda i: {"role": "user", "content": f'<file name="a.txt">{words}</file>'},
+    )
+    large_file = LargeFile.objects.get(conversation=conversation)
+    storages["large_files"].delete(large_file.storage_key)
+    page.click("#integrity-scan")
+    expect(status).to_contain_text("1 problem(s): file_object_missing ×1")
+    expect(status).to_have_attribute("data-state", "failed")
 
-def test_no_xss_payload_runs_anywhere(page, user, live_server, small_chunks, settings):
-    settings.LCM_LARGE_FILE_TOKEN_THRESHOLD = 100
+
+def test_no_xss_payload_runs_anywhere(page, user, live_server, small_chunks, file_storage):
     conversation = ConversationFactory(
         owner=user, session_id='"><img src=x onerror="window.__xss=3">', title=XSS_TEXT
     )

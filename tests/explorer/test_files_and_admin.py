@@ -15,8 +15,7 @@ FILE_TEXT = "\n".join(f"line {i}: the cache returns stale entries after deploy" 
 
 
 @pytest.fixture
-def stored_file(settings, make_conversation):
-    settings.LCM_LARGE_FILE_TOKEN_THRESHOLD = 100
+def stored_file(file_storage, make_conversation):
     conversation = make_conversation(session_id="with-file")
     append_messages(
         conversation,

@@ -133,9 +133,11 @@
         button.disabled = false;
         if (reply.status !== 201) { say(errorText(reply), "failed"); return; }
         var report = reply.data;
-        var problems = report.problem_count !== undefined ? report.problem_count : (report.problems || []).length;
-        say("integrity report " + report.id + ": " + (problems ? problems + " problem(s)" : "no problems found"),
-            problems ? "failed" : "succeeded");
+        var failing = (report.checks || []).filter(function (check) { return check.count > 0; });
+        var detail = failing.map(function (check) { return check.name + " ×" + check.count; }).join(", ");
+        say("integrity report " + report.id + ": " +
+            (report.total_problems ? report.total_problems + " problem(s): " + detail : "no problems found"),
+            report.total_problems ? "failed" : "succeeded");
       }, function (error) {
         button.disabled = false;
         say("request failed: " + error.message, "failed");
