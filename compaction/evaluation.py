@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from django.conf import settings
 from django.db import connection
 
+from compaction.models import CompactionJob
 from conversations.models import ContextItem, Conversation, Message
 
 # One statement (it runs after every append): the tail starts at the `tail_count`-th newest
@@ -36,7 +37,10 @@ SELECT
     COALESCE(SUM(CASE WHEN item.item_type = 'message'
         AND (tail_start.start IS NULL OR item.ordinal < tail_start.start)
         THEN item.token_count ELSE 0 END), 0),
-    COALESCE(SUM(CASE WHEN item.ordinal >= tail_start.start THEN 1 ELSE 0 END), 0)
+    COALESCE(SUM(CASE WHEN item.ordinal >= tail_start.start THEN 1 ELSE 0 END), 0),
+    (SELECT token_budget FROM {Conversation._meta.db_table} WHERE id = %s),
+    (SELECT COUNT(*) FROM {CompactionJob._meta.db_table}
+     WHERE conversation_id = %s AND state = 'pending')
 FROM {ContextItem._meta.db_table} item CROSS JOIN tail_start
 WHERE item.conversation_id = %s
 """
@@ -44,18 +48,22 @@ WHERE item.conversation_id = %s
 
 def context_figures(conversation_id: int, tail_count: int) -> dict:
     """The figures from one aggregate statement, so the after-ingest check stays cheap
-    however long the context is."""
+    however long the context is (with the budget and the pending job count, which the
+    ingest hook needs too)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            _FIGURES_SQL, [conversation_id, tail_count, conversation_id, conversation_id]
+            _FIGURES_SQL,
+            [conversation_id, tail_count, conversation_id] + [conversation_id] * 3,
         )
-        tokens, count, messages, outside, tail_items = cursor.fetchone()
+        tokens, count, messages, outside, tail_items, budget, pending = cursor.fetchone()
     return {
         "context_tokens": int(tokens),
         "context_items": int(count),
         "active_messages": int(messages),
         "raw_tokens_outside_tail": int(outside),
         "fresh_tail_items": int(tail_items),
+        "token_budget": budget,  # None: no such conversation
+        "pending_jobs": int(pending),
     }
 
 
@@ -85,10 +93,14 @@ def evaluate(*, conversation: Conversation, manual: bool = False) -> Decision:
     sweep), when raw tokens outside the fresh tail exceed one leaf chunk (incremental), or
     on request."""
     figures = context_figures(conversation.pk, settings.LCM_FRESH_TAIL_COUNT)
+    return decide(figures, token_budget=conversation.token_budget, manual=manual)
+
+
+def decide(figures: dict, *, token_budget: int, manual: bool = False) -> Decision:
     context_tokens = figures["context_tokens"]
     active = figures["active_messages"]
     outside = figures["raw_tokens_outside_tail"]
-    threshold_tokens = int(conversation.token_budget * settings.LCM_CONTEXT_THRESHOLD)
+    threshold_tokens = int(token_budget * settings.LCM_CONTEXT_THRESHOLD)
     reasons: list[str] = []
     mode = None
     if context_tokens >= threshold_tokens:
@@ -108,7 +120,7 @@ def evaluate(*, conversation: Conversation, manual: bool = False) -> Decision:
         reasons=tuple(reasons),
         suggested_mode=mode,
         context_tokens=context_tokens,
-        token_budget=conversation.token_budget,
+        token_budget=token_budget,
         threshold_tokens=threshold_tokens,
         active_messages=active,
         max_active_messages=settings.LCM_MAX_ACTIVE_MESSAGES,

@@ -12,7 +12,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from compaction.engine import compact_conversation
-from compaction.evaluation import evaluate
+from compaction.evaluation import context_figures, decide
 from compaction.models import CompactionJob, JobState, Mode, Reason
 from conversations.models import Conversation
 from lcmsite.api.errors import Conflict, InvalidInput, LcmError
@@ -70,18 +70,15 @@ def schedule_after_append(conversation_id: int) -> None:
     if not settings.LCM_ENABLED or settings.LCM_AUTOCOMPACT_DISABLED:
         return
     try:
-        # A pending job will see these messages too: skip the evaluation (one cheap query).
-        if CompactionJob.objects.filter(
-            conversation_id=conversation_id, state=JobState.PENDING
-        ).exists():
+        # One statement: the figures, the budget, and whether a job is already pending
+        # (that job will see these messages too).
+        figures = context_figures(conversation_id, settings.LCM_FRESH_TAIL_COUNT)
+        if figures["token_budget"] is None or figures["pending_jobs"]:
             return
-        conversation = Conversation.objects.filter(pk=conversation_id).first()
-        if conversation is None:
-            return
-        decision = evaluate(conversation=conversation)
+        decision = decide(figures, token_budget=figures["token_budget"])
         if decision.due and decision.suggested_mode:
             job_request(
-                conversation=conversation,
+                conversation=Conversation(pk=conversation_id),
                 reason=Reason.THRESHOLD,
                 mode=decision.suggested_mode,
                 target_tokens=decision.threshold_tokens

@@ -174,8 +174,8 @@ def test_the_after_ingest_check_costs_a_fixed_number_of_queries(
     small_chunks.LCM_LEAF_CHUNK_TOKENS = 10**6
 
     for conversation in (short, long):
-        # pending-job check, conversation, then evaluate's one aggregate statement
-        with django_assert_num_queries(3):
+        # one statement: figures, budget, pending jobs
+        with django_assert_num_queries(1):
             schedule_after_append(conversation.pk)
     job_request(conversation=long, reason="manual", mode="full")
     with django_assert_num_queries(1):
