@@ -10,6 +10,7 @@ import logging
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
+from django.db import OperationalError
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
@@ -115,7 +116,23 @@ def _validation_message(detail: Any) -> str:
     return walk(detail, "") or "invalid input"
 
 
+# Lock contention the client can simply retry: PostgreSQL lock_not_available,
+# deadlock_detected and serialization_failure; SQLite's busy timeout running out.
+_RETRYABLE_SQLSTATES = {"55P03", "40P01", "40001"}
+
+
+def is_lock_contention(exc: BaseException) -> bool:
+    if not isinstance(exc, OperationalError):
+        return False
+    if getattr(exc.__cause__, "sqlstate", None) in _RETRYABLE_SQLSTATES:
+        return True
+    return "database is locked" in str(exc) or "database table is locked" in str(exc)
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if is_lock_contention(exc):
+        logger.warning("lock contention answered with 409: %s", exc)
+        exc = Conflict("another writer holds this data; retry shortly", code="busy")
     if isinstance(exc, LcmError):
         headers = {}
         if isinstance(exc, Conflict):

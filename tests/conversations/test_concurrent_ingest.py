@@ -174,3 +174,64 @@ def test_concurrent_creates_of_one_session_make_one_conversation(transactional_d
     assert len({pk for pk, _ in results}) == 1
     assert sum(created for _, created in results) == 1
     assert Conversation.objects.filter(owner=owner).count() == 1
+
+
+# --- a writer that cannot get the lock in time ----------------------------------------------
+
+
+def _hold_the_conversation(conversation_id: int, locked: threading.Event, release: threading.Event):
+    """In another connection, hold the conversation's write lock until released."""
+    from django.db import transaction
+
+    try:
+        with transaction.atomic():  # BEGIN IMMEDIATE on SQLite: the write lock
+            Conversation.objects.select_for_update().filter(pk=conversation_id).update(title="held")
+            locked.set()
+            release.wait(30)
+    finally:
+        connection.close()
+
+
+def test_an_append_that_cannot_get_the_lock_is_a_409_to_retry(transactional_db):
+    from rest_framework.test import APIClient
+
+    from tests.conftest import token_client
+
+    owner = UserFactory(username="waiter")
+    conversation = ConversationFactory(owner=owner)
+    client: APIClient = token_client(owner)
+    locked, release = threading.Event(), threading.Event()
+    holder = threading.Thread(
+        target=_hold_the_conversation, args=(conversation.pk, locked, release)
+    )
+    holder.start()
+    try:
+        assert locked.wait(30)
+        with connection.cursor() as cursor:  # give up after 300 ms instead of 20 s
+            if connection.vendor == "sqlite":
+                cursor.execute("PRAGMA busy_timeout = 300")
+            else:
+                cursor.execute("SET lock_timeout = '300ms'")
+        response = client.post(
+            f"/api/v1/conversations/{conversation.pk}/messages/",
+            {"role": "user", "content": "hello"},
+            format="json",
+        )
+        assert response.status_code == 409, response.content
+        assert response.json() == {
+            "code": "busy",
+            "message": "another writer holds this data; retry shortly",
+            "extra": {"retry_after": 1.0},
+        }
+        assert response["Retry-After"] == "1"
+    finally:
+        release.set()
+        holder.join(30)
+        connection.close()  # the next connection starts with the configured timeouts
+    assert Message.objects.filter(conversation=conversation).count() == 0
+    retry = client.post(
+        f"/api/v1/conversations/{conversation.pk}/messages/",
+        {"role": "user", "content": "hello"},
+        format="json",
+    )
+    assert (retry.status_code, retry.json()["seq"]) == (201, 1)
