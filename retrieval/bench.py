@@ -241,7 +241,7 @@ def retrieval(ctx: BenchContext) -> list[BenchRow]:
             f"describe, condensed summary (depth {top.depth}, {messages_below:,} messages below)",
             _measure(lambda: selectors.describe_for_user(user=user, item_id=top.id)),
             "< 10 ms",
-            "summary + lineage + manifest, 4 queries",
+            "summary + lineage + manifest, 3 queries",
         )
     )
     rows.append(

@@ -274,3 +274,12 @@ def test_lcm_command_prints_json_and_respects_user(capsys, user, other_user, com
     with pytest.raises(CommandError, match="not_found"):
         call_command("lcm", "--user", other_user.username, "describe", top)
     assert Summary.objects.filter(pk=top).exists()
+
+
+def test_grep_and_expand_latencies_are_exported_as_metrics(api, anon_api, compacted):
+    _, dag = compacted
+    api.post("/api/v1/grep/", {"query": "failing"}, format="json")
+    api.post("/api/v1/expand/", {"summary_id": dag.top[0].id}, format="json")
+    text = anon_api.get("/metrics").content.decode()
+    assert 'lcm_search_latency_ms_count{mode="full_text"}' in text
+    assert 'lcm_expand_latency_ms_count{kind="expand"}' in text
