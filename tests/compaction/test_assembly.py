@@ -8,6 +8,7 @@ from compaction.assembly import assemble_context, clear_summary_cache
 from compaction.engine import compact_conversation
 from compaction.rendering import MISSING_RESULT
 from conversations.inputs import parse_message
+from conversations.models import MessagePart
 from conversations.services import messages_append
 from tests.factories import append_messages
 
@@ -211,3 +212,27 @@ def test_the_fresh_tail_is_kept_even_over_budget_and_older_items_are_dropped(
     assert [i["seq"] for i in out.items] == [27, 28, 29, 30]
     assert [i["seq"] for i in out.dropped] == list(range(1, 27))
     assert out.token_estimate == sum(i["tokens"] for i in out.items)
+
+
+def test_reasoning_and_compaction_parts_never_reach_the_model(conversation, small_chunks):
+    append(
+        conversation,
+        {"role": "user", "content": "why?"},
+        {
+            "role": "assistant",
+            "content": "because",
+            "parts": [
+                {"part_type": "reasoning", "text_content": "SECRET-REASONING"},
+                {"part_type": "text", "text_content": "because"},
+            ],
+        },
+    )
+    append_messages(conversation, 60, start=10)
+    compact_conversation(conversation_id=conversation.pk, mode="incremental")
+    assert MessagePart.objects.filter(part_type="compaction").exists()
+
+    for fmt in ("anthropic", "openai"):
+        out = assemble_context(conversation=conversation, fmt=fmt, token_budget=10**6)
+        text = json.dumps(out.output)
+        assert "SECRET-REASONING" not in text
+        assert "compaction_run_id" not in text
