@@ -46,7 +46,7 @@ class ScanResult:
 
 
 @contextmanager
-def _one_snapshot() -> Iterator[None]:
+def one_snapshot() -> Iterator[None]:
     """PostgreSQL: every check reads the same snapshot (a read-only repeatable-read
     transaction, so checks agree with each other while writers go on), without JIT, which
     costs more to compile these queries than they take to run. SQLite: no transaction (its
@@ -65,6 +65,6 @@ def _one_snapshot() -> Iterator[None]:
 def scan(scope: Scope) -> ScanResult:
     """Run every check (reads only)."""
     start = time.perf_counter()
-    with _one_snapshot():
+    with one_snapshot():
         outcomes = [CheckOutcome(check.name, check.detect(scope)) for check in CHECKS]
     return ScanResult(scope, outcomes, (time.perf_counter() - start) * 1000)

@@ -215,3 +215,107 @@ def test_applying_while_others_append_loses_nothing(user, large_file_storage):
     assert applied.status == PlanStatus.APPLIED
     assert Message.objects.filter(conversation=conversation).count() == 20 + 90
     assert problems(conversation.pk) == {}
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_repairs_appends_and_compaction_at_once_leave_a_clean_store(
+    user, large_file_storage, settings
+):
+    """Writers append, a sweeper compacts, and plans are applied, all at once: every apply
+    either happens whole or is a retryable conflict, and the store ends clean."""
+    from compaction.engine import compact_conversation
+    from compaction.summarizers import DeterministicSummarizer
+
+    settings.LCM_LEAF_CHUNK_TOKENS = 256
+    settings.LCM_LEAF_MIN_FANOUT = 2
+    settings.LCM_CONDENSED_MIN_FANOUT = 2
+    settings.LCM_FRESH_TAIL_COUNT = 4
+    conversation = Conversation.objects.create(owner=user, session_id="all", token_budget=1000)
+    append_messages(conversation, 60)
+    errors: list[BaseException] = []
+    done = threading.Event()
+    outcomes = {"applied": 0, "conflicts": 0, "compactions": 0}
+
+    def writer(k: int) -> None:
+        try:
+            for i in range(8):
+                append_messages(conversation, 3, start=1000 * (k + 1) + 3 * i)
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    def sweeper() -> None:
+        try:
+            while not done.is_set():
+                try:
+                    compact_conversation(
+                        conversation_id=conversation.pk,
+                        mode="full",
+                        summarizer=DeterministicSummarizer(),
+                    )
+                    outcomes["compactions"] += 1
+                except Conflict:
+                    pass
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    def repairer() -> None:
+        try:
+            while not done.is_set():
+                # Knock a raw message out of the context, then plan and apply its repair.
+                item = (
+                    ContextItem.objects.filter(conversation=conversation, item_type="message")
+                    .order_by("-ordinal")
+                    .first()
+                )
+                if item is not None:
+                    ContextItem.objects.filter(pk=item.pk).delete()
+                plan = _plan_or_none(conversation)
+                if plan is None:
+                    continue
+                try:
+                    repair_plan_apply(plan_id=plan.pk)
+                except Conflict:
+                    outcomes["conflicts"] += 1
+                    repair_plan_apply_when_free(plan.pk)
+                outcomes["applied"] += 1
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(2)]
+    helpers = [threading.Thread(target=sweeper), threading.Thread(target=repairer)]
+    for thread in threads + helpers:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    done.set()
+    for thread in helpers:
+        thread.join(120)
+    assert errors == []
+    assert outcomes["applied"] >= 1
+    assert Message.objects.filter(conversation=conversation).count() == 60 + 2 * 8 * 3
+    assert problems(conversation.pk) == {}
+
+
+def _plan_or_none(conversation):
+    report = integrity_scan(
+        conversation_id=conversation.pk, mode=ScanMode.SCAN_AND_PLAN, trigger=Trigger.COMMAND
+    )
+    return report.plans.first()
+
+
+def repair_plan_apply_when_free(plan_id: int) -> None:
+    """A conflict means a compaction was writing: the same plan applies once it is done."""
+    for _ in range(200):
+        try:
+            repair_plan_apply(plan_id=plan_id)
+            return
+        except Conflict:
+            threading.Event().wait(0.05)
+    raise AssertionError("the compaction lock never came free")
