@@ -13,6 +13,9 @@ from datetime import timedelta
 from django.db import connection, transaction
 from django.utils import timezone
 
+# Registers the large-file rows too (`lcm_bench --only large_files`): the bench registry
+# lists one module per app, and large files have no app of their own.
+import conversations.largefiles.bench  # noqa: F401
 from conversations.bench import new_conversation, synthetic_payload
 from conversations.inputs import parse_message
 from conversations.models import (
