@@ -1,5 +1,5 @@
 """The issue's acceptance checks: a 2,000-message conversation swept with default settings,
-and (PostgreSQL) appends racing repeated sweeps."""
+and appends racing repeated sweeps (asked for on PostgreSQL; it runs on SQLite too)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,6 @@ def expanded_seqs(conversation) -> list[int]:
     return seqs
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_appends_racing_repeated_sweeps_lose_nothing_and_keep_order(make_conversation, settings):
     settings.LCM_AUTOCOMPACT_DISABLED = True
@@ -83,7 +82,7 @@ def test_appends_racing_repeated_sweeps_lose_nothing_and_keep_order(make_convers
     writers, batches, per_batch = 4, 15, 5
     errors: list[BaseException] = []
     done = threading.Event()
-    outcomes = {"compacted": 0, "conflicts": 0}
+    outcomes = {"compacted": 0, "conflicts": 0, "compacted_while_writing": 0}
 
     def writer(n):
         try:
@@ -106,6 +105,9 @@ def test_appends_racing_repeated_sweeps_lose_nothing_and_keep_order(make_convers
                 try:
                     result = compact_conversation(conversation_id=conversation.pk, mode="full")
                     outcomes["compacted"] += result.status == "compacted"
+                    outcomes["compacted_while_writing"] += result.status == "compacted" and any(
+                        t.is_alive() for t in threads
+                    )
                 except Conflict:
                     outcomes["conflicts"] += 1
         except BaseException as error:
@@ -127,7 +129,9 @@ def test_appends_racing_repeated_sweeps_lose_nothing_and_keep_order(make_convers
     total = 40 + writers * batches * per_batch
     seqs = list(Message.objects.filter(conversation=conversation).values_list("seq", flat=True))
     assert sorted(seqs) == list(range(1, total + 1))
-    assert outcomes["compacted"] >= 1
+    assert outcomes["compacted"] >= 1, outcomes
+    if connection.vendor == "postgresql":  # SQLite's single writer may not interleave them
+        assert outcomes["compacted_while_writing"] >= 1, outcomes
     assert expanded_seqs(conversation) == list(range(1, total + 1))
     for summary in Summary.objects.filter(conversation=conversation):
         edges = summary.message_links.count() + summary.parent_links.count()
