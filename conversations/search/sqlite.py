@@ -57,6 +57,21 @@ def _order(q: GrepQuery, score: bool) -> str:
     return "ORDER BY t.created_at DESC, t.id DESC"
 
 
+def _rowid_bounds(table: Table, q: GrepQuery, column: str) -> tuple[str, list]:
+    """For a search of given conversations: bound the index scan to the rowid range of
+    their rows. FTS5 seeks its doclists to a rowid range, so a small conversation is not
+    paid for with every match in the database; the conversation filter still decides."""
+    ids = q.scope.conversation_ids
+    if not ids:
+        return "", []
+    marks = ", ".join(["%s"] * len(ids))
+    rows = f"FROM {TABLES[table]} b WHERE b.conversation_id IN ({marks})"
+    return (
+        f" AND {column} >= (SELECT MIN(b.rowid) {rows}) AND {column} <= (SELECT MAX(b.rowid) {rows})",
+        [*ids, *ids],
+    )
+
+
 def _timeout(q: GrepQuery) -> SearchTimeout:
     return SearchTimeout(
         f"the search took longer than {q.timeout_ms} ms and was stopped; "
@@ -97,22 +112,49 @@ class SqliteGrep:
             return cursor.fetchall()
 
     def _full_text(self, table: Table, q: GrepQuery) -> list[GrepHit]:
+        """Two statements: pick the hits (ranking only when sorting by relevance), then
+        score and mark only those: snippet() over every match of a common word would cost
+        more than the search."""
         match = fts5_literal(q.query)
         if not match:
             return []
         fts = f"{TABLES[table]}_fts"
         scope, scope_params = q.scope.sql()
         times, time_params = q.time_sql()
-        sql = f"""
-            SELECT {_columns(table)}, -bm25({fts}) AS score,
-                   snippet({fts}, 0, '{MARK_START}', '{MARK_END}', '…', 24)
+        bounds, bound_params = _rowid_bounds(table, q, f"{fts}.rowid")
+        score = f"-bm25({fts})" if q.sort == "relevance" else "0"
+        picked = self._fetch(
+            f"""
+            SELECT {_columns(table)}, {fts}.rowid, {score} AS score
             FROM {fts} JOIN {TABLES[table]} t ON {_ROWID[table]} = {fts}.rowid
-            WHERE {fts} MATCH %s{scope}{times}
+            WHERE {fts} MATCH %s{bounds}{scope}{times}
             {_order(q, True)}
             LIMIT %s
-        """
-        rows = self._fetch(sql, [match, *scope_params, *time_params, q.limit])
-        return [make_hit(table, row[:6], snippet=row[7], score=float(row[6])) for row in rows]
+            """,
+            [match, *bound_params, *scope_params, *time_params, q.limit],
+        )
+        if not picked:
+            return []
+        rowids = [row[6] for row in picked]
+        marks = ", ".join(["%s"] * len(rowids))
+        marked = {
+            rowid: (score, snippet)
+            for rowid, score, snippet in self._fetch(
+                f"""
+                SELECT rowid, -bm25({fts}),
+                       snippet({fts}, 0, '{MARK_START}', '{MARK_END}', '…', 24)
+                FROM {fts} WHERE {fts} MATCH %s AND rowid >= %s AND rowid <= %s
+                    AND +rowid IN ({marks})
+                """,
+                # FTS5 seeks to a rowid range; an IN list handed to it would re-run the
+                # match once per id, so `+` keeps the list a plain filter.
+                [match, min(rowids), max(rowids), *rowids],
+            )
+        }
+        return [
+            make_hit(table, row[:6], snippet=marked[row[6]][1], score=float(marked[row[6]][0]))
+            for row in picked
+        ]
 
     def _substring(self, table: Table, q: GrepQuery) -> list[GrepHit]:
         words = query_words(q.query)
@@ -120,8 +162,11 @@ class SqliteGrep:
         where, params = "", []
         if long_words:
             trgm = f"{TABLES[table]}_trgm"
-            where += f" AND {_ROWID[table]} IN (SELECT rowid FROM {trgm} WHERE {trgm} MATCH %s)"
-            params.append(fts5_literal(" ".join(long_words)))
+            bounds, bound_params = _rowid_bounds(table, q, "rowid")
+            where += (
+                f" AND {_ROWID[table]} IN (SELECT rowid FROM {trgm} WHERE {trgm} MATCH %s{bounds})"
+            )
+            params += [fts5_literal(" ".join(long_words)), *bound_params]
         for word in words:
             where += " AND t.content LIKE %s ESCAPE '\\'"
             params.append(f"%{escape_like(word)}%")
@@ -151,8 +196,11 @@ class SqliteGrep:
         where, params = "", []
         if literal:
             trgm = f"{TABLES[table]}_trgm"
-            where = f" AND {_ROWID[table]} IN (SELECT rowid FROM {trgm} WHERE {trgm} MATCH %s)"
-            params.append(_phrase(literal))
+            bounds, bound_params = _rowid_bounds(table, q, "rowid")
+            where = (
+                f" AND {_ROWID[table]} IN (SELECT rowid FROM {trgm} WHERE {trgm} MATCH %s{bounds})"
+            )
+            params += [_phrase(literal), *bound_params]
         scope, scope_params = q.scope.sql()
         times, time_params = q.time_sql()
         # Candidates in recency order without their text (a cheap sort), then the text in
