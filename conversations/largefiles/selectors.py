@@ -5,7 +5,7 @@ from __future__ import annotations
 from conversations.largefiles.store import read_range
 from conversations.models import LargeFile
 from conversations.selectors import conversation_get_for_user
-from lcmsite.api.errors import InvalidInput, NotFound
+from lcmsite.api.errors import InvalidInput, NotFound, Unavailable
 
 
 def large_file_get_for_user(*, user, file_id: str) -> LargeFile:
@@ -30,4 +30,13 @@ def large_file_read(*, large_file: LargeFile, offset: int, limit: int) -> bytes:
         )
     if offset == large_file.byte_size:
         return b""
-    return read_range(large_file.storage_key, offset=offset, limit=limit)
+    try:
+        return read_range(large_file.storage_key, offset=offset, limit=limit)
+    except FileNotFoundError:
+        # The row outlived its object (a restore without the files): a server-side fault
+        # the integrity check `file_object_missing` reports, not the client's.
+        raise Unavailable(
+            f"the stored content of file {large_file.id} is missing",
+            code="file_content_missing",
+            extra={"file_id": large_file.id},
+        ) from None

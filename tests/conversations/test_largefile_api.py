@@ -7,6 +7,7 @@ import hashlib
 import pytest
 
 from conversations.inputs import parse_message
+from conversations.largefiles.store import file_storage
 from conversations.models import LargeFile
 from conversations.services import messages_append
 from tests.largefile_support import large_file_storage  # noqa: F401
@@ -149,3 +150,15 @@ def test_reading_a_file_is_two_queries(api, stored, django_assert_num_queries):
     # The file row, then the access checkpoint (the token lookup is DRF's own).
     with django_assert_num_queries(3):
         api.get(detail(stored.id))
+
+
+def test_a_missing_object_is_a_clear_503_not_a_crash(api, stored):
+    file_storage().delete(stored.storage_key)
+    response = api.get(content(stored.id))
+    assert response.status_code == 503
+    assert response.json() == {
+        "code": "file_content_missing",
+        "message": f"the stored content of file {stored.id} is missing",
+        "extra": {"file_id": stored.id},
+    }
+    assert api.get(detail(stored.id)).status_code == 200
