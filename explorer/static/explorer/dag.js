@@ -31,6 +31,8 @@
     container: document.getElementById("dag"),
     elements: elements,
     wheelSensitivity: 0.3,
+    minZoom: 0.005,
+    maxZoom: 3,
     textureOnViewport: data.nodes.length > 300,
     hideEdgesOnViewport: data.nodes.length > 300,
     style: [
@@ -93,13 +95,28 @@
     });
   });
 
-  var first = data.selected || (onPath.size ? data.path[0] : null);
-  if (first) {
-    var node = cy.getElementById(first);
-    if (!node.empty()) {
-      cy.center(node);
-      showDetail(first);
+  // A big DAG fitted whole is a few pixels per node: open instead at a readable zoom on
+  // what matters now (the selected node, else the lineage path, else the context
+  // summaries); "Fit all" and "Context" switch views, and the wheel zooms.
+  function readableView(eles) {
+    if (eles.empty()) eles = cy.nodes();
+    cy.fit(eles, 40);
+    if (cy.zoom() < READABLE_ZOOM) {
+      cy.zoom(READABLE_ZOOM);
+      cy.center(eles);
     }
   }
+  var READABLE_ZOOM = 0.8;
+  var first = data.selected || (onPath.size ? data.path[0] : null);
+  var focus = first ? cy.getElementById(first) : cy.collection();
+  if (focus.empty() && onPath.size) focus = cy.nodes(".path");
+  if (focus.empty()) focus = cy.nodes(".in-context");
+  readableView(focus);
+  if (first && !cy.getElementById(first).empty()) showDetail(first);
+
+  var fitAll = document.getElementById("dag-fit");
+  if (fitAll) fitAll.addEventListener("click", function () { cy.fit(undefined, 20); });
+  var toContext = document.getElementById("dag-context");
+  if (toContext) toContext.addEventListener("click", function () { readableView(cy.nodes(".in-context")); });
   document.body.dataset.dagReady = "true";
 })();
