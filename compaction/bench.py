@@ -157,8 +157,12 @@ def assembly(ctx: BenchContext) -> list[BenchRow]:
     if connection.vendor == "postgresql":
         # Steady state: autovacuum has removed the ~100,000 replaced context rows by now;
         # right after the bulk replacement the index still walks their dead entries.
+        # Statistics too: stale ones after a 100,000-row load make the planner pick a
+        # parallel plan (30 ms of worker start-up) for the 50-message parts lookup.
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE conversations_contextitem")
+            cursor.execute("ANALYZE conversations_message")
+            cursor.execute("ANALYZE conversations_messagepart")
     items = len(context_rows(conversation.pk))
     rows = []
     for fmt in ("neutral", "anthropic"):
