@@ -168,3 +168,19 @@ def test_a_running_compaction_makes_a_second_one_a_409_with_retry_after(
     assert response.json()["code"] == "conflict"
     assert response.headers["Retry-After"] == "2"
     assert not Summary.objects.filter(conversation=conversation).exists()
+
+
+def test_compact_until_under_a_target_through_the_api(api, conversation, small_chunks):
+    append_messages(conversation, 150)
+
+    response = api.post(
+        compact_url(conversation),
+        {"mode": "until_under", "target_tokens": 1500, "wait": True},
+        format="json",
+    )
+
+    body = response.json()
+    assert response.status_code == 200
+    assert body["status"] == "compacted"
+    assert body["tokens_before"] > 1500 >= body["tokens_after"]
+    assert CompactionRun.objects.get(pk=body["run_id"]).target_tokens == 1500

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import logging
+
 import pytest
 from django.test import Client
 
@@ -103,3 +105,44 @@ def test_the_one_statement_figures_agree_with_the_planner(
         "fresh_tail_items": len(rows) - start,
     }
     assert (figures["token_budget"], figures["pending_jobs"]) == (conversation.token_budget, 0)
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__(level=logging.INFO)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+def test_log_lines_carry_the_spec_fields(conversation, settings):
+    settings.LCM_AUTOCOMPACT_DISABLED = True
+    settings.LCM_LEAF_CHUNK_TOKENS = 300
+    append_messages(conversation, 60)
+    logger, handler = logging.getLogger("lcm.compaction"), _Records()
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        result = compact_conversation(conversation_id=conversation.pk, mode="incremental")
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+    created = [r for r in handler.records if r.getMessage().startswith("summary created")]
+    finished = [r for r in handler.records if r.getMessage().startswith("compaction run finished")]
+    assert [r.summary_id for r in created] == result.summaries_created
+    first = created[0]
+    assert (first.conversation_id, first.session_id, first.compaction_id) == (
+        conversation.pk,
+        conversation.session_id,
+        result.run_id,
+    )
+    assert first.trigger_reason == "manual"
+    assert first.token_after < first.token_before
+    assert f"summary_id={first.summary_id}" in first.getMessage()
+    assert (finished[0].token_before, finished[0].token_after) == (
+        result.tokens_before,
+        result.tokens_after,
+    )
