@@ -232,7 +232,7 @@ def expand_rows(
             UNION ALL
             SELECT 1, l.path, sm.ordinal, 'message', CAST(NULL AS TEXT), m.id,
                    CAST(NULL AS TEXT), CAST(NULL AS INTEGER), m.role, m.seq, m.token_count,
-                   m.content, l.level + 1, m.created_at
+                   l.level + 1, m.created_at
             FROM leaves l CROSS JOIN head h
             JOIN conversations_summarymessage sm ON sm.summary_id = l.id
             JOIN conversations_message m ON m.id = sm.message_id
@@ -242,7 +242,7 @@ def expand_rows(
                    CAST(NULL AS TEXT), CAST(NULL AS INTEGER), CAST(NULL AS TEXT),
                    (SELECT COUNT(*) FROM conversations_summarymessage sm
                     WHERE sm.summary_id = l.id),
-                   %s, CAST(NULL AS TEXT), l.level + 1, NULL
+                   %s, l.level + 1, NULL
             FROM leaves l CROSS JOIN head h
             WHERE l.before + h.tokens >= %s
         """
@@ -262,10 +262,9 @@ def expand_rows(
             FROM nodes WHERE kind = 'leaf'
         ),
         items(grp, path, ord, item, summary_id, message_id, kind, depth, role, seq,
-              token_count, content, level, created_at) AS (
+              token_count, level, created_at) AS (
             SELECT 0, path, 0, 'summary', id, CAST(NULL AS BIGINT), kind, depth,
-                   CAST(NULL AS TEXT), CAST(NULL AS BIGINT), token_count, content, level,
-                   created_at
+                   CAST(NULL AS TEXT), CAST(NULL AS BIGINT), token_count, level, created_at
             FROM nodes WHERE level > 0
             {messages}
         ),
@@ -275,10 +274,16 @@ def expand_rows(
             ) AS running
             FROM items
         )
-        SELECT item, summary_id, message_id, kind, depth, role, seq, token_count,
-               CASE WHEN running <= %s THEN content END, level, created_at
-        FROM ranked ORDER BY grp, path, ord
+        -- The text is joined last, only for what fits: the window sorts narrow rows.
+        SELECT r.item, r.summary_id, r.message_id, r.kind, r.depth, r.role, r.seq,
+               r.token_count, COALESCE(m.content, s.content), r.level, r.created_at
+        FROM ranked r
+        LEFT JOIN conversations_message m
+            ON r.item = 'message' AND r.running <= %s AND m.id = r.message_id
+        LEFT JOIN conversations_summary s
+            ON r.item = 'summary' AND r.running <= %s AND s.id = r.summary_id
+        ORDER BY r.grp, r.path, r.ord
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [summary_id, *params, *message_params, token_cap])
+        cursor.execute(sql, [summary_id, *params, *message_params, token_cap, token_cap])
         return [ExpandRow(*row) for row in cursor.fetchall()]

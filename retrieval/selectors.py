@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.db.models import Q
-from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from conversations.models import LargeFile, Message, Summary
@@ -44,9 +43,12 @@ def as_datetime(value) -> dt.datetime | None:
     """Raw SQL on SQLite returns datetimes as text; make every value an aware datetime."""
     if value is None or isinstance(value, dt.datetime):
         return value
-    parsed = parse_datetime(str(value))
-    if parsed is not None and timezone.is_naive(parsed):
-        parsed = timezone.make_aware(parsed, dt.UTC)
+    try:
+        parsed = dt.datetime.fromisoformat(str(value))  # fast path: Django's stored form
+    except ValueError:
+        parsed = parse_datetime(str(value))
+    if parsed is not None and parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
     return parsed
 
 
