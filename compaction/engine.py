@@ -516,15 +516,16 @@ def compact_conversation(
     if conversation is None:
         raise NotFound(f"conversation {conversation_id} does not exist")
     tokens_before = _context_tokens(conversation_id)
+    run = _claim_lease(
+        conversation, mode=mode, reason=reason, target=target_tokens, tokens_before=tokens_before
+    )
+    owned = summarizer is None  # made here, so closed here (an HTTP client for the model)
     engine = CompactionEngine(
         conversation=conversation,
         mode=mode,
         reason=reason,
         target_tokens=target_tokens,
-        summarizer=summarizer or summarizer_from_settings(),
-    )
-    run = _claim_lease(
-        conversation, mode=mode, reason=reason, target=target_tokens, tokens_before=tokens_before
+        summarizer=summarizer_from_settings() if owned else summarizer,
     )
     engine.run = run
     error_code = None
@@ -540,6 +541,9 @@ def compact_conversation(
     except BaseException as error:
         _finish(run, RunStatus.FAILED, engine, tokens_before, f"error: {error!r}")
         raise
+    finally:
+        if owned and hasattr(engine.summarizer, "close"):
+            engine.summarizer.close()
     tokens_after = _finish(run, status, engine, tokens_before, detail)
     return CompactionResult(
         status=status.value,
