@@ -45,6 +45,14 @@ class IntegrityReport(models.Model):
         indexes = [
             models.Index(fields=["conversation", "-created_at"], name="integrity_report_recent")
         ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(mode__in=ScanMode.values), name="integrity_report_mode_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(trigger__in=Trigger.values), name="integrity_report_trigger_valid"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"report {self.pk}: {self.total_problems} problem(s)"
@@ -97,7 +105,11 @@ class RepairPlan(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(status__in=PlanStatus.values), name="repair_plan_status_valid"
-            )
+            ),
+            # A scan proposes at most one plan per conversation.
+            models.UniqueConstraint(
+                fields=["report", "conversation"], name="repair_plan_one_per_report"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -91,3 +91,18 @@ def test_the_job_refuses_an_unknown_mode(db):
     with pytest.raises(ValueError, match="mode must be one of scan, scan_and_plan"):
         integrity_job(mode="fix")
     assert IntegrityReport.objects.count() == 0
+
+
+def test_fail_on_problems_sets_the_exit_status(broken, conversation):
+    with pytest.raises(SystemExit) as exited:
+        run("--fail-on-problems")
+    assert exited.value.code == 1
+    ContextItem.objects.filter(conversation=conversation).delete()  # now worse, still 1
+    with pytest.raises(SystemExit):
+        run("--conversation", str(conversation.pk), "--fail-on-problems")
+
+
+def test_a_clean_store_exits_zero_with_fail_on_problems(conversation):
+    append_messages(conversation, 5)
+    out = run("--fail-on-problems")
+    assert "0 problem(s)" in out

@@ -319,3 +319,14 @@ def repair_plan_apply_when_free(plan_id: int) -> None:
         except Conflict:
             threading.Event().wait(0.05)
     raise AssertionError("the compaction lock never came free")
+
+
+def test_the_database_refuses_a_second_plan_for_one_conversation_in_one_report(compacted):
+    from django.db import IntegrityError, transaction
+
+    conversation, _, _ = compacted
+    sql("UPDATE conversations_conversation SET last_seq = 17 WHERE id = %s", [conversation.pk])
+    plan = _plan(conversation)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        RepairPlan.objects.create(report=plan.report, conversation=conversation, actions=[])
+    assert RepairPlan.objects.filter(report=plan.report).count() == 1

@@ -34,6 +34,12 @@ class Command(BaseCommand):
             "--user", metavar="USERNAME", help="Record this user as the one who applied the plan."
         )
         parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
+        parser.add_argument(
+            "--fail-on-problems",
+            action="store_true",
+            help="Exit with status 1 when the scan (or the scan after --apply) found problems "
+            "(for cron and monitoring).",
+        )
 
     def handle(self, *args, **options):
         if options["apply"] is not None:
@@ -44,8 +50,13 @@ class Command(BaseCommand):
         )
         if options["json"]:
             self.stdout.write(json.dumps(_report_json(report), indent=2, default=str))
-            return
-        self._print(report)
+        else:
+            self._print(report)
+        self._exit_status(report, options)
+
+    def _exit_status(self, report, options):
+        if options["fail_on_problems"] and report.total_problems:
+            raise SystemExit(1)
 
     def _apply(self, options):
         user = None
@@ -62,6 +73,7 @@ class Command(BaseCommand):
             self.stdout.write(f"  {line['action']}: {line['result']}{reason}")
         self.stdout.write(f"Applied plan {plan.pk}. After the repair:")
         self._print(plan.after_report)
+        self._exit_status(plan.after_report, options)
 
     def _print(self, report):
         scope = (
