@@ -1,5 +1,5 @@
-/* The summary DAG: cytoscape renders, cytoscape-dagre lays out (sources below, the
-   summaries built on them above). Data comes from the page's json_script block. */
+/* The summary DAG: cytoscape renders, cytoscape-dagre lays out (the summaries built on
+   others above, their sources below). Data comes from the page's json_script block. */
 (function () {
   "use strict";
   var dataNode = document.getElementById("dag-data");
@@ -20,11 +20,13 @@
     if (onPath.has(n.id)) classes.push("path");
     if (n.id === data.covering) classes.push("covering");
     if (n.level !== "normal") classes.push(n.level);
-    elements.push({ group: "nodes", data: { id: n.id, label: label(n) }, classes: classes.join(" ") });
+    elements.push({ group: "nodes", data: { id: n.id, label: label(n), firstSeq: n.firstSeq || 0 }, classes: classes.join(" ") });
   });
   data.edges.forEach(function (e, i) {
     var classes = onPath.has(e.source) && onPath.has(e.target) ? "path" : "";
-    elements.push({ group: "edges", data: { id: "e" + i, source: e.source, target: e.target }, classes: classes });
+    // Drawn from the summary down to each of its sources ("summarizes"), top to bottom,
+    // so dagre keeps the sources in chronological order left to right.
+    elements.push({ group: "edges", data: { id: "e" + i, source: e.target, target: e.source }, classes: classes });
   });
 
   var cy = cytoscape({
@@ -51,9 +53,16 @@
           "target-arrow-shape": "triangle", "curve-style": "bezier", "arrow-scale": 0.7 } },
       { selector: "edge.path", style: { width: 3, "line-color": "#b38600", "target-arrow-color": "#b38600" } },
     ],
-    layout: { name: "dagre", rankDir: "BT", nodeSep: 12, rankSep: 50, animate: false },
+    layout: { name: "dagre", rankDir: "TB", nodeSep: 12, rankSep: 50, animate: false },
   });
   window.lcmCy = cy; // for tests and the console
+
+  // Read history left to right: dagre's crossing minimisation may leave the oldest leaf
+  // on the right; if so, mirror the drawing (it stays a valid layered layout).
+  var leaves = cy.nodes(".leaf").sort(function (a, b) { return a.data("firstSeq") - b.data("firstSeq"); });
+  if (leaves.length > 1 && leaves.first().position("x") > leaves.last().position("x")) {
+    cy.nodes().positions(function (node) { return { x: -node.position("x"), y: node.position("y") }; });
+  }
 
   function url(template, id) { return template.replace("SUMMARY_ID", encodeURIComponent(id)); }
 
@@ -101,15 +110,15 @@
   function readableView(eles) {
     if (eles.empty()) eles = cy.nodes();
     cy.fit(eles, 40);
-    if (cy.zoom() < READABLE_ZOOM) {
-      cy.zoom(READABLE_ZOOM);
+    var zoom = Math.min(Math.max(cy.zoom(), MIN_READABLE), MAX_COMFORT);
+    if (zoom !== cy.zoom()) {
+      cy.zoom(zoom);
       cy.center(eles);
     }
   }
-  var READABLE_ZOOM = 0.8;
+  var MIN_READABLE = 0.8, MAX_COMFORT = 1.2;
   var first = data.selected || (onPath.size ? data.path[0] : null);
-  var focus = first ? cy.getElementById(first) : cy.collection();
-  if (focus.empty() && onPath.size) focus = cy.nodes(".path");
+  var focus = onPath.size ? cy.nodes(".path") : first ? cy.getElementById(first) : cy.collection();
   if (focus.empty()) focus = cy.nodes(".in-context");
   readableView(focus);
   if (first && !cy.getElementById(first).empty()) showDetail(first);
