@@ -76,6 +76,14 @@ def grant_revoke(*, grant_id: str, reason: str = "completed") -> bool:
         )
 
 
+def grant_sweep_expired() -> int:
+    """Revoke every grant past its expiry that nobody revoked (a crashed expansion)."""
+    with transaction.atomic():
+        return DelegationGrant.objects.filter(
+            revoked_at__isnull=True, expires_at__lte=timezone.now()
+        ).update(revoked_at=timezone.now(), revoke_reason="expired")
+
+
 def grant_get_for_user(*, user, grant_id: str) -> DelegationGrant:
     grant = DelegationGrant.objects.filter(pk=grant_id).first()
     if grant is None or (grant.owner_id != user.pk and not user.is_staff):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 
 import pytest
+from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
@@ -99,6 +101,20 @@ def test_a_grant_never_reaches_another_conversation(user, compacted, make_conver
     grant = grant_for(user, conversation)
     with pytest.raises(services.GrantRefused):
         services.grant_expand(grant=grant, summary_id=other_dag.leaves[0].id)
+
+
+def test_sweep_revokes_only_expired_grants(user, compacted, capsys):
+    conversation, _ = compacted
+    live = grant_for(user, conversation)
+    stale = grant_for(user, conversation)
+    DelegationGrant.objects.filter(pk=stale.pk).update(
+        created_at=timezone.now() - dt.timedelta(hours=2),
+        expires_at=timezone.now() - dt.timedelta(hours=1),
+    )
+    call_command("lcm", "sweep-grants")
+    assert json.loads(capsys.readouterr().out) == {"revoked": 1}
+    assert DelegationGrant.objects.get(pk=stale.pk).revoke_reason == "expired"
+    assert DelegationGrant.objects.get(pk=live.pk).revoked_at is None
 
 
 def test_the_database_refuses_spending_past_the_cap(user, compacted):

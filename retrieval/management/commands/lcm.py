@@ -12,6 +12,7 @@ from django.utils.dateparse import parse_datetime
 from lcmsite.api.errors import LcmError
 from retrieval import selectors
 from retrieval.grep import GrepRequest, grep_for_user
+from retrieval.services import grant_sweep_expired
 from retrieval.tools import TOOL_DEFINITIONS, to_json
 
 
@@ -28,7 +29,8 @@ class Command(BaseCommand):
     help = (
         "Retrieval from a shell, printing JSON: `lcm describe ID`, `lcm grep QUERY [--mode "
         "regex|full_text] [--scope messages|summaries|both] [--conversation N]`, `lcm expand "
-        "SUMMARY_ID [--depth N] [--include-messages] [--token-cap N]`, `lcm tools`. Acts as "
+        "SUMMARY_ID [--depth N] [--include-messages] [--token-cap N]`, `lcm tools`, `lcm "
+        "sweep-grants`. Acts as "
         "--user USERNAME (their access rules apply) or, without it, as an operator who can "
         "read every conversation. Errors print the API's error JSON and exit with status 1."
     )
@@ -60,6 +62,10 @@ class Command(BaseCommand):
             "--token-cap", type=int, default=None, help="Default LCM_MAX_EXPAND_TOKENS."
         )
         sub.add_parser("tools", help="Print the tool definitions (Anthropic tool format).")
+        sub.add_parser(
+            "sweep-grants",
+            help="Revoke delegation grants past their expiry (left by a crashed expansion).",
+        )
 
     def handle(self, *args, **options):
         user = self._user(options.get("user"))
@@ -103,6 +109,8 @@ class Command(BaseCommand):
                 ignore_case=options["ignore_case"],
             )
             return {"results": grep_for_user(user=user, request=request)}
+        if action == "sweep-grants":
+            return {"revoked": grant_sweep_expired()}
         return {"tools": TOOL_DEFINITIONS}
 
     def _time(self, raw, flag):
