@@ -130,6 +130,7 @@ def _resolve_targets(*, user, request: ExpansionRequest) -> Targets:
 def expansion_run(*, user, request: ExpansionRequest) -> dict:
     request.validate()
     started = time.perf_counter()
+    services.grant_sweep_expired()  # grants a crashed expansion left behind
     targets = _resolve_targets(user=user, request=request)
     mode = "model" if model_configured() else "offline"
     if not targets.summaries and not targets.message_hits:

@@ -49,7 +49,13 @@ class DelegationGrant(models.Model):
             ),
             models.CheckConstraint(condition=Q(id__startswith="grant_"), name="grant_id_prefixed"),
         ]
-        indexes = [models.Index(fields=["owner", "-created_at"], name="grant_owner_recent")]
+        indexes = [
+            models.Index(fields=["owner", "-created_at"], name="grant_owner_recent"),
+            # The sweep reads only live grants.
+            models.Index(
+                fields=["expires_at"], condition=Q(revoked_at__isnull=True), name="grant_live"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.id
