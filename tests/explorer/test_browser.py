@@ -10,6 +10,7 @@ import re
 
 import pytest
 from django.core.files.storage import storages
+from django.db.models import Min
 from django.test import Client
 from playwright.sync_api import expect
 
@@ -122,6 +123,18 @@ def test_the_dag_draws_every_summary_and_a_clicked_node_expands(
         f" window.lcmCy.getElementById('{source}').position('y')]"
     )
     assert y[0] < y[1]
+    # history reads left to right: the oldest leaf is left of the newest
+    leaves = (
+        summaries.filter(kind="leaf")
+        .annotate(first_seq=Min("message_links__message__seq"))
+        .order_by("first_seq")
+    )
+    oldest, newest = leaves.first().pk, leaves.last().pk
+    x = page.evaluate(
+        f"[window.lcmCy.getElementById('{oldest}').position('x'),"
+        f" window.lcmCy.getElementById('{newest}').position('x')]"
+    )
+    assert x[0] < x[1]
 
     click_node(page, condensed.pk)
     detail = page.locator("#detail .summary-detail")
