@@ -6,8 +6,9 @@ import hashlib
 
 import pytest
 from django.core.files.base import ContentFile
+from django.db import connection
 
-from conversations.models import ContextItem, Conversation, LargeFile, Message, Summary
+from conversations.models import ContextItem, Conversation, LargeFile, Message
 from conversations.tokens import estimate
 from integrity.checks import CHECKS
 from tests.factories import ConversationFactory, append_messages
@@ -257,10 +258,16 @@ def test_it_names_a_counter_behind_its_rows(compacted):
 def test_it_names_a_file_id_that_names_no_file(compacted, rules_bypassed):
     rules_bypassed()
     conversation, leaves, _ = compacted
-    Message.objects.filter(conversation=conversation, seq=3).update(
-        file_ids=["file_00000000000000ff"]
+    as_json = "CAST(%s AS jsonb)" if connection.vendor == "postgresql" else "%s"
+    sql(
+        f"UPDATE conversations_message SET file_ids = {as_json}"
+        " WHERE conversation_id = %s AND seq = 3",
+        ['["file_00000000000000ff"]', conversation.pk],
     )
-    Summary.objects.filter(pk=leaves[1].pk).update(file_ids=["file_00000000000000ee"])
+    sql(
+        f"UPDATE conversations_summary SET file_ids = {as_json} WHERE id = %s",
+        ['["file_00000000000000ee"]', leaves[1].pk],
+    )
     found = problems(conversation.pk)
     assert list(found) == ["file_id_missing"]
     assert [(p["owner_kind"], p["file_id"]) for p in found["file_id_missing"]] == [

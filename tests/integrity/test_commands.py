@@ -106,3 +106,17 @@ def test_a_clean_store_exits_zero_with_fail_on_problems(conversation):
     append_messages(conversation, 5)
     out = run("--fail-on-problems")
     assert "0 problem(s)" in out
+
+
+def test_the_scheduled_job_runs_through_django_q(broken):
+    """Run the schedule's function and kwargs the way the cluster does (sync mode)."""
+    import ast
+
+    from django_q.tasks import async_task, result
+
+    call_command("lcm_integrity_schedule", "--mode", "scan_and_plan", stdout=StringIO())
+    schedule = Schedule.objects.get(name="lcm-integrity")
+    task_id = async_task(schedule.func, **ast.literal_eval(schedule.kwargs), sync=True)
+    outcome = result(task_id)
+    report = IntegrityReport.objects.get(pk=outcome["report_id"])
+    assert (report.trigger, report.mode, report.total_problems) == ("job", "scan_and_plan", 1)
