@@ -154,3 +154,30 @@ def test_failures_are_counted_in_the_metrics(api, broken, client):
     assert "# TYPE lcm_integrity_failures_total counter" in text
     assert 'lcm_integrity_failures_total{check="unreachable_message"} 2' in text
     assert 'lcm_integrity_failures_total{check="lineage_cycle"} 0' in text
+
+
+def test_reports_and_plans_for_anonymous_and_staff(api, anon_api, staff_api, staff_user, broken):
+    conversation, _ = broken
+    created = api.post(
+        URL, {"conversation_id": conversation.pk, "mode": "scan_and_plan"}, format="json"
+    ).json()
+    report_id, plan_id = created["id"], created["plans"][0]["id"]
+    for method, url in (
+        ("get", f"{URL}reports/{report_id}/"),
+        ("get", f"{URL}plans/{plan_id}/"),
+        ("post", f"{URL}plans/{plan_id}/apply/"),
+    ):
+        response = getattr(anon_api, method)(url)
+        assert response.status_code == 401, url
+    assert RepairPlan.objects.get(pk=plan_id).status == PlanStatus.PROPOSED
+    assert staff_api.get(f"{URL}reports/{report_id}/").json()["total_problems"] == 1
+    assert staff_api.get(f"{URL}plans/{plan_id}/").json()["status"] == "proposed"
+    applied = staff_api.post(f"{URL}plans/{plan_id}/apply/")
+    assert applied.status_code == 200
+    assert applied.json()["applied_by"] == staff_user.username
+
+
+def test_unknown_reports_and_plans_are_404(api, db):
+    assert api.get(f"{URL}reports/987654/").status_code == 404
+    assert api.get(f"{URL}plans/987654/").status_code == 404
+    assert api.post(f"{URL}plans/987654/apply/").status_code == 404
