@@ -40,9 +40,11 @@ MAX_EXPAND_DEPTH = 10
 
 
 def as_datetime(value) -> dt.datetime | None:
-    """Raw SQL on SQLite returns datetimes as text; make every value an aware datetime."""
-    if value is None or isinstance(value, dt.datetime):
-        return value
+    """Raw SQL on SQLite returns datetimes as text or naive UTC; make them aware."""
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
     try:
         parsed = dt.datetime.fromisoformat(str(value))  # fast path: Django's stored form
     except ValueError:

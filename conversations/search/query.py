@@ -96,8 +96,10 @@ class GrepHit:
 def make_hit(table: Table, row, *, snippet: str, score: float | None) -> GrepHit:
     """A hit from a row (id, conversation_id, created_at, seq, depth, kind)."""
     id_, conversation_id, created_at, seq, depth, kind = row
-    if isinstance(created_at, str):  # raw SQL on SQLite returns text
+    if isinstance(created_at, str):  # raw SQL on SQLite may return text...
         created_at = _parse_utc(created_at)
+    elif created_at.tzinfo is None:  # ...or a naive datetime: stored as UTC
+        created_at = created_at.replace(tzinfo=dt.UTC)
     return GrepHit(
         table=table,
         id=id_,

@@ -153,6 +153,7 @@ def test_grep_api_returns_results(api, conversation):
     hit = body["results"][0]
     assert hit["conversation_id"] == conversation.pk
     assert hit["seq"] == 1 and hit["covered_by"] is None
+    assert hit["created_at"].endswith("Z")  # aware UTC on both databases
     # SQLite's snippet() keeps the leading stop word, ts_headline's fragments start at it.
     assert hit["snippet"] in ("the «quokka» jumped", "«quokka» jumped")
 
@@ -175,6 +176,8 @@ def test_expand_api_returns_summaries_and_messages_with_truncation(api, compacte
         .values_list("id", flat=True)
     )
     assert 0 < len(kept) < 10 and kept == every[: len(kept)]
+    assert body["messages"][0]["created_at"].endswith("Z")
+    assert body["summaries"][0]["created_at"].endswith("Z")
     # The first leaf was cut part way (its remaining message ids), the other three leaves
     # did not fit at all (their ids: expand them next).
     assert body["omitted_ids"] == every[len(kept) : 10] + [leaf.id for leaf in dag.leaves[1:]]
