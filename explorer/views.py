@@ -20,12 +20,20 @@ from django.views.decorators.http import require_GET
 from conversations.models import Conversation, Message, SummaryKind
 from conversations.selectors import conversation_get_for_user
 from explorer import selectors
-from lcmsite.api.errors import LcmError, NotFound
+from lcmsite.api.errors import InvalidInput, LcmError, NotFound
 from retrieval.grep import MODES, SCOPES, SORTS, GrepRequest, grep_for_user
 from retrieval.selectors import covering_summaries, expand_for_user
 
+# Query-string numbers beyond this are treated as absent, and ids beyond a bigint do not
+# exist: the database would refuse them (an error, not an answer).
+_MAX_PARAM = 2**53
+_MAX_ID = 2**63 - 1
+_MAX_PAGE = 100_000
+
 
 def _conversation(request: HttpRequest, conversation_id: int) -> Conversation:
+    if conversation_id > _MAX_ID:
+        raise Http404("conversation not found")
     try:
         return conversation_get_for_user(user=request.user, conversation_id=conversation_id)
     except NotFound:
@@ -35,16 +43,17 @@ def _conversation(request: HttpRequest, conversation_id: int) -> Conversation:
 def _int_param(request: HttpRequest, name: str, default: int | None = None) -> int | None:
     raw = request.GET.get(name, "")
     try:
-        return int(raw) if raw else default
+        value = int(raw) if raw else default
     except ValueError:
         return default
+    return value if value is None or abs(value) <= _MAX_PARAM else default
 
 
 @require_GET
 @login_required
 def conversation_list(request: HttpRequest) -> HttpResponse:
-    query = request.GET.get("q", "").strip()[:255]
-    page = max(1, _int_param(request, "page", 1) or 1)
+    query = request.GET.get("q", "").replace("\x00", "").strip()[:255]
+    page = min(max(1, _int_param(request, "page", 1) or 1), _MAX_PAGE)
     rows, has_more = selectors.conversation_list_page(user=request.user, query=query, page=page)
     return render(
         request,
@@ -219,7 +228,7 @@ def summary_expand_fragment(
 @require_GET
 @login_required
 def file_list(request: HttpRequest) -> HttpResponse:
-    page = max(1, _int_param(request, "page", 1) or 1)
+    page = min(max(1, _int_param(request, "page", 1) or 1), _MAX_PAGE)
     offset = (page - 1) * selectors.LIST_PAGE
     rows = list(
         selectors.files_visible_to(request.user)
@@ -251,9 +260,16 @@ def file_detail(request: HttpRequest, file_id: str) -> HttpResponse:
     )
 
 
-def _day_start(raw: str) -> dt.datetime | None:
-    day = parse_date(raw) if raw else None
-    return dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC) if day else None
+def _day_start(raw: str, field: str) -> dt.datetime | None:
+    if not raw:
+        return None
+    try:
+        day = parse_date(raw)
+    except ValueError:  # well formed, impossible (2026-13-45)
+        day = None
+    if day is None:
+        raise InvalidInput(f"{field} must be a date (YYYY-MM-DD)", extra={"field": field})
+    return dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC)
 
 
 @require_GET
@@ -270,9 +286,12 @@ def conversation_search(request: HttpRequest, conversation_id: int) -> HttpRespo
         "before": request.GET.get("before", ""),
     }
     results, error, status = None, None, 200
-    if form["q"]:
+    if "\x00" in form["q"]:
+        error, status = "the query must not contain NUL characters", 400
+    elif form["q"]:
         try:
-            since, before = _day_start(form["since"]), _day_start(form["before"])
+            since = _day_start(form["since"], "since")
+            before = _day_start(form["before"], "before")
             if before is not None:
                 before += dt.timedelta(days=1)  # the form's "until" day is inclusive
             results = grep_for_user(

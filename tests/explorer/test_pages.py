@@ -243,3 +243,52 @@ def test_conversation_page_query_count_does_not_grow_with_the_conversation(
         # context items (1), context page (1), timeline messages + parts (2)
         with django_assert_num_queries(9):
             assert client.get(f"/conversations/{conversation.pk}/").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/?page=99999999999999999999",
+        "/?q=%00deploy",
+        "/files/?page=9223372036854775807",
+        "/conversations/{pk}/?from=99999999999999999999999",
+        "/conversations/{pk}/?seq=-99999999999999999999999",
+        "/conversations/{pk}/?from=abc",
+        "/conversations/{pk}/context/?after=99999999999999999999",
+        "/conversations/{pk}/context-panel/",
+        "/conversations/{pk}/dag/?message=99999999999999999999",
+        "/conversations/{pk}/dag/?summary=" + "x" * 500,
+    ],
+)
+def test_odd_query_strings_never_break_a_page(user, conversation, path):
+    append_messages(conversation, 3)
+    response = client_for(user).get(path.format(pk=conversation.pk))
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/conversations/99999999999999999999999/",
+        "/conversations/{pk}/summaries/sum_nope/",
+        "/conversations/{pk}/summaries/" + "s" * 400 + "/expand/",
+        "/files/" + "f" * 400 + "/",
+    ],
+)
+def test_ids_that_do_not_exist_are_404(user, conversation, path):
+    assert client_for(user).get(path.format(pk=conversation.pk)).status_code == 404
+
+
+@pytest.mark.parametrize("since", ["2026-13-45", "yesterday"])
+def test_a_bad_date_in_a_search_is_a_clear_400(user, conversation, since):
+    response = client_for(user).get(
+        f"/conversations/{conversation.pk}/search/", {"q": "x", "since": since}
+    )
+    assert response.status_code == 400
+    assert b"since must be a date (YYYY-MM-DD)" in response.content
+
+
+def test_a_nul_in_a_search_is_a_clear_400(user, conversation):
+    response = client_for(user).get(f"/conversations/{conversation.pk}/search/", {"q": "a\x00b"})
+    assert response.status_code == 400
+    assert b"must not contain NUL" in response.content
