@@ -427,7 +427,12 @@ class CompactionEngine:
         return made
 
     def incremental(self) -> int:
-        if self.raw_outside_tail() <= settings.LCM_LEAF_CHUNK_TOKENS:
+        outside = self.raw_outside_tail()
+        if outside <= settings.LCM_LEAF_CHUNK_TOKENS:
+            self.stop_reason = (
+                f"{outside} raw tokens outside the fresh tail, not over one leaf chunk "
+                f"({settings.LCM_LEAF_CHUNK_TOKENS})"
+            )
             return 0
         candidate = self.plan("leaf")
         if candidate is None or not self.run_pass(candidate):
@@ -441,6 +446,9 @@ class CompactionEngine:
         """Bounded rounds of full sweeps; rounds after the first condense with a fanout of 2
         so a context that one sweep cannot bring under the target keeps shrinking."""
         made = 0
+        if self.context_tokens() <= target:
+            self.stop_reason = f"the context is already at or under the target of {target} tokens"
+            return 0
         for round_number in range(settings.LCM_COMPACTION_MAX_ROUNDS):
             if self.context_tokens() <= target or self._out_of_budget():
                 break

@@ -208,3 +208,18 @@ def test_an_append_while_the_model_is_called_succeeds_and_lands_after_the_summar
     )
     assert len(appended_ordinals) == len(summarizer.appended) >= 1
     assert all(o > summary_ordinal for o in appended_ordinals)
+
+
+def test_nothing_to_do_says_why(conversation, small_chunks):
+    append_messages(conversation, 12)
+
+    incremental = compact_conversation(conversation_id=conversation.pk, mode="incremental")
+    under = compact_conversation(
+        conversation_id=conversation.pk, mode="until_under", target_tokens=10**6
+    )
+
+    assert incremental.detail.startswith("nothing to do: ")
+    assert "raw tokens outside the fresh tail, not over one leaf chunk (400)" in incremental.detail
+    assert under.detail == (
+        "nothing to do: the context is already at or under the target of 1000000 tokens"
+    )
