@@ -73,9 +73,10 @@ def repair_plan_apply(*, plan_id: int, user=None) -> RepairPlan:
                 status=PlanStatus.APPLYING
             )
             if not claimed:
+                status = RepairPlan.objects.values_list("status", flat=True).get(pk=plan_id)
                 raise Conflict(
-                    f"repair plan {plan_id} is {plan.status}, not proposed",
-                    extra={"plan_id": plan_id, "status": plan.status},
+                    f"repair plan {plan_id} is {status}, not proposed",
+                    extra={"plan_id": plan_id, "status": status},
                 )
             outcome = apply_actions(conversation_id=conversation_id, actions=plan.actions)
             RepairPlan.objects.filter(pk=plan_id).update(
