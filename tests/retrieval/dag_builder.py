@@ -72,8 +72,11 @@ def build_dag(
     max_depth: int = 2,
     tail: int = 8,
     leaf_text=None,
+    stored_count_scale: float = 1.0,
 ) -> BuiltDag:
-    """Summarize every message but the newest `tail` ones; condense up to `max_depth`."""
+    """Summarize every message but the newest `tail` ones; condense up to `max_depth`.
+    `stored_count_scale` distorts the stored token counts (to prove nothing relies on
+    them for correctness)."""
     messages = list(Message.objects.filter(conversation=conversation).order_by("seq"))
     cut = max(0, len(messages) - tail)
     old, fresh = messages[:cut], messages[cut:]
@@ -95,8 +98,8 @@ def build_dag(
                 earliest=run[0].created_at,
                 latest=run[-1].created_at,
                 file_ids=[f for m in run for f in m.file_ids],
-                descendant_token_count=sum(m.token_count for m in run),
-                source_token_count=sum(m.token_count for m in run),
+                descendant_token_count=int(sum(m.token_count for m in run) * stored_count_scale),
+                source_token_count=int(sum(m.token_count for m in run) * stored_count_scale),
             )
             SummaryMessage.objects.bulk_create(
                 SummaryMessage(summary=leaf, message=m, conversation=conversation, ordinal=i)

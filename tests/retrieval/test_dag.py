@@ -106,3 +106,19 @@ def test_expand_cuts_at_the_token_cap_and_names_what_it_omitted(compacted):
     assert cut.truncated is True
     assert cut.omitted_ids == [m["id"] for m in full.messages[4:]]
     assert cut.token_estimate == cap
+
+
+@pytest.mark.parametrize("scale", [0.0, 0.5, 20.0])
+def test_wrong_stored_counts_never_break_the_cap_or_the_order(conversation, scale):
+    append_messages(conversation, 88)
+    dag = build_dag(conversation, leaf_size=10, fanout=4, max_depth=2, stored_count_scale=scale)
+    top = dag.top[0]
+    full = selectors.expand_summary(top, depth=10, include_messages=True, token_cap=10**9)
+    assert len(full.messages) == 80 and not full.truncated
+    cap = 60 * 11  # summaries (10 x 20-30 tokens) and some messages
+    cut = selectors.expand_summary(top, depth=10, include_messages=True, token_cap=cap)
+    assert cut.truncated is True
+    assert cut.token_estimate <= cap
+    kept = [m["id"] for m in cut.messages]
+    assert kept == [m["id"] for m in full.messages[: len(kept)]]  # a prefix, in order
+    assert cut.omitted_message_count == 80 - len(kept)

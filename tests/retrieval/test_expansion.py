@@ -81,6 +81,14 @@ def test_offline_expansion_by_query_leads_with_the_matching_message(api, convers
     assert answer.index("rotates on Fridays") < answer.index("[summary")  # evidence first
 
 
+def test_offline_expansion_stays_within_its_token_cap(api, compacted):
+    _, dag = compacted
+    body = expansion(api, prompt="everything", summary_ids=[dag.top[0].id], token_cap=120).json()
+    assert body["truncated"] is True
+    assert 0 < body["tokens_used"] <= 120
+    assert DelegationGrant.objects.get(pk=body["grant_id"]).tokens_used == body["tokens_used"]
+
+
 def test_expansion_input_is_validated_and_nothing_is_granted(api, compacted):
     for body in [
         {"prompt": "", "summary_ids": ["sum_x"]},
