@@ -225,6 +225,14 @@ def retrieval(ctx: BenchContext) -> list[BenchRow]:
             f"{per:,} messages in the conversation",
         )
     )
+    rows.append(
+        _row(
+            f"grep full text, 2-character CJK word, whole database ({size})",
+            _measure(grep("缓存", "full_text"), runs=5),
+            "",
+            "no trigram in 2 characters: a LIKE scan of every row in scope",
+        )
+    )
     regex_hits = grep(r"build 4242:[0-6] after", "regex")()
     rows.append(
         _row(
