@@ -292,22 +292,25 @@ def demo_load(*, if_empty: bool = False) -> DemoResult:
     """Create the demo user and conversation; compact it in several passes as it grows.
 
     With `if_empty`, nothing happens when any conversation exists already. The demo user
-    gets a fresh random password, returned once (it is stored only as a hash).
+    gets a fresh random password, returned once (it is stored only as a hash). Two loads
+    racing (two processes starting on an empty database) create the conversation once:
+    the loser of `conversation_create` stops without touching the password.
     """
     if if_empty and Conversation.objects.exists():
         return DemoResult(False, DEMO_USERNAME, None, None)
-    User = get_user_model()
-    password = get_random_string(16)
-    with transaction.atomic():
-        user, _ = User.objects.get_or_create(username=DEMO_USERNAME)
-        user.set_password(password)
-        user.save(update_fields=["password"])
+    user, _ = get_user_model().objects.get_or_create(username=DEMO_USERNAME)
     session = DEMO_SESSION
-    if Conversation.objects.filter(owner=user, session_id=session).exists():
+    if not if_empty and Conversation.objects.filter(owner=user, session_id=session).exists():
         session = f"{DEMO_SESSION}-{timezone.now():%Y%m%d%H%M%S}"
-    conversation, _ = conversation_create(
+    conversation, created = conversation_create(
         owner=user, session_id=session, title=DEMO_TITLE, token_budget=DEMO_BUDGET
     )
+    if not created:
+        return DemoResult(False, DEMO_USERNAME, None, None)
+    password = get_random_string(16)
+    with transaction.atomic():
+        user.set_password(password)
+        user.save(update_fields=["password"])
     payloads = demo_messages(start=timezone.now() - dt.timedelta(hours=14))
     with override_settings(**DEMO_COMPACTION):
         passes = _append_and_compact(conversation, payloads)

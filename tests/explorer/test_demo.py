@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 
+import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
+from django.db import connection
 
 from conversations.models import (
     ContextItem,
@@ -16,7 +19,7 @@ from conversations.models import (
     MessagePart,
     Summary,
 )
-from explorer.demo import DEMO_SESSION
+from explorer.demo import DEMO_SESSION, demo_load
 from explorer.management.commands.lcm_demo import Command as DemoCommand
 
 
@@ -63,3 +66,41 @@ def test_the_demo_command_has_help():
     text = parser.format_help()
     assert "--if-empty" in text
     assert "printed once" in text
+
+
+def test_a_second_explicit_load_makes_a_second_session_and_a_new_password(db):
+    first = re.search(r"password: (\S+)", run_demo()).group(1)
+    result = demo_load()
+    assert result.created is True
+    assert result.conversation.session_id.startswith(f"{DEMO_SESSION}-")
+    assert Conversation.objects.filter(owner__username="demo").count() == 2
+    assert authenticate(username="demo", password=result.password) is not None
+    assert authenticate(username="demo", password=first) is None
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_two_racing_if_empty_loads_create_one_demo():
+    barrier = threading.Barrier(2)
+    results, errors = [], []
+
+    def load():
+        try:
+            barrier.wait()
+            results.append(demo_load(if_empty=True))
+        except Exception as error:  # collected and asserted below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=load) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(r.created for r in results) == [False, True]
+    winner = next(r for r in results if r.created)
+    assert Conversation.objects.count() == 1
+    assert Message.objects.count() == 301
+    assert authenticate(username="demo", password=winner.password) is not None
