@@ -292,3 +292,16 @@ def test_a_nul_in_a_search_is_a_clear_400(user, conversation):
     response = client_for(user).get(f"/conversations/{conversation.pk}/search/", {"q": "a\x00b"})
     assert response.status_code == 400
     assert b"must not contain NUL" in response.content
+
+
+def test_the_list_query_count_does_not_grow_with_conversations(
+    user, make_conversation, django_assert_num_queries
+):
+    client = client_for(user)
+    make_conversation(messages=2)
+    client.get("/")
+    for _ in range(5):
+        make_conversation(messages=2)
+    # session, user, the page of conversations with context tokens, summaries by depth
+    with django_assert_num_queries(4):
+        assert client.get("/").status_code == 200
