@@ -6,9 +6,10 @@ contiguous stretch); chronological order restored. Summaries are rendered as XML
 their metadata and marked as untrusted data (`compaction.rendering`).
 
 Cost grows with the number of active context items, never with history length: one query
-for the items (with their message, and their summary's kind and depth), one for the
-included messages' parts (not for the neutral format), and, for summaries not yet in the
-process's rendering cache, one for their rows and one for the condensed ones' sources.
+for the items (with their message), one for their summaries' kind, depth and creation time,
+one for the included messages' parts (not for the neutral format), and, for summaries not
+yet in the process's rendering cache, one for their rows and one for the condensed ones'
+sources.
 """
 
 from __future__ import annotations
@@ -49,8 +50,6 @@ _ITEM_FIELDS = (
     "message__role",
     "message__content",
     "summary_id",
-    "summary__kind",
-    "summary__depth",
 )
 _SUMMARY_FIELDS = (
     "id",
@@ -73,6 +72,24 @@ _xml_lock = threading.Lock()
 def clear_summary_cache() -> None:
     with _xml_lock:
         _XML_CACHE.clear()
+
+
+def _attach_summary_meta(records: list[dict]) -> None:
+    """Kind, depth and created_at of the context's summaries, by primary key (one query).
+    A separate lookup rather than a join: the join lets the planner hash the conversation's
+    context against the whole summary table, whose size grows with every conversation."""
+    ids = [r["summary_id"] for r in records if r["summary_id"] is not None]
+    meta = {}
+    if ids:
+        meta = {
+            summary_id: (kind, depth, created)
+            for summary_id, kind, depth, created in Summary.objects.filter(pk__in=ids)
+            .annotate(created=Cast("created_at", CharField()))
+            .values_list("id", "kind", "depth", "created")
+        }
+    for r in records:
+        kind, depth, created = meta.get(r["summary_id"], (None, None, None))
+        r["summary__kind"], r["summary__depth"], r["summary_created"] = kind, depth, created
 
 
 def _summary_renderings(records: list[dict]) -> dict[str, tuple[str, int]]:
@@ -183,9 +200,9 @@ def assemble_context(
     records = list(
         ContextItem.objects.filter(conversation=conversation)
         .order_by("ordinal")
-        .annotate(summary_created=Cast("summary__created_at", CharField()))
-        .values(*_ITEM_FIELDS, "summary_created")
+        .values(*_ITEM_FIELDS)
     )
+    _attach_summary_meta(records)
     rows = [
         Row(
             r["id"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from conversations.models import ContextItem, ItemType, Role
+from conversations.models import ContextItem, ItemType, Role, Summary
 
 
 @dataclass(frozen=True)
@@ -30,22 +30,23 @@ class Row:
 
 
 def context_rows(conversation_id: int) -> list[Row]:
-    """The active context in order, with what planning needs from each item (one query)."""
-    return [
-        Row(*values)
-        for values in ContextItem.objects.filter(conversation_id=conversation_id)
+    """The active context in order, with what planning needs from each item: one query for
+    the items (with their message's role), one for their summaries' depths by primary key
+    (a lookup, not a join, so its cost never depends on the size of the summary table)."""
+    items = list(
+        ContextItem.objects.filter(conversation_id=conversation_id)
         .order_by("ordinal")
         .values_list(
-            "id",
-            "ordinal",
-            "item_type",
-            "message_id",
-            "summary_id",
-            "token_count",
-            "message__role",
-            "summary__depth",
+            "id", "ordinal", "item_type", "message_id", "summary_id", "token_count", "message__role"
         )
-    ]
+    )
+    summary_ids = [item[4] for item in items if item[4] is not None]
+    depths = (
+        dict(Summary.objects.filter(pk__in=summary_ids).values_list("id", "depth"))
+        if summary_ids
+        else {}
+    )
+    return [Row(*item, depths.get(item[4])) for item in items]
 
 
 def fresh_tail_start(rows: Sequence[Row], tail_count: int) -> int:
