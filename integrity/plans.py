@@ -13,12 +13,13 @@ from collections import defaultdict
 from integrity.report import ScanResult
 
 REINSERT = "reinsert_context_item"
+RELINK = "reinsert_summary"
 DROP = "drop_context_item"
 RESEQUENCE = "resequence_context"
 RECOUNT_ITEM = "recompute_context_item_tokens"
 RECOUNT_COUNTERS = "recompute_counters"
 REVIEW = "review"
-AUTOMATIC = (DROP, RECOUNT_ITEM, REINSERT, RESEQUENCE, RECOUNT_COUNTERS)  # order of apply
+AUTOMATIC = (DROP, RECOUNT_ITEM, RELINK, REINSERT, RESEQUENCE, RECOUNT_COUNTERS)  # apply order
 
 _REVIEW_ADVICE = {
     "summary_without_source": "Lineage is immutable: re-summarize the covered range into a new "
@@ -86,12 +87,45 @@ def _automatic(check: str, problem: dict) -> dict | None:
     return None
 
 
+def _relinks(problems: list[dict]) -> tuple[list[tuple[int, dict]], list[dict]]:
+    """Lost messages under a lost summary: put the topmost summary back (one action per
+    summary, keeping compaction's work); the rest go back one by one."""
+    groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
+    loose = []
+    for problem in problems:
+        if problem.get("covering_summary_id"):
+            groups[(problem["conversation_id"], problem["covering_summary_id"])].append(problem)
+        else:
+            loose.append(problem)
+    actions = [
+        (
+            conversation_id,
+            {
+                "action": RELINK,
+                "summary_id": summary_id,
+                "message_ids": [p["message_id"] for p in lost],
+                "description": f"put summary {summary_id} (over seqs {lost[0]['seq']}-"
+                f"{lost[-1]['seq']}) back into the active context, in seq order",
+            },
+        )
+        for (conversation_id, summary_id), lost in groups.items()
+    ]
+    return actions, loose
+
+
 def plan_repairs(result: ScanResult) -> dict[int, list[dict]]:
     """conversation id -> its actions (automatic ones first, in apply order)."""
     actions: dict[int, list[dict]] = defaultdict(list)
     seen: set[tuple] = set()
     for outcome in result.outcomes:
-        for problem in outcome.problems:
+        problems = outcome.problems
+        if outcome.name == "unreachable_message":
+            relinks, problems = _relinks(problems)
+            for conversation_id, action in relinks:
+                actions[conversation_id].append(
+                    {"check": outcome.name, "automatic": True, **action}
+                )
+        for problem in problems:
             conversation_id = problem.get("conversation_id")
             if conversation_id is None:
                 continue

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.db.models import F, Max
 
-from conversations.models import ContextItem, Conversation, ItemType, Message
+from conversations.models import ContextItem, Conversation, ItemType, Message, Summary
 from integrity import plans
 from integrity.checks import Scope, context, lineage, messages
 from integrity.checks.scope import fetch
@@ -18,10 +18,11 @@ from integrity.checks.scope import fetch
 
 @dataclass
 class _Item:
-    id: int | None  # None: a context item to create
+    id: int | None  # None: a context item to create (for `message` or `summary`)
     ordinal: int | None
     first_seq: int | None
     message: Message | None = None
+    summary: Summary | None = None
 
 
 def apply_actions(*, conversation_id: int, actions: list[dict]) -> list[dict]:
@@ -33,6 +34,10 @@ def apply_actions(*, conversation_id: int, actions: list[dict]) -> list[dict]:
     for action in actions:
         if not action.get("automatic"):
             outcome.append({**_brief(action), "result": "skipped", "reason": "needs a person"})
+    # Summaries and messages go back into the context in one ordered merge.
+    returning = by_kind.pop(plans.RELINK, []) + by_kind.pop(plans.REINSERT, [])
+    if returning:
+        by_kind[plans.REINSERT] = returning
     for kind in plans.AUTOMATIC:
         if kind in by_kind:
             outcome += _HANDLERS[kind](conversation_id, scope, by_kind[kind])
@@ -109,13 +114,15 @@ def _write_order(conversation_id: int, ordered: list[_Item]) -> None:
     for item in tail:
         item.ordinal, next_ordinal = next_ordinal, next_ordinal + 1
         if item.id is None:
+            target = item.message or item.summary
             new_rows.append(
                 ContextItem(
                     conversation_id=conversation_id,
                     ordinal=item.ordinal,
-                    item_type=ItemType.MESSAGE,
+                    item_type=ItemType.MESSAGE if item.message else ItemType.SUMMARY,
                     message=item.message,
-                    token_count=item.message.token_count,
+                    summary=item.summary,
+                    token_count=target.token_count,
                 )
             )
     if moving:
@@ -128,33 +135,67 @@ def _write_order(conversation_id: int, ordered: list[_Item]) -> None:
     )
 
 
+def _messages_below(summary_id: str) -> dict[int, int]:
+    """message id -> seq of every message below a summary (one recursive query)."""
+    rows = fetch(
+        f"""WITH RECURSIVE down(sid) AS (
+                SELECT id FROM {lineage.SUMMARY} WHERE id = %s
+                UNION
+                SELECT sp.parent_summary_id FROM down d
+                JOIN {lineage.EDGE_SUM} sp ON sp.summary_id = d.sid
+            )
+            SELECT m.id, m.seq FROM down d
+            JOIN {lineage.EDGE_MSG} sm ON sm.summary_id = d.sid
+            JOIN {lineage.MESSAGE} m ON m.id = sm.message_id""",
+        [summary_id],
+    )
+    return {row["id"]: row["seq"] for row in rows}
+
+
 def _reinsert(conversation_id: int, scope: Scope, actions: list[dict]) -> list[dict]:
-    still = {p["message_id"] for p in messages.unreachable_messages(scope)}
-    wanted = [a for a in actions if a["message_id"] in still]
-    results = [
-        {**_brief(a), "result": "skipped", "reason": "already reachable"}
-        for a in actions
-        if a["message_id"] not in still
-    ]
-    if not wanted:
-        return results
+    """Put lost summaries (whole: every message below must still be lost) and lost
+    messages back, each before the first context item that starts after it."""
+    lost = {p["message_id"]: p["seq"] for p in messages.unreachable_messages(scope)}
+    results, returning = [], []  # returning: (first seq, _Item)
+    placed: set[int] = set()
+    for action in (a for a in actions if a["action"] == plans.RELINK):
+        summary = Summary.objects.filter(
+            pk=action["summary_id"], conversation_id=conversation_id
+        ).first()
+        below = _messages_below(action["summary_id"]) if summary else {}
+        if not below or not set(below) <= set(lost) or set(below) & placed:
+            reason = "part of its history is reachable again: its lost messages go back one by one"
+            results.append({**_brief(action), "result": "skipped", "reason": reason})
+            continue
+        placed |= set(below)
+        first = min(below.values())
+        returning.append((first, _Item(None, None, first, summary=summary)))
+        results.append({**_brief(action), "result": "done"})
+    singles = [a for a in actions if a["action"] == plans.REINSERT]
+    for action in singles:
+        done = action["message_id"] in lost
+        reason = {} if done else {"reason": "already reachable"}
+        results.append({**_brief(action), "result": "done" if done else "skipped", **reason})
+    # Single messages, and those of a summary that could not go back whole, one by one.
+    wanted = {a["message_id"] for a in singles}
+    for action in actions:
+        if action["action"] == plans.RELINK:
+            wanted |= set(action["message_ids"])
     found = Message.objects.filter(
-        conversation_id=conversation_id, pk__in=[a["message_id"] for a in wanted]
+        conversation_id=conversation_id, pk__in=[m for m in wanted if m in lost and m not in placed]
     ).only("id", "seq", "token_count")
+    returning += [(m.seq, _Item(None, None, m.seq, message=m)) for m in found]
+    if not returning:
+        return results
     ordered = _context_in_order(scope)
-    for message in sorted(found, key=lambda m: m.seq):
-        # Before the first item that starts after this message; at the end if none does.
+    for first, item in sorted(returning, key=lambda pair: pair[0]):
         at = next(
-            (
-                i
-                for i, item in enumerate(ordered)
-                if item.first_seq and item.first_seq > message.seq
-            ),
+            (i for i, have in enumerate(ordered) if have.first_seq and have.first_seq > first),
             len(ordered),
         )
-        ordered.insert(at, _Item(None, None, message.seq, message))
+        ordered.insert(at, item)
     _write_order(conversation_id, ordered)
-    return results + [{**_brief(a), "result": "done"} for a in wanted]
+    return results
 
 
 def _resequence(conversation_id: int, scope: Scope, actions: list[dict]) -> list[dict]:

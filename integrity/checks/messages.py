@@ -6,6 +6,8 @@ from integrity.checks.lineage import CONTEXT, EDGE_MSG, EDGE_SUM, MESSAGE
 from integrity.checks.scope import Scope, fetch
 
 CONVERSATION = "conversations_conversation"
+# Far above any real DAG (each level condenses several summaries); bounds a walk up a cycle.
+_MAX_HEIGHT = 64
 
 
 def unreachable_messages(scope: Scope) -> list[dict]:
@@ -13,6 +15,9 @@ def unreachable_messages(scope: Scope) -> list[dict]:
 
     One recursive query: walk down from the context's summaries to every summary below,
     collect the messages they cover plus the raw message items, anti-join the messages.
+    For each lost message it also walks up its lineage to the topmost summary above it
+    (`covering_summary_id`, null if none): putting that summary back in the context is the
+    repair that keeps compaction's work (every summary above a lost message is lost too).
     """
     where_ci, params_ci = scope.where("ci.conversation_id")
     where_m, params_m = scope.where("m.conversation_id")
@@ -29,11 +34,25 @@ def unreachable_messages(scope: Scope) -> list[dict]:
                 UNION
                 SELECT ci.message_id FROM {CONTEXT} ci
                 WHERE ci.message_id IS NOT NULL{where_ci}
+            ),
+            lost AS (
+                SELECT m.conversation_id, m.id AS message_id, m.seq
+                FROM {MESSAGE} m
+                WHERE NOT EXISTS (SELECT 1 FROM covered c WHERE c.message_id = m.id){where_m}
+            ),
+            up(message_id, sid, height) AS (
+                SELECT l.message_id, sm.summary_id, 0
+                FROM lost l JOIN {EDGE_MSG} sm ON sm.message_id = l.message_id
+                UNION
+                SELECT u.message_id, sp.summary_id, u.height + 1
+                FROM up u JOIN {EDGE_SUM} sp ON sp.parent_summary_id = u.sid
+                WHERE u.height < {_MAX_HEIGHT}
             )
-            SELECT m.conversation_id, m.id AS message_id, m.seq
-            FROM {MESSAGE} m
-            WHERE NOT EXISTS (SELECT 1 FROM covered c WHERE c.message_id = m.id){where_m}
-            ORDER BY m.conversation_id, m.seq""",
+            SELECT l.conversation_id, l.message_id, l.seq,
+                   (SELECT u.sid FROM up u WHERE u.message_id = l.message_id
+                    ORDER BY u.height DESC, u.sid LIMIT 1) AS covering_summary_id
+            FROM lost l
+            ORDER BY l.conversation_id, l.seq""",
         params_ci * 2 + params_m,
     )
 

@@ -39,7 +39,14 @@ def test_the_owner_scans_a_conversation_and_gets_the_report(api, broken):
     assert by_name["unreachable_message"] == {
         "name": "unreachable_message",
         "count": 1,
-        "examples": [{"conversation_id": conversation.pk, "message_id": message.pk, "seq": 15}],
+        "examples": [
+            {
+                "conversation_id": conversation.pk,
+                "message_id": message.pk,
+                "seq": 15,
+                "covering_summary_id": None,
+            }
+        ],
     }
     assert all(c["count"] == 0 for n, c in by_name.items() if n != "unreachable_message")
 

@@ -48,7 +48,12 @@ def test_it_names_a_message_that_fell_out_of_the_context(compacted):
     found = problems(conversation.pk)
     assert list(found) == ["unreachable_message"]
     assert found["unreachable_message"] == [
-        {"conversation_id": conversation.pk, "message_id": message.pk, "seq": 17}
+        {
+            "conversation_id": conversation.pk,
+            "message_id": message.pk,
+            "seq": 17,
+            "covering_summary_id": None,
+        }
     ]
 
 
@@ -58,6 +63,17 @@ def test_it_names_messages_under_a_summary_that_left_the_context(compacted):
     found = problems(conversation.pk)
     assert list(found) == ["unreachable_message"]
     assert [p["seq"] for p in found["unreachable_message"]] == [9, 10, 11, 12]
+    # The leaf above them is lost too: putting it back is the better repair.
+    assert {p["covering_summary_id"] for p in found["unreachable_message"]} == {leaves[2].id}
+
+
+def test_it_names_the_topmost_lost_summary_above_lost_messages(compacted):
+    conversation, leaves, top = compacted
+    sql("DELETE FROM conversations_contextitem WHERE summary_id = %s", [top.id])
+    found = problems(conversation.pk)
+    assert list(found) == ["unreachable_message"]
+    assert [p["seq"] for p in found["unreachable_message"]] == list(range(1, 9))
+    assert {p["covering_summary_id"] for p in found["unreachable_message"]} == {top.id}
 
 
 def test_it_names_a_summary_without_sources(compacted, rules_bypassed):

@@ -103,10 +103,36 @@ def test_applying_reinserts_an_unreachable_message_in_seq_order(compacted, staff
     assert problems(conversation.pk) == {}
 
 
-def test_applying_reinserts_messages_whose_summary_left_the_context(compacted):
+def test_applying_puts_back_a_summary_that_left_the_context(compacted):
     conversation, leaves, top = compacted
     sql("DELETE FROM conversations_contextitem WHERE summary_id = %s", [leaves[2].id])
-    repair_plan_apply(plan_id=_plan(conversation).pk)
+    plan = _plan(conversation)
+    assert [(a["action"], a.get("summary_id")) for a in plan.actions] == [
+        ("reinsert_summary", leaves[2].id)
+    ]
+    applied = repair_plan_apply(plan_id=plan.pk)
+    assert applied.outcome[0]["result"] == "done"
+    whats = [what for _, what in _context(conversation)]
+    assert whats == [top.id, leaves[2].id, *[f"m{seq}" for seq in range(13, 21)]]
+    assert problems(conversation.pk) == {}
+
+
+def test_a_summary_partly_back_in_the_context_returns_its_lost_messages_one_by_one(compacted):
+    conversation, leaves, top = compacted
+    item = ContextItem.objects.get(summary=leaves[2])
+    sql("DELETE FROM conversations_contextitem WHERE id = %s", [item.pk])
+    ten = Message.objects.get(conversation=conversation, seq=10)
+    sql(
+        "INSERT INTO conversations_contextitem (conversation_id, ordinal, item_type, message_id,"
+        " token_count, created_at) VALUES (%s, %s, 'message', %s, %s, CURRENT_TIMESTAMP)",
+        [conversation.pk, item.ordinal + 1, ten.pk, ten.token_count],
+    )
+    plan = _plan(conversation)
+    assert [a["message_ids"] for a in plan.actions] == [
+        [Message.objects.get(conversation=conversation, seq=s).pk for s in (9, 11, 12)]
+    ]
+    applied = repair_plan_apply(plan_id=plan.pk)
+    assert applied.outcome[0]["result"] == "skipped"
     whats = [what for _, what in _context(conversation)]
     assert whats == [top.id, *[f"m{seq}" for seq in range(9, 21)]]
     assert problems(conversation.pk) == {}
