@@ -144,7 +144,8 @@ def manifest_rows(summary_id: str) -> list[ManifestRow]:
 
     Cheap whatever the subtree's size: the message count is read from the edge index, the
     tokens from the root's stored `descendant_token_count`, and the seq range from the
-    first and last leaf in DAG order (compaction condenses adjacent runs in order)."""
+    first source of the first leaf and the last source of the last leaf in DAG order
+    (compaction summarizes and condenses adjacent runs, in order)."""
     tree, params = _tree_cte(None)
     sql = f"""
         WITH RECURSIVE {tree},
@@ -161,12 +162,14 @@ def manifest_rows(summary_id: str) -> list[ManifestRow]:
             (SELECT COUNT(*) FROM leaves l
              JOIN conversations_summarymessage sm ON sm.summary_id = l.id),
             (SELECT descendant_token_count FROM conversations_summary WHERE id = %s),
-            (SELECT MIN(m.seq) FROM conversations_summarymessage sm
+            (SELECT m.seq FROM conversations_summarymessage sm
              JOIN conversations_message m ON m.id = sm.message_id
-             WHERE sm.summary_id = (SELECT id FROM leaves ORDER BY path LIMIT 1)),
-            (SELECT MAX(m.seq) FROM conversations_summarymessage sm
+             WHERE sm.summary_id = (SELECT id FROM leaves ORDER BY path LIMIT 1)
+             ORDER BY sm.ordinal LIMIT 1),
+            (SELECT m.seq FROM conversations_summarymessage sm
              JOIN conversations_message m ON m.id = sm.message_id
-             WHERE sm.summary_id = (SELECT id FROM leaves ORDER BY path DESC LIMIT 1))
+             WHERE sm.summary_id = (SELECT id FROM leaves ORDER BY path DESC LIMIT 1)
+             ORDER BY sm.ordinal DESC LIMIT 1)
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, [summary_id, *params, summary_id])
