@@ -541,3 +541,44 @@ def test_it_refuses_deleting_a_conversation_that_has_messages(transactional_db):
         _raw_delete("conversations_conversation", conversation.pk)
     assert Conversation.objects.filter(pk=conversation.pk).exists()
     assert Message.objects.filter(conversation=conversation).count() == 1
+
+
+def _batch_with_a_bad_role_at_7():
+    from conversations.inputs import MessageInput, PartInput
+
+    batch = [
+        MessageInput(role="user", content=f"m{i}", parts=(PartInput("text", None, {}),))
+        for i in range(10)
+    ]
+    batch[7] = MessageInput(role="wizard", content="bad role, unchecked by the caller")
+    return batch
+
+
+def test_a_batch_the_database_refuses_midway_stores_nothing(db):
+    """Service callers that skip `parse_message` still cannot write half a batch: the
+    database refuses message 7 and the whole append rolls back."""
+    from conversations.services import messages_append
+
+    conversation = ConversationFactory(owner=UserFactory(username="gina"))
+    with pytest.raises(Exception, match="message_role_valid|CHECK constraint failed"):
+        messages_append(conversation_id=conversation.pk, messages=_batch_with_a_bad_role_at_7())
+    conversation.refresh_from_db()
+    assert (conversation.last_seq, conversation.last_context_ordinal) == (0, 0)
+    assert Message.objects.filter(conversation=conversation).count() == 0
+    assert MessagePart.objects.count() == 0
+    assert ContextItem.objects.filter(conversation=conversation).count() == 0
+
+
+@pytest.mark.xfail(
+    connection.vendor == "postgresql",
+    strict=True,
+    reason="conversations/bulk.py runs COPY on the raw psycopg cursor, outside Django's "
+    "error wrapper: a refused row surfaces as psycopg.errors.CheckViolation, not "
+    "django.db.IntegrityError (fix: wrap the COPY in `with connection.wrap_database_errors:`)",
+)
+def test_a_refused_bulk_insert_raises_djangos_integrity_error(db):
+    from conversations.services import messages_append
+
+    conversation = ConversationFactory(owner=UserFactory(username="hank"))
+    with pytest.raises(IntegrityError):
+        messages_append(conversation_id=conversation.pk, messages=_batch_with_a_bad_role_at_7())
