@@ -35,7 +35,12 @@ def duplicate_ordinals(scope: Scope) -> list[dict]:
 
 def first_seq_sql(scope: Scope) -> tuple[str, list]:
     """CTEs `reach(root, sid)` and `item_first(...)`: each context item with the first
-    message seq it covers (its own seq, or the smallest seq below a summary). One query."""
+    message seq it covers (its own seq, or the seq below a summary reached by following
+    each level's first source). One query.
+
+    Following only first sources (by edge ordinal) reads a few rows per context summary
+    instead of its whole subtree; with edges in order, which `lineage_ordinal_disorder`
+    checks, it is the smallest seq below."""
     where, params = scope.where("ci.conversation_id")
     sql = f"""
         reach(root, sid) AS (
@@ -44,11 +49,15 @@ def first_seq_sql(scope: Scope) -> tuple[str, list]:
             UNION
             SELECT r.root, sp.parent_summary_id
             FROM reach r JOIN {EDGE_SUM} sp ON sp.summary_id = r.sid
+            WHERE sp.ordinal = (SELECT o.ordinal FROM {EDGE_SUM} o
+                                WHERE o.summary_id = r.sid ORDER BY o.ordinal LIMIT 1)
         ),
         summary_first(root, seq) AS (
             SELECT r.root, MIN(m.seq) FROM reach r
             JOIN {EDGE_MSG} sm ON sm.summary_id = r.sid
             JOIN {MESSAGE} m ON m.id = sm.message_id
+            WHERE sm.ordinal = (SELECT o.ordinal FROM {EDGE_MSG} o
+                                WHERE o.summary_id = r.sid ORDER BY o.ordinal LIMIT 1)
             GROUP BY r.root
         ),
         item_first AS (
