@@ -26,6 +26,14 @@ def _pad(column: str) -> str:
     return f"substr('{'0' * _PAD}' || {column}, -{_PAD}, {_PAD})"
 
 
+def _then() -> str:
+    """The join keyword that keeps the written order: the small side (the traversal so
+    far) drives and the edge table is probed by its index. SQLite's planner otherwise
+    tends to scan a whole edge table and probe the CTE; `CROSS JOIN` forbids reordering
+    there. PostgreSQL plans these well and does not accept ON after CROSS JOIN."""
+    return "CROSS JOIN" if connection.vendor == "sqlite" else "JOIN"
+
+
 def _marks(values: Sequence) -> str:
     return ", ".join(["%s"] * len(values)) or "NULL"
 
@@ -38,7 +46,7 @@ def _tree_cte(max_level: int | None) -> tuple[str, list]:
             SELECT s.id, 0, CAST('' AS TEXT) FROM conversations_summary s WHERE s.id = %s
             UNION ALL
             SELECT sp.parent_summary_id, t.level + 1, t.path || {_pad("sp.ordinal")}
-            FROM tree t JOIN conversations_summaryparent sp ON sp.summary_id = t.summary_id
+            FROM tree t {_then()} conversations_summaryparent sp ON sp.summary_id = t.summary_id
             {bound}
         )"""
     return sql, params
@@ -67,10 +75,10 @@ def covering_summary_rows(
             WHERE sm.message_id IN ({_marks(ids)}){conv_sm}
             UNION
             SELECT up.message_id, sp.summary_id
-            FROM up JOIN conversations_summaryparent sp ON sp.parent_summary_id = up.summary_id
+            FROM up {_then()} conversations_summaryparent sp ON sp.parent_summary_id = up.summary_id
         )
         SELECT up.message_id, up.summary_id
-        FROM up JOIN conversations_contextitem ci ON ci.summary_id = up.summary_id
+        FROM up {_then()} conversations_contextitem ci ON ci.summary_id = up.summary_id
         UNION ALL
         SELECT ci.message_id, NULL FROM conversations_contextitem ci
         WHERE ci.message_id IN ({_marks(ids)}){conv_ci}
@@ -89,12 +97,12 @@ def covering_summary_rows(
 
 def ancestor_ids(summary_id: str) -> list[str]:
     """The summary itself and every summary that (transitively) condensed it."""
-    sql = """
+    sql = f"""
         WITH RECURSIVE up(summary_id) AS (
             SELECT s.id FROM conversations_summary s WHERE s.id = %s
             UNION
             SELECT sp.summary_id FROM up
-            JOIN conversations_summaryparent sp ON sp.parent_summary_id = up.summary_id
+            {_then()} conversations_summaryparent sp ON sp.parent_summary_id = up.summary_id
         )
         SELECT summary_id FROM up
     """
@@ -122,7 +130,7 @@ def subtree_rows(summary_id: str, max_level: int | None = None) -> list[SubtreeN
     sql = f"""
         WITH RECURSIVE {tree}
         SELECT s.id, s.kind, s.depth, t.level, s.token_count
-        FROM tree t JOIN conversations_summary s ON s.id = t.summary_id
+        FROM tree t {_then()} conversations_summary s ON s.id = t.summary_id
         ORDER BY t.path
     """
     with connection.cursor() as cursor:
@@ -151,7 +159,7 @@ def manifest_rows(summary_id: str) -> list[ManifestRow]:
         WITH RECURSIVE {tree},
         nodes AS (
             SELECT DISTINCT s.id, s.kind, s.depth, s.token_count, MIN(t.path) AS path
-            FROM tree t JOIN conversations_summary s ON s.id = t.summary_id
+            FROM tree t {_then()} conversations_summary s ON s.id = t.summary_id
             GROUP BY s.id, s.kind, s.depth, s.token_count
         ),
         leaves AS (SELECT id, path FROM nodes WHERE kind = 'leaf')
@@ -160,7 +168,7 @@ def manifest_rows(summary_id: str) -> list[ManifestRow]:
         UNION ALL
         SELECT NULL,
             (SELECT COUNT(*) FROM leaves l
-             JOIN conversations_summarymessage sm ON sm.summary_id = l.id),
+             {_then()} conversations_summarymessage sm ON sm.summary_id = l.id),
             (SELECT descendant_token_count FROM conversations_summary WHERE id = %s),
             (SELECT m.seq FROM conversations_summarymessage sm
              JOIN conversations_message m ON m.id = sm.message_id
@@ -229,16 +237,17 @@ def expand_rows(
     count were wrong the cap still holds: the exact running total over the messages read
     decides.)"""
     tree, params = _tree_cte(max_level)
+    then = _then()
     messages, message_params = "", []
     if include_messages:
-        messages = """
+        messages = f"""
             UNION ALL
             SELECT 1, l.path, sm.ordinal, 'message', CAST(NULL AS TEXT), m.id,
                    CAST(NULL AS TEXT), CAST(NULL AS INTEGER), m.role, m.seq, m.token_count,
                    l.level + 1, m.created_at
             FROM leaves l CROSS JOIN head h
-            JOIN conversations_summarymessage sm ON sm.summary_id = l.id
-            JOIN conversations_message m ON m.id = sm.message_id
+            {then} conversations_summarymessage sm ON sm.summary_id = l.id
+            {then} conversations_message m ON m.id = sm.message_id
             WHERE l.before + h.tokens < %s
             UNION ALL
             SELECT 1, l.path, 0, 'leaf_messages', l.id, CAST(NULL AS BIGINT),
@@ -255,7 +264,7 @@ def expand_rows(
         nodes AS (
             SELECT t.path, t.level, s.id, s.kind, s.depth, s.token_count, s.content,
                    s.created_at, s.source_token_count
-            FROM tree t JOIN conversations_summary s ON s.id = t.summary_id
+            FROM tree t {_then()} conversations_summary s ON s.id = t.summary_id
         ),
         head AS (SELECT COALESCE(SUM(token_count), 0) AS tokens FROM nodes WHERE level > 0),
         leaves AS (
