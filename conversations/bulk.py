@@ -63,6 +63,9 @@ def insert_rows(
         column_list = ", ".join(columns)
         with (
             connection.cursor() as cursor,
+            # The raw psycopg cursor bypasses Django's error translation: wrap it, so a
+            # refused row raises django.db.IntegrityError like any ORM write.
+            connection.wrap_database_errors,
             cursor.cursor.copy(f"COPY {table} ({column_list}) FROM STDIN") as copy,
         ):
             for row in rows:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
-from lcmsite.config import load_lcm_settings
+from lcmsite.config import SETTINGS_BY_NAME, load_lcm_settings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -90,9 +92,18 @@ TEMPLATES = [
 
 # --- Database --------------------------------------------------------------
 # LCM_DATABASE_URL, then DATABASE_URL, then SQLite under the data directory.
-_database_url = LCM["LCM_DATABASE_URL"] or os.environ.get("DATABASE_URL", "")
+_database_url = LCM["LCM_DATABASE_URL"]
+if not _database_url and os.environ.get("DATABASE_URL"):
+    # The fallback gets the same validation, under its own name.
+    _fallback = dataclasses.replace(SETTINGS_BY_NAME["LCM_DATABASE_URL"], name="DATABASE_URL")
+    _database_url = _fallback.parse(os.environ["DATABASE_URL"])
 if _database_url:
-    _db = env.db_url_config(_database_url)
+    try:
+        _db = env.db_url_config(_database_url)
+    except Exception as exc:  # django-environ raises KeyError/ValueError on odd URLs
+        raise ImproperlyConfigured(
+            f"database URL {_database_url!r} cannot be parsed: {exc}"
+        ) from None
 else:
     _db = {"ENGINE": "django.db.backends.sqlite3", "NAME": str(DATA_DIR / "lcm.sqlite3")}
 

@@ -33,6 +33,12 @@ def _vendor() -> str:
     return connection.vendor
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Tests create many users; the production hasher is deliberately slow."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def user(db):
     return UserFactory(username="owner")

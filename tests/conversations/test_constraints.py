@@ -569,13 +569,6 @@ def test_a_batch_the_database_refuses_midway_stores_nothing(db):
     assert ContextItem.objects.filter(conversation=conversation).count() == 0
 
 
-@pytest.mark.xfail(
-    connection.vendor == "postgresql",
-    strict=True,
-    reason="conversations/bulk.py runs COPY on the raw psycopg cursor, outside Django's "
-    "error wrapper: a refused row surfaces as psycopg.errors.CheckViolation, not "
-    "django.db.IntegrityError (fix: wrap the COPY in `with connection.wrap_database_errors:`)",
-)
 def test_a_refused_bulk_insert_raises_djangos_integrity_error(db):
     from conversations.services import messages_append
 
