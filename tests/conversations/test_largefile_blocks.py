@@ -136,6 +136,9 @@ def test_a_malformed_opening_does_not_hide_a_later_block():
     assert (block.name, block.body) == ("ok", "good")
 
 
+RUNAWAY_SECONDS = 10
+
+
 @pytest.mark.parametrize(
     "pathological",
     [
@@ -148,10 +151,12 @@ def test_a_malformed_opening_does_not_hide_a_later_block():
         "</file>" * 100_000,
     ],
 )
-def test_pathological_inputs_parse_fast(pathological):
+def test_pathological_inputs_do_not_run_away(pathological):
+    # A runaway guard, not a speed target: catastrophic backtracking on these inputs takes
+    # hours; a linear parser takes well under a second. The bound leaves room for a loaded CI.
     started = time.perf_counter()
     find_file_blocks(pathological)
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < RUNAWAY_SECONDS
 
 
 def test_a_ten_megabyte_message_with_many_blocks_parses_fast():
@@ -161,14 +166,14 @@ def test_a_ten_megabyte_message_with_many_blocks_parses_fast():
     blocks = find_file_blocks(text)
     elapsed = time.perf_counter() - started
     assert len(blocks) == 10_000
-    assert elapsed < 1.0
+    assert elapsed < RUNAWAY_SECONDS
 
 
 def test_a_ten_megabyte_message_without_blocks_parses_fast():
     text = "lorem ipsum <b>file</b> dolor\n" * 350_000
     started = time.perf_counter()
     assert find_file_blocks(text) == []
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < RUNAWAY_SECONDS
 
 
 # ── Replacement ──────────────────────────────────────────────────────────────
