@@ -286,3 +286,17 @@ def test_grep_and_expand_latencies_are_exported_as_metrics(api, anon_api, compac
     text = anon_api.get("/metrics").content.decode()
     assert 'lcm_search_latency_ms_count{mode="full_text"}' in text
     assert 'lcm_expand_latency_ms_count{kind="expand"}' in text
+    assert "lcm_delegation_grants_active 0" in text
+
+
+def test_grants_are_read_only_in_the_admin(client, staff_user, user, compacted):
+    from retrieval import services
+
+    conversation, _ = compacted
+    grant = services.grant_create(owner=user, conversation_ids=[conversation.pk], token_cap=5)
+    staff_user.is_superuser = True
+    staff_user.save()
+    client.force_login(staff_user)
+    listing = client.get("/admin/retrieval/delegationgrant/")
+    assert listing.status_code == 200 and grant.pk in listing.content.decode()
+    assert client.get("/admin/retrieval/delegationgrant/add/").status_code == 403

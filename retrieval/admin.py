@@ -1,0 +1,37 @@
+"""Delegation grants in the admin: read-only (they are an audit trail of expansions)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from retrieval.models import DelegationGrant
+
+
+@admin.register(DelegationGrant)
+class DelegationGrantAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "owner",
+        "conversation_ids",
+        "tokens_used",
+        "token_cap",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "revoke_reason",
+    )
+    list_select_related = ("owner",)
+    list_filter = ("revoke_reason",)
+    search_fields = ("id", "prompt")
+    raw_id_fields = ("owner",)
+    show_full_result_count = False
+    ordering = ("-created_at",)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
