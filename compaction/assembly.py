@@ -6,10 +6,10 @@ contiguous stretch); chronological order restored. Summaries are rendered as XML
 their metadata and marked as untrusted data (`compaction.rendering`).
 
 Cost grows with the number of active context items, never with history length: one query
-for the items (with their message), one for their summaries' kind, depth and creation time,
-one for the included messages' parts (not for the neutral format), and, for summaries not
-yet in the process's rendering cache, one for their rows and one for the condensed ones'
-sources.
+for the items (with their message), one for the included messages' parts (not for the
+neutral format), and, for summaries not yet in the process's rendering cache, one for
+their rows (by primary key, never a join against the whole summary table) and one for the
+condensed ones' sources.
 """
 
 from __future__ import annotations
@@ -61,10 +61,12 @@ _SUMMARY_FIELDS = (
     "latest_at",
     "content",
 )
-# Rendered summary XML and its token count, by (summary id, created_at as text). Summaries
-# are immutable, so an entry never goes stale; created_at is in the key because a test
-# database that is reset can write a different summary under a reused id.
-_XML_CACHE: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+# Rendered summary XML, its token count, kind and depth, by (summary id, the creation time
+# of the context item that holds it). Summaries are immutable and their context item is
+# written in the same transaction as the summary, so an entry never goes stale; the time is
+# in the key because a test database that is reset can write a different summary under a
+# reused id. The key comes from the items query itself: a warm call needs no summary query.
+_XML_CACHE: OrderedDict[tuple[str, str], tuple[str, int, str, int]] = OrderedDict()
 _XML_CACHE_SIZE = 50_000
 _xml_lock = threading.Lock()
 
@@ -74,33 +76,16 @@ def clear_summary_cache() -> None:
         _XML_CACHE.clear()
 
 
-def _attach_summary_meta(records: list[dict]) -> None:
-    """Kind, depth and created_at of the context's summaries, by primary key (one query).
-    A separate lookup rather than a join: the join lets the planner hash the conversation's
-    context against the whole summary table, whose size grows with every conversation."""
-    ids = [r["summary_id"] for r in records if r["summary_id"] is not None]
-    meta = {}
-    if ids:
-        meta = {
-            summary_id: (kind, depth, created)
-            for summary_id, kind, depth, created in Summary.objects.filter(pk__in=ids)
-            .annotate(created=Cast("created_at", CharField()))
-            .values_list("id", "kind", "depth", "created")
-        }
-    for r in records:
-        kind, depth, created = meta.get(r["summary_id"], (None, None, None))
-        r["summary__kind"], r["summary__depth"], r["summary_created"] = kind, depth, created
-
-
-def _summary_renderings(records: list[dict]) -> dict[str, tuple[str, int]]:
-    """XML and token count of every summary in the context: from the cache, else two
-    queries (summary rows, then the sources of the condensed ones) for the missing ones."""
+def _summary_renderings(records: list[dict]) -> dict[str, tuple[str, int, str, int]]:
+    """(XML, tokens, kind, depth) of every summary in the context: from the cache, else two
+    queries (summary rows by primary key, then the sources of the condensed ones) for the
+    missing ones. Also fills each summary record's kind and depth."""
     keys = {
-        r["summary_id"]: (r["summary_id"], r["summary_created"])
+        r["summary_id"]: (r["summary_id"], r["item_created"])
         for r in records
         if r["item_type"] == ItemType.SUMMARY
     }
-    found: dict[str, tuple[str, int]] = {}
+    found: dict[str, tuple[str, int, str, int]] = {}
     with _xml_lock:
         for summary_id, key in keys.items():
             hit = _XML_CACHE.get(key)
@@ -108,24 +93,30 @@ def _summary_renderings(records: list[dict]) -> dict[str, tuple[str, int]]:
                 _XML_CACHE.move_to_end(key)
                 found[summary_id] = hit
     missing = [summary_id for summary_id in keys if summary_id not in found]
-    if not missing:
-        return found
-    details = {s["id"]: s for s in Summary.objects.filter(pk__in=missing).values(*_SUMMARY_FIELDS)}
-    parents: dict[str, list[str]] = {}
-    condensed = [i for i in missing if details[i]["kind"] == SummaryKind.CONDENSED]
-    if condensed:
-        for summary_id, parent_id in (
-            SummaryParent.objects.filter(summary_id__in=condensed)
-            .order_by("summary_id", "ordinal")
-            .values_list("summary_id", "parent_summary_id")
-        ):
-            parents.setdefault(summary_id, []).append(parent_id)
-    with _xml_lock:
-        for summary_id in missing:
-            text = rendering.summary_xml(details[summary_id], parents.get(summary_id, ()))
-            found[summary_id] = _XML_CACHE[keys[summary_id]] = (text, estimate(text))
-        while len(_XML_CACHE) > _XML_CACHE_SIZE:
-            _XML_CACHE.popitem(last=False)
+    if missing:
+        details = {
+            s["id"]: s for s in Summary.objects.filter(pk__in=missing).values(*_SUMMARY_FIELDS)
+        }
+        parents: dict[str, list[str]] = {}
+        condensed = [i for i in missing if details[i]["kind"] == SummaryKind.CONDENSED]
+        if condensed:
+            for summary_id, parent_id in (
+                SummaryParent.objects.filter(summary_id__in=condensed)
+                .order_by("summary_id", "ordinal")
+                .values_list("summary_id", "parent_summary_id")
+            ):
+                parents.setdefault(summary_id, []).append(parent_id)
+        with _xml_lock:
+            for summary_id in missing:
+                row = details[summary_id]
+                text = rendering.summary_xml(row, parents.get(summary_id, ()))
+                entry = (text, estimate(text), row["kind"], row["depth"])
+                found[summary_id] = _XML_CACHE[keys[summary_id]] = entry
+            while len(_XML_CACHE) > _XML_CACHE_SIZE:
+                _XML_CACHE.popitem(last=False)
+    for r in records:
+        entry = found.get(r["summary_id"]) if r["summary_id"] is not None else None
+        r["summary__kind"], r["summary__depth"] = (entry[2], entry[3]) if entry else (None, None)
     return found
 
 
@@ -200,9 +191,10 @@ def assemble_context(
     records = list(
         ContextItem.objects.filter(conversation=conversation)
         .order_by("ordinal")
-        .values(*_ITEM_FIELDS)
+        .annotate(item_created=Cast("created_at", CharField()))
+        .values(*_ITEM_FIELDS, "item_created")
     )
-    _attach_summary_meta(records)
+    summaries = _summary_renderings(records)
     rows = [
         Row(
             r["id"],
@@ -219,8 +211,7 @@ def assemble_context(
     tail_start = fresh_tail_start(rows, settings.LCM_FRESH_TAIL_COUNT)
     system_tokens = estimate(system) if system else 0
 
-    summaries = _summary_renderings(records)
-    xml = {summary_id: text for summary_id, (text, _) in summaries.items()}
+    xml = {summary_id: entry[0] for summary_id, entry in summaries.items()}
     costs = [
         r["token_count"] if r["item_type"] == ItemType.MESSAGE else summaries[r["summary_id"]][1]
         for r in records

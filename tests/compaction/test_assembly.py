@@ -133,11 +133,11 @@ def test_assembly_costs_a_fixed_number_of_queries_whatever_the_item_count(
 
     clear_summary_cache()
     for conversation in (small, large):
-        # cold: items, summary meta, summary rows, condensed sources, included parts
-        with django_assert_num_queries(5):
+        # cold: items, summary rows, condensed sources, included parts
+        with django_assert_num_queries(4):
             cold = assemble_context(conversation=conversation, fmt="anthropic")
         # warm: the rendered summaries come from the cache
-        with django_assert_num_queries(3):
+        with django_assert_num_queries(2):
             warm = assemble_context(conversation=conversation, fmt="anthropic")
         assert cold.as_dict() == warm.as_dict()
         assert any(i["kind"] == "condensed" for i in cold.items if i["type"] == "summary")
