@@ -104,21 +104,30 @@ def _turn_blocks(record: dict, parts: list[dict]) -> tuple[str, list[dict]]:
 
 
 def _paired_turns(records: list[dict], parts: dict, xml: dict) -> list[tuple[str, list[dict]]]:
-    raw: list[tuple[str, list[dict]]] = []
+    # (role, blocks, has_tool_blocks): summaries and plain messages skip the pairing work.
+    raw: list[tuple[str, list[dict], bool]] = []
+    results: dict[str, dict] = {}
     for record in records:
         if record["item_type"] == ItemType.SUMMARY:
-            raw.append(("user", [{"type": "text", "text": xml[record["summary_id"]]}]))
-        else:
-            raw.append(_turn_blocks(record, parts.get(record["message_id"], [])))
-    results: dict[str, dict] = {}
-    for _, blocks in raw:
+            raw.append(("user", [{"type": "text", "text": xml[record["summary_id"]]}], False))
+            continue
+        role, blocks = _turn_blocks(record, parts.get(record["message_id"], []))
+        tools = False
         for block in blocks:
             if block["type"] == "tool_result":
                 results.setdefault(block["tool_use_id"], block)
+                tools = True
+            elif block["type"] == "tool_use":
+                tools = True
+        raw.append((role, blocks, tools))
     turns: list[tuple[str, list[dict]]] = []
     placed: set[str] = set()
     called: set[str] = set()
-    for role, blocks in raw:
+    for role, blocks, tools in raw:
+        if not tools:
+            if blocks:
+                turns.append((role, blocks))
+            continue
         kept = [b for b in blocks if b["type"] != "tool_result"]
         calls = [b for b in kept if b["type"] == "tool_use" and b["id"] not in called]
         if len(calls) != sum(b["type"] == "tool_use" for b in kept):  # a repeated call id
