@@ -122,7 +122,9 @@ class GrepHitSerializer(serializers.Serializer):
     conversation_id = serializers.IntegerField()
     created_at = serializers.DateTimeField()
     snippet = serializers.CharField(help_text="The match is marked «like this».")
-    score = serializers.FloatField(allow_null=True)
+    score = serializers.FloatField(
+        allow_null=True, help_text="Relevance (higher is better) when sort=relevance, else null."
+    )
     seq = serializers.IntegerField(required=False)
     covered_by = serializers.CharField(
         required=False,

@@ -117,7 +117,8 @@ class PostgresGrep:
         cursor.execute(sql, [literal, _HEADLINE, literal, *scope_params, *time_params, q.limit])
         hits = []
         for row in cursor.fetchall():
-            hits.append(make_hit(table, row[:6], snippet=row[7], score=float(row[6])))
+            score = float(row[6]) if q.sort == "relevance" else None
+            hits.append(make_hit(table, row[:6], snippet=row[7], score=score))
         return hits
 
     def _substring(self, cursor, table: Table, q: GrepQuery) -> list[GrepHit]:
@@ -139,7 +140,12 @@ class PostgresGrep:
         params = [f"%{escape_like(w)}%" for w in words]
         cursor.execute(sql, [*params, *scope_params, *time_params, q.limit])
         return [
-            make_hit(table, row[:6], snippet=snippet_for_words(row[6], words), score=1.0)
+            make_hit(
+                table,
+                row[:6],
+                snippet=snippet_for_words(row[6], words),
+                score=1.0 if q.sort == "relevance" else None,
+            )
             for row in cursor.fetchall()
         ]
 

@@ -112,9 +112,9 @@ class SqliteGrep:
             return cursor.fetchall()
 
     def _full_text(self, table: Table, q: GrepQuery) -> list[GrepHit]:
-        """Two statements: pick the hits (ranking only when sorting by relevance), then
-        score and mark only those: snippet() over every match of a common word would cost
-        more than the search."""
+        """Two statements: pick the hits (bm25 only when sorting by relevance: it counts
+        every row holding each word), then mark only those: snippet() over every match of
+        a common word would cost more than the search."""
         match = fts5_literal(q.query)
         if not match:
             return []
@@ -137,12 +137,10 @@ class SqliteGrep:
             return []
         rowids = [row[6] for row in picked]
         marks = ", ".join(["%s"] * len(rowids))
-        marked = {
-            rowid: (score, snippet)
-            for rowid, score, snippet in self._fetch(
+        snippets = dict(
+            self._fetch(
                 f"""
-                SELECT rowid, -bm25({fts}),
-                       snippet({fts}, 0, '{MARK_START}', '{MARK_END}', '…', 24)
+                SELECT rowid, snippet({fts}, 0, '{MARK_START}', '{MARK_END}', '…', 24)
                 FROM {fts} WHERE {fts} MATCH %s AND rowid >= %s AND rowid <= %s
                     AND +rowid IN ({marks})
                 """,
@@ -150,9 +148,15 @@ class SqliteGrep:
                 # match once per id, so `+` keeps the list a plain filter.
                 [match, min(rowids), max(rowids), *rowids],
             )
-        }
+        )
+        relevance = q.sort == "relevance"
         return [
-            make_hit(table, row[:6], snippet=marked[row[6]][1], score=float(marked[row[6]][0]))
+            make_hit(
+                table,
+                row[:6],
+                snippet=snippets[row[6]],
+                score=float(row[7]) if relevance else None,
+            )
             for row in picked
         ]
 
@@ -180,7 +184,12 @@ class SqliteGrep:
         """
         rows = self._fetch(sql, [*params, *scope_params, *time_params, q.limit])
         return [
-            make_hit(table, row[:6], snippet=snippet_for_words(row[6], words), score=1.0)
+            make_hit(
+                table,
+                row[:6],
+                snippet=snippet_for_words(row[6], words),
+                score=1.0 if q.sort == "relevance" else None,
+            )
             for row in rows
         ]
 

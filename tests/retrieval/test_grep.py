@@ -50,6 +50,7 @@ def test_full_text_default_sort_is_newest_first(user, conversation):
     older, newer = say(conversation, "alpha release notes", "alpha again")
     results = grep_for_user(user=user, request=GrepRequest(query="alpha"))
     assert ids(results) == [newer.pk, older.pk]
+    assert [r["score"] for r in results] == [None, None]  # scores come with sort=relevance
 
 
 @pytest.mark.parametrize(
