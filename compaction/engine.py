@@ -21,6 +21,7 @@ from typing import Literal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from compaction import escalation, locks
@@ -42,7 +43,14 @@ from compaction.store import (
     summary_id_for,
 )
 from compaction.summarizers import SourceItem, Summarizer, SummarizerAuthError, default_summarizer
-from conversations.models import Conversation, ItemType, Message, Summary, SummaryKind
+from conversations.models import (
+    ContextItem,
+    Conversation,
+    ItemType,
+    Message,
+    Summary,
+    SummaryKind,
+)
 from lcmsite.api.errors import Conflict, InvalidInput, NotFound
 
 logger = logging.getLogger("lcm.compaction")
@@ -89,7 +97,12 @@ def summarizer_from_settings() -> Summarizer:
 
 
 def _context_tokens(conversation_id: int) -> int:
-    return sum(row.token_count for row in context_rows(conversation_id))
+    return (
+        ContextItem.objects.filter(conversation_id=conversation_id).aggregate(
+            tokens=Sum("token_count")
+        )["tokens"]
+        or 0
+    )
 
 
 def _file_ids(parts: list[tuple[list | None, str]]) -> list[str]:
