@@ -46,22 +46,27 @@ def job_request(
         raise InvalidInput(
             f"reason must be one of {', '.join(Reason.values)}", extra={"field": "reason"}
         )
-    try:
-        with transaction.atomic():
-            job = CompactionJob.objects.create(
-                conversation=conversation, reason=reason, mode=mode, target_tokens=target_tokens
-            )
-            transaction.on_commit(lambda: _enqueue(job.pk))
-            return job, True
-    except IntegrityError:
-        existing = CompactionJob.objects.filter(
-            conversation=conversation, state=JobState.PENDING
-        ).first()
-        if existing is None:  # it was claimed between our insert and this read
-            return job_request(
-                conversation=conversation, reason=reason, mode=mode, target_tokens=target_tokens
-            )
-        return existing, False
+    for _ in range(3):  # a pending job claimed between our insert and our read: try again
+        try:
+            with transaction.atomic():
+                job = CompactionJob.objects.create(
+                    conversation=conversation,
+                    reason=reason,
+                    mode=mode,
+                    target_tokens=target_tokens,
+                )
+                transaction.on_commit(lambda job_id=job.pk: _enqueue(job_id))
+                return job, True
+        except IntegrityError:
+            existing = CompactionJob.objects.filter(
+                conversation=conversation, state=JobState.PENDING
+            ).first()
+            if existing is not None:
+                return existing, False
+    raise Conflict(
+        f"could not queue a compaction job for conversation {conversation.pk}; retry shortly",
+        retry_after=1.0,
+    )
 
 
 def schedule_after_append(conversation_id: int) -> None:
