@@ -196,6 +196,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two endpoints take a "mode" with different choices: name each enum explicitly.
+    "ENUM_NAME_OVERRIDES": {
+        "CompactionModeEnum": "compaction.models.Mode",
+        "IntegrityScanModeEnum": "integrity.models.ScanMode",
+    },
 }
 
 LANGUAGE_CODE = "en-us"
