@@ -66,12 +66,18 @@ def _could_hold_file(text: str | None, threshold: int) -> bool:
 
 
 def needs_interception(messages: Sequence[MessageInput], threshold: int) -> bool:
+    """The fast path of every append: plain loops, no allocation (runs per message)."""
+    min_chars = -(-threshold // _MAX_TOKENS_PER_CHAR)  # ceil: shorter texts cannot qualify
     for item in messages:
-        if _could_hold_file(item.content, threshold):
+        text = item.content
+        if text and (len(text) >= min_chars or "<file" in text):
             return True
         for part in item.parts:
-            if any(_could_hold_file(part.columns.get(f), threshold) for f in _PART_TEXT_FIELDS):
-                return True
+            columns = part.columns
+            for name in _PART_TEXT_FIELDS:
+                text = columns.get(name)
+                if text and (len(text) >= min_chars or "<file" in text):
+                    return True
     return False
 
 
