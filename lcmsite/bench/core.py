@@ -32,6 +32,7 @@ REGISTRY: dict[str, Callable[[BenchContext], list[BenchRow]]] = {}
 # Each subsystem keeps its benchmarks in `<app>/bench.py`; missing ones are skipped.
 BENCH_MODULES = [
     "conversations.bench",
+    "conversations.largefiles.bench",
     "compaction.bench",
     "compaction.summarizers.bench",
     "retrieval.bench",
