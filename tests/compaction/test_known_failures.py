@@ -223,3 +223,56 @@ def test_nothing_to_do_says_why(conversation, small_chunks):
     assert under.detail == (
         "nothing to do: the context is already at or under the target of 1000000 tokens"
     )
+
+
+def test_the_time_bound_stops_a_slow_run_and_says_so(conversation, small_chunks, settings):
+    import time
+
+    from compaction.summarizers import DeterministicSummarizer
+
+    class Slow:
+        name = "deterministic"
+
+        def summarize(self, request):
+            time.sleep(0.6)
+            return DeterministicSummarizer().summarize(request)
+
+    settings.LCM_COMPACTION_MAX_SECONDS = 1
+    append_messages(conversation, 300)
+
+    result = compact_conversation(conversation_id=conversation.pk, mode="full", summarizer=Slow())
+
+    assert result.status == "compacted"
+    assert 1 <= result.passes <= 2  # a third pass could only start before 1 s had passed
+    assert "time limit reached (1 s)" in result.detail
+
+
+@pytest.mark.parametrize("max_depth, deepest", [(0, 0), (1, 1)])
+def test_incremental_condenses_only_up_to_its_max_depth(
+    conversation, small_chunks, settings, max_depth, deepest
+):
+    settings.LCM_INCREMENTAL_MAX_DEPTH = max_depth
+    settings.LCM_LEAF_MIN_FANOUT = 2
+    settings.LCM_CONDENSED_MIN_FANOUT = 2
+    append_messages(conversation, 300)
+    for _ in range(12):
+        compact_conversation(conversation_id=conversation.pk, mode="incremental")
+
+    depths = set(Summary.objects.filter(conversation=conversation).values_list("depth", flat=True))
+    assert max(depths) == deepest
+    assert Summary.objects.filter(conversation=conversation, depth=0).count() >= 4
+
+
+def test_until_under_is_bounded_by_its_rounds_and_says_the_target_was_missed(
+    conversation, small_chunks, settings
+):
+    settings.LCM_COMPACTION_MAX_ROUNDS = 1
+    append_messages(conversation, 200)
+
+    result = compact_conversation(
+        conversation_id=conversation.pk, mode="until_under", target_tokens=1
+    )
+
+    assert result.status == "compacted"
+    assert result.tokens_after > 1
+    assert "target of 1 tokens not reached" in result.detail
