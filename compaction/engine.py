@@ -127,7 +127,7 @@ class _AuthFailed(Exception):
 
 
 class CompactionEngine:
-    """One run over one conversation. `run()` drives the passes for the requested mode."""
+    """One run over one conversation. `run_mode()` drives the passes for the requested mode."""
 
     def __init__(
         self,
