@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 
@@ -47,6 +48,7 @@ class Command(BaseCommand):
             )
         if options["scale"] <= 0:
             raise CommandError("--scale must be positive")
+        gc.freeze()  # the state the server runs in (lcmsite/wsgi.py)
         ctx = BenchContext(scale=options["scale"])
         rows = []
         for name, fn in REGISTRY.items():
