@@ -22,6 +22,7 @@ from conversations.models import (
     SummaryParent,
 )
 from explorer.admin_links import conversation_links, file_links, summary_links
+from lcmsite.admin_base import ReadOnlyAdmin as BaseReadOnlyAdmin
 
 
 class ConversationIdFilter(admin.SimpleListFilter):
@@ -41,21 +42,11 @@ class ConversationIdFilter(admin.SimpleListFilter):
         return queryset
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Canonical rows are immutable: the admin can look, never touch."""
+class ReadOnlyAdmin(BaseReadOnlyAdmin):
+    """Canonical rows are immutable: the admin can look, never touch. Their tables are the
+    big ones, so pages estimate their count instead of counting every row."""
 
-    show_full_result_count = False
     paginator = EstimatedCountPaginator
-    list_per_page = 100
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class ReadOnlyInline(admin.TabularInline):

@@ -6,20 +6,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from integrity.models import CheckResult, IntegrityReport, RepairPlan
-
-
-class _ReadOnly(admin.ModelAdmin):
-    show_full_result_count = False
-    list_per_page = 100
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+from lcmsite.admin_base import ReadOnlyAdmin
 
 
 class CheckResultInline(admin.TabularInline):
@@ -34,7 +21,7 @@ class CheckResultInline(admin.TabularInline):
 
 
 @admin.register(IntegrityReport)
-class IntegrityReportAdmin(_ReadOnly):
+class IntegrityReportAdmin(ReadOnlyAdmin):
     list_display = ["id", "created_at", "conversation", "mode", "trigger", "total_problems"]
     list_filter = ["mode", "trigger"]
     list_select_related = ["conversation"]
@@ -53,7 +40,7 @@ class IntegrityReportAdmin(_ReadOnly):
 
 
 @admin.register(RepairPlan)
-class RepairPlanAdmin(_ReadOnly):
+class RepairPlanAdmin(ReadOnlyAdmin):
     list_display = ["id", "created_at", "conversation", "status", "applied_by", "applied_at"]
     list_filter = ["status"]
     list_select_related = ["conversation", "applied_by"]
