@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from conversations.inputs import PART_FIELDS
+from conversations.inputs import INT_MAX, INT_MIN, PART_FIELDS
 from conversations.models import ContextItem, Conversation, Message, MessagePart, PartType, Role
 from lcmsite.api.schema import cursor_page
 
@@ -83,19 +83,35 @@ class MessageSerializer(serializers.ModelSerializer):
         ]
 
 
-class MessagePartInputSerializer(serializers.Serializer):
-    part_type = serializers.ChoiceField(choices=PartType.choices)
-    ordinal = serializers.IntegerField(
-        required=False, min_value=0, help_text="Assigned in order when omitted."
-    )
-    text_content = serializers.CharField(required=False)
-    tool_call_id = serializers.CharField(required=False)
-    tool_name = serializers.CharField(required=False)
-    tool_status = serializers.CharField(required=False)
-    tool_input = serializers.JSONField(required=False)
-    tool_output = serializers.CharField(required=False)
-    tool_error = serializers.CharField(required=False)
-    metadata = serializers.DictField(required=False)
+def _part_input_field(kind: str, limit: int | None) -> serializers.Field:
+    """The schema field for one `inputs.PART_FIELDS` entry (validation stays in inputs)."""
+    if kind == "string":
+        return serializers.CharField(required=False, max_length=limit)
+    if kind == "boolean":
+        return serializers.BooleanField(required=False)
+    if kind == "integer":
+        return serializers.IntegerField(required=False, min_value=INT_MIN, max_value=INT_MAX)
+    if kind == "number":
+        return serializers.FloatField(required=False)
+    if kind == "list of strings":
+        return serializers.ListField(child=serializers.CharField(), required=False)
+    if kind == "object":
+        return serializers.DictField(required=False)
+    return serializers.JSONField(required=False)
+
+
+# Every part column a client may send, derived from the one table in conversations.inputs.
+MessagePartInputSerializer = type(
+    "MessagePartInputSerializer",
+    (serializers.Serializer,),
+    {
+        "part_type": serializers.ChoiceField(choices=PartType.choices),
+        "ordinal": serializers.IntegerField(
+            required=False, min_value=0, help_text="Assigned in order when omitted."
+        ),
+        **{name: _part_input_field(kind, limit) for name, (kind, limit) in PART_FIELDS.items()},
+    },
+)
 
 
 class MessageInputSerializer(serializers.Serializer):

@@ -24,7 +24,7 @@ from conversations.largefiles.services import large_files_stored
 from conversations.largefiles.textmodel import text_summarizer
 from conversations.models import ContextItem, Conversation, ItemType, Message, MessagePart
 from conversations.tokens import estimate
-from lcmsite.api.errors import Conflict, InvalidInput, NotFound
+from lcmsite.api.errors import InvalidInput, NotFound
 
 logger = logging.getLogger("lcm.ingest")
 
@@ -277,17 +277,3 @@ def _insert_new_messages(
             for i, m in enumerate(messages, start=1)
         ),
     )
-
-
-def message_append(*, conversation_id: int, message: MessageInput) -> AppendedMessage:
-    return messages_append(conversation_id=conversation_id, messages=[message])[0]
-
-
-__all__ = [
-    "AppendedMessage",
-    "Conflict",
-    "conversation_create",
-    "message_append",
-    "messages_append",
-    "register_after_append",
-]
