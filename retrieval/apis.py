@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 
-from django.conf import settings
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -87,7 +86,6 @@ class ExpandApi(APIView):
             grant = services.grant_get_for_user(user=request.user, grant_id=grant_id)
             result = services.grant_expand(grant=grant, **data)
         else:
-            data["token_cap"] = data["token_cap"] or settings.LCM_MAX_EXPAND_TOKENS
             result = selectors.expand_for_user(user=request.user, **data)
         observe_ms(
             "lcm_expand_latency_ms",

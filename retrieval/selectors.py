@@ -15,6 +15,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db.models import Q
 from django.utils.dateparse import parse_datetime
 
@@ -279,8 +280,15 @@ def expand_summary(
 
 
 def expand_for_user(
-    *, user, summary_id: str, depth: int = 1, include_messages: bool = False, token_cap: int
+    *,
+    user,
+    summary_id: str,
+    depth: int = 1,
+    include_messages: bool = False,
+    token_cap: int | None = None,
 ) -> ExpandResult:
+    """Expand as `user`; no (or a zero) `token_cap` means LCM_MAX_EXPAND_TOKENS."""
+    token_cap = token_cap or settings.LCM_MAX_EXPAND_TOKENS
     validate_expand_args(depth=depth, token_cap=token_cap)
     summary = summary_get_for_user(user=user, summary_id=summary_id)
     return expand_summary(

@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 
 from lcmsite.api.errors import InvalidInput, LcmError
@@ -85,7 +84,12 @@ LCM_EXPAND = {
         "type": "object",
         "properties": {
             "summary_id": {"type": "string"},
-            "depth": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
+            "depth": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": selectors.MAX_EXPAND_DEPTH,
+                "default": 1,
+            },
             "include_messages": {"type": "boolean", "default": False},
             "token_cap": {"type": "integer", "minimum": 1},
         },
@@ -159,9 +163,8 @@ def tool_call_for_user(*, user, name: str, input: dict, conversation_id: int) ->
                 to_json(selectors.describe_for_user(user=user, item_id=req_str(input, "id")))
             )
         if name == "lcm_expand":
-            args = _expand_args(input)
-            args["token_cap"] = args["token_cap"] or settings.LCM_MAX_EXPAND_TOKENS
-            return ToolResult(to_json(selectors.expand_for_user(user=user, **args).as_dict()))
+            expanded = selectors.expand_for_user(user=user, **_expand_args(input))
+            return ToolResult(to_json(expanded.as_dict()))
         if name == "lcm_grep":
             request = GrepRequest(
                 query=req_str(input, "query"),

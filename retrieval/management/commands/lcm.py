@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
@@ -94,7 +93,7 @@ class Command(BaseCommand):
                 summary_id=options["summary_id"],
                 depth=options["depth"],
                 include_messages=options["include_messages"],
-                token_cap=options["token_cap"] or settings.LCM_MAX_EXPAND_TOKENS,
+                token_cap=options["token_cap"],
             ).as_dict()
         if action == "grep":
             request = GrepRequest(
