@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from lcmsite.admin_base import ReadOnlyAdmin
 from retrieval.models import DelegationGrant
 
 
 @admin.register(DelegationGrant)
-class DelegationGrantAdmin(admin.ModelAdmin):
+class DelegationGrantAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "owner",
@@ -24,14 +25,4 @@ class DelegationGrantAdmin(admin.ModelAdmin):
     list_filter = ("revoke_reason",)
     search_fields = ("id", "prompt")
     raw_id_fields = ("owner",)
-    show_full_result_count = False
     ordering = ("-created_at",)
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
