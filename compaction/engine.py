@@ -13,7 +13,6 @@ Lifecycle of a run (docs/compaction.md):
 from __future__ import annotations
 
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -43,6 +42,7 @@ from compaction.store import (
     summary_id_for,
 )
 from compaction.summarizers import SourceItem, Summarizer, SummarizerAuthError, default_summarizer
+from conversations.largefiles import find_file_ids
 from conversations.models import (
     ContextItem,
     Conversation,
@@ -55,7 +55,6 @@ from lcmsite.api.errors import Conflict, InvalidInput, NotFound
 
 logger = logging.getLogger("lcm.compaction")
 
-FILE_ID = re.compile(r"\bfile_[0-9a-f]{16}\b")
 # A crashed worker's lease is taken over once it is this much older than the time bound.
 _LEASE_GRACE_SECONDS = 60
 # A pass whose range changed is re-planned; past this many times the run stops.
@@ -111,7 +110,7 @@ def _file_ids(parts: list[tuple[list | None, str]]) -> list[str]:
     for recorded, text in parts:
         for file_id in recorded or ():
             seen.setdefault(file_id, None)
-        for file_id in FILE_ID.findall(text):
+        for file_id in find_file_ids(text):
             seen.setdefault(file_id, None)
     return list(seen)
 
@@ -487,6 +486,16 @@ class CompactionEngine:
         return int(self.conversation.token_budget * settings.LCM_CONTEXT_THRESHOLD)
 
 
+def check_mode_and_reason(*, mode: str, reason: str) -> None:
+    """`InvalidInput` naming the field unless `mode` and `reason` are known choices."""
+    if mode not in Mode.values:
+        raise InvalidInput(f"mode must be one of {', '.join(Mode.values)}", extra={"field": "mode"})
+    if reason not in Reason.values:
+        raise InvalidInput(
+            f"reason must be one of {', '.join(Reason.values)}", extra={"field": "reason"}
+        )
+
+
 def _claim_lease(conversation: Conversation, *, mode: str, reason: str, target, tokens_before):
     """Create the `running` run row; a live one already there is a retryable conflict."""
     now = timezone.now()
@@ -525,12 +534,7 @@ def compact_conversation(
     """Compact one conversation. Raises `Conflict` if another run holds it, `NotFound`,
     `InvalidInput`; a provider authentication failure is a `failed` result (nothing of the
     failing pass written) with `error_code="summarizer_auth"`."""
-    if mode not in Mode.values:
-        raise InvalidInput(f"mode must be one of {', '.join(Mode.values)}", extra={"field": "mode"})
-    if reason not in Reason.values:
-        raise InvalidInput(
-            f"reason must be one of {', '.join(Reason.values)}", extra={"field": "reason"}
-        )
+    check_mode_and_reason(mode=mode, reason=reason)
     if target_tokens is not None and target_tokens < 0:
         raise InvalidInput("target_tokens must be >= 0", extra={"field": "target_tokens"})
     conversation = Conversation.objects.filter(pk=conversation_id).first()

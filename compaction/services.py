@@ -11,11 +11,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from compaction.engine import compact_conversation
+from compaction.engine import check_mode_and_reason, compact_conversation
 from compaction.evaluation import context_figures, decide
 from compaction.models import CompactionJob, JobState, Mode, Reason
 from conversations.models import Conversation
-from lcmsite.api.errors import Conflict, InvalidInput, LcmError
+from lcmsite.api.errors import Conflict, LcmError
 
 logger = logging.getLogger("lcm.compaction")
 
@@ -40,12 +40,7 @@ def job_request(
 ) -> tuple[CompactionJob, bool]:
     """Create a pending job and enqueue it on commit; if one is already pending for the
     conversation, return that one (created False) and enqueue nothing."""
-    if mode not in Mode.values:
-        raise InvalidInput(f"mode must be one of {', '.join(Mode.values)}", extra={"field": "mode"})
-    if reason not in Reason.values:
-        raise InvalidInput(
-            f"reason must be one of {', '.join(Reason.values)}", extra={"field": "reason"}
-        )
+    check_mode_and_reason(mode=mode, reason=reason)
     for _ in range(3):  # a pending job claimed between our insert and our read: try again
         try:
             with transaction.atomic():
@@ -124,9 +119,7 @@ def job_run(*, job_id: int, summarizer=None) -> CompactionJob | None:
         state = JobState.FAILED if outcome.status == "failed" else JobState.SUCCEEDED
         error = outcome.detail if outcome.status == "failed" else ""
         run_id = outcome.run_id
-    except Conflict as conflict:
-        error, run_id = f"conflict: {conflict.message}", None
-    except LcmError as problem:
+    except LcmError as problem:  # a Conflict reads "conflict: ..."
         error, run_id = f"{problem.code}: {problem.message}", None
     except Exception as crash:
         CompactionJob.objects.filter(pk=job.pk).update(
