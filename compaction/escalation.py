@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from compaction import guard
 from compaction.summarizers import (
@@ -77,15 +77,16 @@ def summarize(
     conversation_id: int | None,
 ) -> Outcome:
     attempts: list[str] = []
-    for level in (SummaryLevel.NORMAL, SummaryLevel.AGGRESSIVE):
-        request = SummaryRequest(
-            sources=sources,
-            depth=depth,
-            target_tokens=target_tokens,
-            level=level.value,
-            previous_context=previous_context,
-            conversation_id=conversation_id,
-        )
+    normal = SummaryRequest(
+        sources=sources,
+        depth=depth,
+        target_tokens=target_tokens,
+        level=SummaryLevel.NORMAL.value,
+        previous_context=previous_context,
+        conversation_id=conversation_id,
+    )
+    aggressive = replace(normal, level=SummaryLevel.AGGRESSIVE.value)
+    for level, request in ((SummaryLevel.NORMAL, normal), (SummaryLevel.AGGRESSIVE, aggressive)):
         cap = math.ceil(effective_target(request) * CAP_FACTOR)
         chosen, substituted = _stand_in(summarizer, conversation_id, attempts)
         is_model = getattr(chosen, "name", "") != DETERMINISTIC
@@ -114,15 +115,7 @@ def summarize(
             suffix = " (stand-in)" if substituted else ""
             attempts.append(f"{level}: accepted, {tokens} tokens{suffix}")
             return Outcome(content, tokens, level.value, result.model, attempts)
-    request = SummaryRequest(
-        sources=sources,
-        depth=depth,
-        target_tokens=target_tokens,
-        level="aggressive",
-        previous_context=previous_context,
-        conversation_id=conversation_id,
-    )
-    content = fallback_summary(request, FALLBACK_MAX_TOKENS, estimator=estimate).strip()
+    content = fallback_summary(aggressive, FALLBACK_MAX_TOKENS, estimator=estimate).strip()
     tokens = estimate(content)
     if not content or tokens >= source_tokens:
         attempts.append(f"fallback: {tokens} tokens is not shorter than {source_tokens}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from xml.sax.saxutils import escape
 
 from compaction.summarizers.render import format_time
 from conversations.models import ItemType, PartType, Role
@@ -24,10 +25,6 @@ MISSING_RESULT = "[no result was recorded for this tool call]"
 EMPTY_RESULT = "(empty result)"
 OPENING_PLACEHOLDER = "(earlier conversation omitted)"
 _TOOL_ID = re.compile(r"[^a-zA-Z0-9_-]")
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def summary_xml(summary: dict, parent_ids: Iterable[str]) -> str:
@@ -49,7 +46,7 @@ def summary_xml(summary: dict, parent_ids: Iterable[str]) -> str:
         lines.extend(f'    <summary_ref id="{p}" />' for p in parents)
         lines.append("  </parents>")
     lines.append("  <content>")
-    lines.append(_escape(summary["content"].strip()))
+    lines.append(escape(summary["content"].strip()))
     lines.append("  </content>")
     lines.append("</summary>")
     return "\n".join(lines)
