@@ -9,14 +9,9 @@ from tests.factories import append_messages
 
 
 @pytest.fixture
-def small_chunks(settings):
-    settings.LCM_LEAF_CHUNK_TOKENS = 400
-    settings.LCM_LEAF_TARGET_TOKENS = 120
-    settings.LCM_CONDENSED_TARGET_TOKENS = 160
-    settings.LCM_LEAF_MIN_FANOUT = 4
-    settings.LCM_CONDENSED_MIN_FANOUT = 3
-    settings.LCM_AUTOCOMPACT_DISABLED = True
-    return settings
+def small_chunks(small_chunks):
+    small_chunks.LCM_AUTOCOMPACT_DISABLED = True
+    return small_chunks
 
 
 @pytest.fixture

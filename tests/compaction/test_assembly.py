@@ -2,8 +2,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from compaction.assembly import assemble_context, clear_summary_cache
 from compaction.engine import compact_conversation
 from compaction.rendering import MISSING_RESULT
@@ -11,16 +9,6 @@ from conversations.inputs import parse_message
 from conversations.models import MessagePart
 from conversations.services import messages_append
 from tests.factories import append_messages
-
-
-@pytest.fixture
-def small_chunks(settings):
-    settings.LCM_LEAF_CHUNK_TOKENS = 400
-    settings.LCM_LEAF_TARGET_TOKENS = 120
-    settings.LCM_CONDENSED_TARGET_TOKENS = 160
-    settings.LCM_LEAF_MIN_FANOUT = 4
-    settings.LCM_CONDENSED_MIN_FANOUT = 3
-    return settings
 
 
 def append(conversation, *payloads):

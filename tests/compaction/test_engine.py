@@ -2,8 +2,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
-
 from compaction.engine import compact_conversation
 from compaction.models import CompactionRun
 from conversations.models import ContextItem, Message, MessagePart, Summary
@@ -14,16 +12,6 @@ from tests.compaction.helpers import (
     messages_reachable_from_context,
 )
 from tests.factories import append_messages
-
-
-@pytest.fixture
-def small_chunks(settings):
-    settings.LCM_LEAF_CHUNK_TOKENS = 400
-    settings.LCM_LEAF_TARGET_TOKENS = 120
-    settings.LCM_CONDENSED_TARGET_TOKENS = 160
-    settings.LCM_LEAF_MIN_FANOUT = 4
-    settings.LCM_CONDENSED_MIN_FANOUT = 3
-    return settings
 
 
 def test_a_full_sweep_compacts_and_keeps_every_message_reachable(conversation, small_chunks):

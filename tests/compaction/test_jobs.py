@@ -12,16 +12,6 @@ from conversations.models import Summary
 from tests.factories import UserFactory, append_messages
 
 
-@pytest.fixture
-def small_chunks(settings):
-    settings.LCM_LEAF_CHUNK_TOKENS = 400
-    settings.LCM_LEAF_TARGET_TOKENS = 120
-    settings.LCM_CONDENSED_TARGET_TOKENS = 160
-    settings.LCM_LEAF_MIN_FANOUT = 4
-    settings.LCM_CONDENSED_MIN_FANOUT = 3
-    return settings
-
-
 def test_an_ingest_past_the_leaf_chunk_enqueues_one_threshold_job(
     conversation, small_chunks, django_capture_on_commit_callbacks
 ):
