@@ -26,6 +26,7 @@ from conversations.models import (
     SummaryParent,
 )
 from conversations.selectors import conversations_visible_to
+from retrieval.selectors import summary_subtree
 
 TIMELINE_PAGE = 50
 CONTEXT_PAGE = 50
@@ -35,12 +36,19 @@ LIST_PAGE = 50
 # --- conversation list -------------------------------------------------------------------
 
 
+def _page_of(queryset: QuerySet, page: int) -> tuple[list, bool]:
+    """Page `page` (from 1) of LIST_PAGE rows, and whether a next page exists. No
+    COUNT(*) over the table: one extra row answers that."""
+    offset = (page - 1) * LIST_PAGE
+    rows = list(queryset[offset : offset + LIST_PAGE + 1])
+    return rows[:LIST_PAGE], len(rows) > LIST_PAGE
+
+
 def conversation_list_page(*, user, query: str = "", page: int = 1) -> tuple[list, bool]:
     """One page of the conversations the user may see, newest activity first.
 
-    Returns (rows, has_more). No COUNT(*) over the table: one extra row says whether a
-    next page exists. Two queries: the page with its context tokens, then summaries by
-    depth for just those conversations.
+    Returns (rows, has_more). Two queries: the page with its context tokens, then
+    summaries by depth for just those conversations.
     """
     queryset = conversations_visible_to(user).select_related("owner")
     if query:
@@ -55,10 +63,7 @@ def conversation_list_page(*, user, query: str = "", page: int = 1) -> tuple[lis
     queryset = queryset.annotate(
         context_tokens=Coalesce(Subquery(context_tokens, output_field=IntegerField()), 0)
     ).order_by("-updated_at", "-pk")
-    offset = (page - 1) * LIST_PAGE
-    rows = list(queryset[offset : offset + LIST_PAGE + 1])
-    has_more = len(rows) > LIST_PAGE
-    rows = rows[:LIST_PAGE]
+    rows, has_more = _page_of(queryset, page)
     depths: dict[int, dict[int, int]] = defaultdict(dict)
     if rows:
         for conversation_id, depth, n in (
@@ -250,17 +255,6 @@ WITH RECURSIVE up(summary_id) AS (
 SELECT summary_id FROM up
 """
 
-# Everything below a summary: its sources, transitively (for a path's lower end).
-_DESCENDANTS_SQL = """
-WITH RECURSIVE down(summary_id) AS (
-    SELECT s.id FROM conversations_summary s WHERE s.id = %s
-    UNION
-    SELECT sp.parent_summary_id FROM conversations_summaryparent sp
-    JOIN down ON sp.summary_id = down.summary_id
-)
-SELECT summary_id FROM down
-"""
-
 
 def _placeholders(values: list) -> str:
     return ", ".join(["%s"] * len(values))
@@ -273,12 +267,6 @@ def summaries_above_messages(*, conversation: Conversation, message_ids: list[in
     sql = _ANCESTORS_OF_MESSAGES_SQL.format(placeholders=_placeholders(message_ids))
     with connection.cursor() as cursor:
         cursor.execute(sql, [conversation.pk, *message_ids])
-        return {row[0] for row in cursor.fetchall()}
-
-
-def summary_subtree_ids(*, summary_id: str) -> set[str]:
-    with connection.cursor() as cursor:
-        cursor.execute(_DESCENDANTS_SQL, [summary_id])
         return {row[0] for row in cursor.fetchall()}
 
 
@@ -390,7 +378,7 @@ def summary_detail(*, conversation: Conversation, summary_id: str) -> SummaryDet
         Summary.objects.filter(child_links__summary=summary).order_by("child_links__ordinal")
     )
     built_on = list(Summary.objects.filter(parent_links__parent_summary=summary).order_by("id"))
-    below = summary_subtree_ids(summary_id=summary.pk)
+    below = {node.id for node in summary_subtree(summary_id=summary.pk)}
     span = SummaryMessage.objects.filter(summary_id__in=below).aggregate(
         first=Min("message__seq"), last=Max("message__seq"), n=Count("id")
     )
@@ -411,6 +399,12 @@ def summary_detail(*, conversation: Conversation, summary_id: str) -> SummaryDet
 
 def files_visible_to(user) -> QuerySet[LargeFile]:
     return LargeFile.objects.filter(conversation__in=conversations_visible_to(user))
+
+
+def file_list_page(*, user, page: int = 1) -> tuple[list[LargeFile], bool]:
+    """One page of the large files the user may see, newest first: (rows, has_more)."""
+    queryset = files_visible_to(user).select_related("conversation")
+    return _page_of(queryset.order_by("-created_at", "-pk"), page)
 
 
 def file_get_for_user(*, user, file_id: str) -> LargeFile | None:

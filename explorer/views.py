@@ -49,11 +49,26 @@ def _int_param(request: HttpRequest, name: str, default: int | None = None) -> i
     return value if value is None or abs(value) <= _MAX_PARAM else default
 
 
+def _page_param(request: HttpRequest) -> int:
+    return min(max(1, _int_param(request, "page", 1) or 1), _MAX_PAGE)
+
+
+def _context_panel(conversation: Conversation) -> dict:
+    """What `_context_panel.html` shows: the context bar and the first page of items."""
+    items, more_items = selectors.context_items_page(conversation=conversation)
+    return {
+        "conversation": conversation,
+        "bar": selectors.context_bar(conversation=conversation),
+        "context_items": items,
+        "more_context_items": more_items,
+    }
+
+
 @require_GET
 @login_required
 def conversation_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.get("q", "").replace("\x00", "").strip()[:255]
-    page = min(max(1, _int_param(request, "page", 1) or 1), _MAX_PAGE)
+    page = _page_param(request)
     rows, has_more = selectors.conversation_list_page(user=request.user, query=query, page=page)
     return render(
         request,
@@ -78,18 +93,10 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
     for message in timeline.messages:
         message.covering_summary_id = covering.get(message.pk)
         message.in_context = message.pk in covering and covering[message.pk] is None
-    items, more_items = selectors.context_items_page(conversation=conversation)
     return render(
         request,
         "explorer/conversation_detail.html",
-        {
-            "conversation": conversation,
-            "bar": selectors.context_bar(conversation=conversation),
-            "timeline": timeline,
-            "highlight_seq": seq,
-            "context_items": items,
-            "more_context_items": more_items,
-        },
+        {**_context_panel(conversation), "timeline": timeline, "highlight_seq": seq},
     )
 
 
@@ -98,17 +105,7 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
 def context_panel_fragment(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """The context bar and the first page of context items, refreshed after an action."""
     conversation = _conversation(request, conversation_id)
-    items, more_items = selectors.context_items_page(conversation=conversation)
-    return render(
-        request,
-        "explorer/_context_panel.html",
-        {
-            "conversation": conversation,
-            "bar": selectors.context_bar(conversation=conversation),
-            "context_items": items,
-            "more_context_items": more_items,
-        },
-    )
+    return render(request, "explorer/_context_panel.html", _context_panel(conversation))
 
 
 @require_GET
@@ -228,21 +225,10 @@ def summary_expand_fragment(
 @require_GET
 @login_required
 def file_list(request: HttpRequest) -> HttpResponse:
-    page = min(max(1, _int_param(request, "page", 1) or 1), _MAX_PAGE)
-    offset = (page - 1) * selectors.LIST_PAGE
-    rows = list(
-        selectors.files_visible_to(request.user)
-        .select_related("conversation")
-        .order_by("-created_at", "-pk")[offset : offset + selectors.LIST_PAGE + 1]
-    )
+    page = _page_param(request)
+    rows, has_more = selectors.file_list_page(user=request.user, page=page)
     return render(
-        request,
-        "explorer/file_list.html",
-        {
-            "files": rows[: selectors.LIST_PAGE],
-            "page": page,
-            "has_more": len(rows) > selectors.LIST_PAGE,
-        },
+        request, "explorer/file_list.html", {"files": rows, "page": page, "has_more": has_more}
     )
 
 
