@@ -1,9 +1,22 @@
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from explorer import views
 
 app_name = "explorer"
+
+# Everything under /conversations/<id>/ (each view asks the access checkpoint first).
+conversation_patterns = [
+    path("", views.conversation_detail, name="conversation"),
+    path("context/", views.context_items_fragment, name="context-items"),
+    path("context-panel/", views.context_panel_fragment, name="context-panel"),
+    path("search/", views.conversation_search, name="search"),
+    path("dag/", views.summary_dag, name="dag"),
+    path("summaries/<str:summary_id>/", views.summary_detail_fragment, name="summary-detail"),
+    path(
+        "summaries/<str:summary_id>/expand/", views.summary_expand_fragment, name="summary-expand"
+    ),
+]
 
 urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
@@ -13,29 +26,7 @@ urlpatterns = [
         name="logout",
     ),
     path("", views.conversation_list, name="conversation-list"),
-    path("conversations/<int:conversation_id>/", views.conversation_detail, name="conversation"),
-    path(
-        "conversations/<int:conversation_id>/context/",
-        views.context_items_fragment,
-        name="context-items",
-    ),
-    path(
-        "conversations/<int:conversation_id>/context-panel/",
-        views.context_panel_fragment,
-        name="context-panel",
-    ),
-    path("conversations/<int:conversation_id>/search/", views.conversation_search, name="search"),
-    path("conversations/<int:conversation_id>/dag/", views.summary_dag, name="dag"),
-    path(
-        "conversations/<int:conversation_id>/summaries/<str:summary_id>/",
-        views.summary_detail_fragment,
-        name="summary-detail",
-    ),
-    path(
-        "conversations/<int:conversation_id>/summaries/<str:summary_id>/expand/",
-        views.summary_expand_fragment,
-        name="summary-expand",
-    ),
+    path("conversations/<int:conversation_id>/", include(conversation_patterns)),
     path("files/", views.file_list, name="file-list"),
     path("files/<str:file_id>/", views.file_detail, name="file"),
 ]
