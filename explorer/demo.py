@@ -14,7 +14,6 @@ import hashlib
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
 from django.test.utils import override_settings
 from django.utils import timezone
 from django.utils.crypto import get_random_string
@@ -308,9 +307,8 @@ def demo_load(*, if_empty: bool = False) -> DemoResult:
     if not created:
         return DemoResult(False, DEMO_USERNAME, None, None)
     password = get_random_string(16)
-    with transaction.atomic():
-        user.set_password(password)
-        user.save(update_fields=["password"])
+    user.set_password(password)
+    user.save(update_fields=["password"])
     payloads = demo_messages(start=timezone.now() - dt.timedelta(hours=14))
     with override_settings(**DEMO_COMPACTION):
         passes = _append_and_compact(conversation, payloads)

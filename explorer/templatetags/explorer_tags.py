@@ -21,11 +21,6 @@ def pretty_json(value) -> str:
         return str(value)
 
 
-@register.filter
-def depth_label(depth: int) -> str:
-    return "leaf" if depth == 0 else f"depth {depth}"
-
-
 _FILE_ID = re.compile(r"file_[0-9a-f]{16}")
 
 
