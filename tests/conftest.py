@@ -96,3 +96,16 @@ def make_conversation(user):
         return conv
 
     return make
+
+
+@pytest.fixture
+def small_chunks(settings):
+    """Compaction settings small enough that a hundred short messages make several leaves
+    and a condensed level above them; automatic compaction off (tests compact by hand)."""
+    settings.LCM_LEAF_CHUNK_TOKENS = 400
+    settings.LCM_LEAF_TARGET_TOKENS = 120
+    settings.LCM_CONDENSED_TARGET_TOKENS = 160
+    settings.LCM_LEAF_MIN_FANOUT = 4
+    settings.LCM_CONDENSED_MIN_FANOUT = 3
+    settings.LCM_AUTOCOMPACT_DISABLED = True
+    return settings

@@ -15,17 +15,6 @@ from tests.factories import ConversationFactory, append_messages
 
 
 @pytest.fixture
-def small_chunks(settings):
-    settings.LCM_LEAF_CHUNK_TOKENS = 400
-    settings.LCM_LEAF_TARGET_TOKENS = 120
-    settings.LCM_CONDENSED_TARGET_TOKENS = 160
-    settings.LCM_LEAF_MIN_FANOUT = 4
-    settings.LCM_CONDENSED_MIN_FANOUT = 3
-    settings.LCM_AUTOCOMPACT_DISABLED = True
-    return settings
-
-
-@pytest.fixture
 def file_storage(settings, tmp_path):
     """Large files stored under this test's own directory (nothing left behind to be
     found by another test's integrity scan)."""
