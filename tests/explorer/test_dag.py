@@ -20,6 +20,11 @@ from retrieval.selectors import covering_summaries
 from tests.explorer.test_pages import client_for
 
 
+def text_of(user, path: str, params: dict | None = None) -> str:
+    """The body of a GET as `user`."""
+    return client_for(user).get(path, params).content.decode()
+
+
 def dag_data(body: str) -> dict:
     match = re.search(r'<script id="dag-data" type="application/json">(.*?)</script>', body, re.S)
     assert match, "the page carries its DAG as a json_script block"
@@ -27,7 +32,7 @@ def dag_data(body: str) -> dict:
 
 
 def test_the_dag_page_carries_every_summary_and_edge(user, compacted):
-    body = client_for(user).get(f"/conversations/{compacted.pk}/dag/").content.decode()
+    body = text_of(user, f"/conversations/{compacted.pk}/dag/")
     data = dag_data(body)
     summaries = set(Summary.objects.filter(conversation=compacted).values_list("id", flat=True))
     assert {n["id"] for n in data["nodes"]} == summaries
@@ -63,7 +68,7 @@ def test_a_message_link_highlights_its_path_to_the_covering_summary(user, compac
     covering = covering_summaries(conversation_id=compacted.pk, message_ids=[message.pk])
     assert covering[message.pk] is not None
     leaf = SummaryMessage.objects.get(message=message).summary_id
-    body = client_for(user).get(f"/conversations/{compacted.pk}/dag/?message=3").content.decode()
+    body = text_of(user, f"/conversations/{compacted.pk}/dag/?message=3")
     data = dag_data(body)
     assert data["covering"] == covering[message.pk]
     assert data["selected"] == covering[message.pk]
@@ -82,7 +87,7 @@ def test_a_message_link_highlights_its_path_to_the_covering_summary(user, compac
 
 
 def test_the_timeline_links_compacted_messages_to_their_lineage(user, compacted):
-    body = client_for(user).get(f"/conversations/{compacted.pk}/?from=1").content.decode()
+    body = text_of(user, f"/conversations/{compacted.pk}/?from=1")
     message = Message.objects.get(conversation=compacted, seq=1)
     covering = covering_summaries(conversation_id=compacted.pk, message_ids=[message.pk])
     assert (
@@ -116,11 +121,7 @@ def test_expanding_a_leaf_shows_its_source_messages_in_order(user, compacted):
         .order_by("ordinal")
         .values_list("message__seq", flat=True)
     )
-    body = (
-        client_for(user)
-        .get(f"/conversations/{compacted.pk}/summaries/{leaf.pk}/expand/")
-        .content.decode()
-    )
+    body = text_of(user, f"/conversations/{compacted.pk}/summaries/{leaf.pk}/expand/")
     assert [int(s) for s in re.findall(r'<article [^>]*data-seq="(\d+)"', body)] == seqs
 
 
@@ -131,11 +132,7 @@ def test_expanding_a_condensed_summary_shows_its_sources(user, compacted):
         .order_by("ordinal")
         .values_list("parent_summary_id", flat=True)
     )
-    body = (
-        client_for(user)
-        .get(f"/conversations/{compacted.pk}/summaries/{condensed.pk}/expand/")
-        .content.decode()
-    )
+    body = text_of(user, f"/conversations/{compacted.pk}/summaries/{condensed.pk}/expand/")
     assert (
         re.findall(r'<div class="source-summary" data-summary="(sum_[0-9a-f]+)">', body) == sources
     )
@@ -182,17 +179,14 @@ def test_the_compacted_conversation_page_query_count_is_fixed(
 
 @pytest.mark.parametrize("mode", ["full_text", "regex"])
 def test_search_finds_messages_and_links_into_timeline_and_dag(user, compacted, mode):
-    body = (
-        client_for(user)
-        .get(
-            f"/conversations/{compacted.pk}/search/",
-            {
-                "q": "case_8" if mode == "full_text" else "case_8 ",
-                "mode": mode,
-                "scope": "messages",
-            },
-        )
-        .content.decode()
+    body = text_of(
+        user,
+        f"/conversations/{compacted.pk}/search/",
+        {
+            "q": "case_8" if mode == "full_text" else "case_8 ",
+            "mode": mode,
+            "scope": "messages",
+        },
     )
     # message i of the factory is seq i + 1: the tool result "case_8" is message #9
     assert f'href="/conversations/{compacted.pk}/?seq=9#m-9">message #9</a>' in body
@@ -227,10 +221,6 @@ def test_expand_stops_at_the_token_cap_and_says_so(user, compacted, settings):
         fits.append(seq)
         used += tokens
     assert len(fits) < len(sources)
-    body = (
-        client_for(user)
-        .get(f"/conversations/{compacted.pk}/summaries/{leaf.pk}/expand/")
-        .content.decode()
-    )
+    body = text_of(user, f"/conversations/{compacted.pk}/summaries/{leaf.pk}/expand/")
     assert [int(s) for s in re.findall(r'<article [^>]*data-seq="(\d+)"', body)] == fits
     assert f"Cut at the expand token cap (100 tokens): {len(sources) - len(fits)} more item" in body
