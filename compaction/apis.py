@@ -11,10 +11,11 @@ from rest_framework.views import APIView
 from compaction import serializers
 from compaction.assembly import assemble_context
 from compaction.engine import compact_conversation
-from compaction.models import CompactionJob, Reason
+from compaction.models import Reason
+from compaction.selectors import job_get_for_user
 from compaction.services import job_request
 from conversations.selectors import conversation_get_for_user
-from lcmsite.api.errors import LcmError, NotFound
+from lcmsite.api.errors import LcmError
 
 
 class SummarizerAuthFailed(LcmError):
@@ -70,13 +71,7 @@ class CompactApi(APIView):
 class JobDetailApi(APIView):
     @extend_schema(operation_id="jobs_retrieve", responses=serializers.CompactionJobSerializer)
     def get(self, request, job_id: int):
-        job = CompactionJob.objects.filter(pk=job_id).first()
-        if job is None:
-            raise NotFound(f"job {job_id} not found")
-        try:
-            conversation_get_for_user(user=request.user, conversation_id=job.conversation_id)
-        except NotFound:
-            raise NotFound(f"job {job_id} not found") from None
+        job = job_get_for_user(user=request.user, job_id=job_id)
         return Response(serializers.CompactionJobSerializer(job).data)
 
 
