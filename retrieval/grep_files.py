@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import time
 
-import regex
 from django.conf import settings
 from django.core.files.storage import storages
 
 from conversations.models import LargeFile
-from conversations.search import InvalidPattern, Scope, SearchTimeout
-from conversations.search.text import query_words, snippet_at
+from conversations.search import Scope, SearchTimeout
+from conversations.search.text import compile_regex, query_words, snippet_at
 
 MAX_FILES = 200
 MAX_BYTES = 64 * 1024 * 1024
@@ -38,13 +37,7 @@ def _files_in(scope: Scope, request):
 
 def _matcher(request):
     if request.mode == "regex":
-        flags = regex.IGNORECASE if request.ignore_case else 0
-        try:
-            pattern = regex.compile(request.query, flags | regex.VERSION0)
-        except regex.error as error:
-            raise InvalidPattern(
-                f"invalid regular expression: {error}", extra={"field": "query"}
-            ) from None
+        pattern = compile_regex(request.query, request.ignore_case)
         return lambda line, timeout: (
             (m.start(), m.end()) if (m := pattern.search(line, timeout=timeout)) else None
         )

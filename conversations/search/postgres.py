@@ -51,12 +51,6 @@ def _columns(table: Table) -> str:
     return "t.id, t.conversation_id, t.created_at, NULL::bigint AS seq, t.depth, t.kind"
 
 
-def _order(q: GrepQuery, score: bool) -> str:
-    if q.sort == "relevance" and score:
-        return "ORDER BY score DESC, t.created_at DESC, t.id DESC"
-    return "ORDER BY t.created_at DESC, t.id DESC"
-
-
 class PostgresGrep:
     vendor = "postgresql"
 
@@ -86,11 +80,7 @@ class PostgresGrep:
         except DatabaseError as error:
             state = getattr(error.__cause__, "sqlstate", None)
             if state == "57014":
-                raise SearchTimeout(
-                    f"the search took longer than {q.timeout_ms} ms and was stopped; "
-                    "use a more selective pattern (a literal of 3+ characters helps)",
-                    extra={"timeout_ms": q.timeout_ms},
-                ) from None
+                raise SearchTimeout.after(q.timeout_ms) from None
             if state == "2201B":
                 detail = str(error.__cause__).splitlines()[0]
                 raise InvalidPattern(
@@ -110,7 +100,7 @@ class PostgresGrep:
                        ts_rank_cd(t.content_tsv, query) AS score
                 FROM {TABLES[table]} t, websearch_to_tsquery('english', %s) query
                 WHERE t.content_tsv @@ query{scope}{times}
-                {_order(q, True)}
+                {q.order_sql(scored=True)}
                 LIMIT %s
             ) h
         """
@@ -134,7 +124,7 @@ class PostgresGrep:
         sql = f"""
             SELECT {_columns(table)}, t.content FROM {TABLES[table]} t
             WHERE TRUE{likes}{scope}{times}
-            {_order(q, False)}
+            {q.order_sql(scored=False)}
             LIMIT %s
         """
         params = [f"%{escape_like(w)}%" for w in words]
@@ -164,7 +154,7 @@ class PostgresGrep:
             WITH h AS (
                 SELECT {_columns(table)}, t.content FROM {TABLES[table]} t
                 WHERE {plain}t.content {operator} %s{scope}{times}
-                {_order(q, False)}
+                {q.order_sql(scored=False)}
                 LIMIT %s
             ), located AS (
                 SELECT h.*, regexp_instr(h.content, %s, 1, 1, 0, %s) AS s,

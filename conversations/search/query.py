@@ -29,6 +29,14 @@ class SearchTimeout(LcmError):
     status = 422
     code = "search_timeout"
 
+    @classmethod
+    def after(cls, timeout_ms: int) -> SearchTimeout:
+        return cls(
+            f"the search took longer than {timeout_ms} ms and was stopped; "
+            "use a more selective pattern (a literal of 3+ characters helps)",
+            extra={"timeout_ms": timeout_ms},
+        )
+
 
 @dataclass(frozen=True)
 class Scope:
@@ -72,6 +80,13 @@ class GrepQuery:
             sql += f" AND {alias}.created_at < %s"
             params.append(connection.ops.adapt_datetimefield_value(self.before))
         return sql, params
+
+    def order_sql(self, *, scored: bool) -> str:
+        """Newest first; best score first when sorting by relevance and the statement
+        selects a `score`."""
+        if self.sort == "relevance" and scored:
+            return "ORDER BY score DESC, t.created_at DESC, t.id DESC"
+        return "ORDER BY t.created_at DESC, t.id DESC"
 
 
 @dataclass

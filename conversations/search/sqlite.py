@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 
-import regex
 from django.db import OperationalError, connection
 
 from conversations.search.query import (
@@ -26,14 +25,15 @@ from conversations.search.query import (
     TABLES,
     GrepHit,
     GrepQuery,
-    InvalidPattern,
     SearchTimeout,
     Table,
     make_hit,
 )
 from conversations.search.text import (
+    compile_regex,
     escape_like,
     fts5_literal,
+    fts5_phrase,
     needs_substring_search,
     query_words,
     required_literal,
@@ -51,12 +51,6 @@ def _columns(table: Table) -> str:
     return "t.id, t.conversation_id, t.created_at, NULL, t.depth, t.kind"
 
 
-def _order(q: GrepQuery, score: bool) -> str:
-    if q.sort == "relevance" and score:
-        return "ORDER BY score DESC, t.created_at DESC, t.id DESC"
-    return "ORDER BY t.created_at DESC, t.id DESC"
-
-
 def _rowid_bounds(table: Table, q: GrepQuery, column: str) -> tuple[str, list]:
     """For a search of given conversations: bound the index scan to the rowid range of
     their rows. FTS5 seeks its doclists to a rowid range, so a small conversation is not
@@ -69,14 +63,6 @@ def _rowid_bounds(table: Table, q: GrepQuery, column: str) -> tuple[str, list]:
     return (
         f" AND {column} >= (SELECT MIN(b.rowid) {rows}) AND {column} <= (SELECT MAX(b.rowid) {rows})",
         [*ids, *ids],
-    )
-
-
-def _timeout(q: GrepQuery) -> SearchTimeout:
-    return SearchTimeout(
-        f"the search took longer than {q.timeout_ms} ms and was stopped; "
-        "use a more selective pattern (a literal of 3+ characters helps)",
-        extra={"timeout_ms": q.timeout_ms},
     )
 
 
@@ -101,7 +87,7 @@ class SqliteGrep:
             yield
         except OperationalError as error:
             if "interrupted" in str(error):
-                raise _timeout(q) from None
+                raise SearchTimeout.after(q.timeout_ms) from None
             raise
         finally:
             raw.set_progress_handler(None, 0)
@@ -128,7 +114,7 @@ class SqliteGrep:
             SELECT {_columns(table)}, {fts}.rowid, {score} AS score
             FROM {fts} JOIN {TABLES[table]} t ON {_ROWID[table]} = {fts}.rowid
             WHERE {fts} MATCH %s{bounds}{scope}{times}
-            {_order(q, True)}
+            {q.order_sql(scored=True)}
             LIMIT %s
             """,
             [match, *bound_params, *scope_params, *time_params, q.limit],
@@ -179,7 +165,7 @@ class SqliteGrep:
         sql = f"""
             SELECT {_columns(table)}, t.content FROM {TABLES[table]} t
             WHERE 1{where}{scope}{times}
-            {_order(q, False)}
+            {q.order_sql(scored=False)}
             LIMIT %s
         """
         rows = self._fetch(sql, [*params, *scope_params, *time_params, q.limit])
@@ -194,13 +180,7 @@ class SqliteGrep:
         ]
 
     def _regex(self, table: Table, q: GrepQuery, deadline: float) -> list[GrepHit]:
-        flags = regex.IGNORECASE if q.ignore_case else 0
-        try:
-            pattern = regex.compile(q.query, flags | regex.VERSION0)
-        except regex.error as error:
-            raise InvalidPattern(
-                f"invalid regular expression: {error}", extra={"field": "query"}
-            ) from None
+        pattern = compile_regex(q.query, q.ignore_case)
         literal = required_literal(q.query, q.ignore_case)
         where, params = "", []
         if literal:
@@ -209,7 +189,7 @@ class SqliteGrep:
             where = (
                 f" AND {_ROWID[table]} IN (SELECT rowid FROM {trgm} WHERE {trgm} MATCH %s{bounds})"
             )
-            params += [_phrase(literal), *bound_params]
+            params += [fts5_phrase(literal), *bound_params]
         scope, scope_params = q.scope.sql()
         times, time_params = q.time_sql()
         # Candidates in recency order without their text (a cheap sort), then the text in
@@ -232,18 +212,14 @@ class SqliteGrep:
             for row in rows:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise _timeout(q)
+                    raise SearchTimeout.after(q.timeout_ms)
                 try:
                     found = pattern.search(row[6], timeout=remaining)
                 except TimeoutError:
-                    raise _timeout(q) from None
+                    raise SearchTimeout.after(q.timeout_ms) from None
                 if found:
                     snippet = snippet_at(row[6], found.start(), found.end())
                     hits.append(make_hit(table, row[:6], snippet=snippet, score=None))
                     if len(hits) >= q.limit:
                         return hits
         return hits
-
-
-def _phrase(literal: str) -> str:
-    return '"' + literal.replace('"', '""') + '"'

@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from conversations.search.query import MARK_END, MARK_START
+import regex
+
+from conversations.search.query import MARK_END, MARK_START, InvalidPattern
 
 # Scripts written without spaces between words: a word-based full-text index keeps a
 # whole run as one token, so these queries are answered by substring (trigram) search.
@@ -36,9 +38,26 @@ def websearch_literal(query: str) -> str:
     return " ".join('"' + w.replace('"', " ") + '"' for w in query_words(query))
 
 
+def fts5_phrase(text: str) -> str:
+    """`text` as one FTS5 string, every character literal."""
+    return '"' + text.replace('"', '""') + '"'
+
+
 def fts5_literal(query: str) -> str:
     """An FTS5 MATCH string that takes every character literally: each word a quoted string."""
-    return " ".join('"' + w.replace('"', '""') + '"' for w in query_words(query))
+    return " ".join(fts5_phrase(w) for w in query_words(query))
+
+
+def compile_regex(pattern: str, ignore_case: bool) -> regex.Pattern:
+    """The pattern for the `regex` package (whose matcher takes a timeout); a bad one is
+    an InvalidPattern (400 invalid_regex)."""
+    flags = regex.IGNORECASE if ignore_case else 0
+    try:
+        return regex.compile(pattern, flags | regex.VERSION0)
+    except regex.error as error:
+        raise InvalidPattern(
+            f"invalid regular expression: {error}", extra={"field": "query"}
+        ) from None
 
 
 def snippet_at(content: str, start: int, end: int, context: int = SNIPPET_CONTEXT) -> str:
