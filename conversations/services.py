@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -20,7 +19,7 @@ from django.utils import timezone
 from conversations import bulk
 from conversations.inputs import MessageInput, render_parts_text
 from conversations.largefiles.intercept import prepare_batch, swap_file_ids
-from conversations.largefiles.services import large_files_stored
+from conversations.largefiles.services import large_files_staged
 from conversations.largefiles.textmodel import text_summarizer
 from conversations.models import ContextItem, Conversation, ItemType, Message, MessagePart
 from conversations.tokens import estimate
@@ -86,8 +85,9 @@ def messages_append(
 
     Large file blocks and tool outputs (at or above LCM_LARGE_FILE_TOKEN_THRESHOLD tokens)
     are intercepted first, before the transaction (exploring a text may call the model):
-    the stored message carries the compact reference and `file_ids`; the bytes and their
-    `large_files` rows are written inside the transaction, under the conversation lock.
+    the stored message carries the compact reference and `file_ids`. Their bytes are
+    written before the transaction too, their `large_files` rows inside it, under the
+    conversation lock.
     """
     if not messages:
         return []
@@ -103,7 +103,10 @@ def messages_append(
     prepared = [_message_text_and_tokens(item) for item in messages]
     external_ids = [m.external_id for m in messages if m.external_id is not None]
     now = timezone.now()
-    with transaction.atomic(durable=True):
+    with (
+        large_files_staged(conversation_id=conversation_id, batch=batch) as files,
+        transaction.atomic(durable=True),
+    ):
         conversation = (
             Conversation.objects.select_for_update()
             .only("id", "session_id", "last_seq", "last_context_ordinal")
@@ -145,23 +148,14 @@ def messages_append(
             results.append(AppendedMessage(message, created=True))
         if not new_rows:
             return results
-        storing = (
-            large_files_stored(
-                conversation_id=conversation_id,
-                batch=batch,
-                used={f for m, _ in new_rows for f in m.file_ids},
-            )
-            if batch is not None
-            else nullcontext()
+        files.record(used={f for m, _ in new_rows for f in m.file_ids})
+        if batch is not None and batch.remapped:
+            new_rows = [_swap_ids(m, item, batch.remapped) for m, item in new_rows]
+        _insert_new_messages(conversation_id, conversation.session_id, new_rows, ordinal, now)
+        ordinal += len(new_rows)
+        Conversation.objects.filter(pk=conversation_id).update(
+            last_seq=seq, last_context_ordinal=ordinal, updated_at=now
         )
-        with storing:
-            if batch is not None and batch.remapped:
-                new_rows = [_swap_ids(m, item, batch.remapped) for m, item in new_rows]
-            _insert_new_messages(conversation_id, conversation.session_id, new_rows, ordinal, now)
-            ordinal += len(new_rows)
-            Conversation.objects.filter(pk=conversation_id).update(
-                last_seq=seq, last_context_ordinal=ordinal, updated_at=now
-            )
         for hook in _after_append_hooks:
             transaction.on_commit(lambda hook=hook: hook(conversation_id))
     logger.debug("appended %d message(s) to conversation %s", len(new_rows), conversation_id)

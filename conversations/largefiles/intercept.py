@@ -3,8 +3,8 @@ outputs) at or above the token threshold, explore them, and rewrite the message 
 parts to the compact reference.
 
 This half runs before the ingest transaction, with no lock held, because a text file may
-be explored by the summarizer model. It writes nothing: storing the bytes and the rows is
-`conversations.largefiles.services.large_files_store`, inside the ingest transaction.
+be explored by the summarizer model. It writes nothing: storing the bytes (before the
+transaction) and the rows (inside it) is `conversations.largefiles.services`.
 
 Cheap when there is nothing to do (the common case): a text is looked at only if it holds
 `<file` or is long enough that it could reach the threshold.
