@@ -3,6 +3,7 @@ Views parse, call one selector or service (all through the access checkpoint), r
 
 from __future__ import annotations
 
+import json
 import time
 
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema
@@ -10,17 +11,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations.selectors import conversation_get_for_user
-from lcmsite.metrics import observe_ms
 from retrieval import selectors, serializers, services
 from retrieval.expansion import ExpansionRequest, expansion_run
 from retrieval.grep import GrepRequest, grep_for_user
+from retrieval.metrics import observe_expand_since
 from retrieval.tools import TOOL_DEFINITIONS, to_json, tool_call_for_user
 
 
 def _json_response(data) -> Response:
     """Render through the same encoder the tools use (datetimes as ISO 8601)."""
-    import json
-
     return Response(json.loads(to_json(data)))
 
 
@@ -87,12 +86,7 @@ class ExpandApi(APIView):
             result = services.grant_expand(grant=grant, **data)
         else:
             result = selectors.expand_for_user(user=request.user, **data)
-        observe_ms(
-            "lcm_expand_latency_ms",
-            (time.perf_counter() - started) * 1000,
-            help="Latency of expand and of sub-agent expansions.",
-            kind="expand",
-        )
+        observe_expand_since(started, kind="expand")
         return _json_response(result.as_dict())
 
 

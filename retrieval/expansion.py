@@ -14,6 +14,7 @@ short statement (see retrieval.services).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -24,9 +25,9 @@ from django.conf import settings
 from conversations.models import Message, Summary
 from conversations.selectors import conversation_get_for_user, conversations_visible_to
 from lcmsite.api.errors import InvalidInput, NotFound, Unavailable
-from lcmsite.metrics import observe_ms
 from retrieval import services
 from retrieval.grep import GrepRequest, grep_for_user
+from retrieval.metrics import observe_expand_since
 from retrieval.models import DelegationGrant
 from retrieval.selectors import MAX_EXPAND_DEPTH
 from retrieval.tools import SUBAGENT_TOOL_DEFINITIONS, tool_call_for_grant
@@ -160,12 +161,7 @@ def expansion_run(*, user, request: ExpansionRequest) -> dict:
         outcome = "completed"
     finally:
         services.grant_revoke(grant_id=grant.pk, reason=outcome)
-        observe_ms(
-            "lcm_expand_latency_ms",
-            (time.perf_counter() - started) * 1000,
-            help="Latency of expand and of sub-agent expansions.",
-            kind=f"expansion_{mode}",
-        )
+        observe_expand_since(started, kind=f"expansion_{mode}")
     grant.refresh_from_db()
     return {**result, "tokens_used": grant.tokens_used, "mode": mode, "grant_id": grant.pk}
 
@@ -330,8 +326,6 @@ def _run_model(grant: DelegationGrant, targets: Targets, request: ExpansionReque
 
 
 def _note_reads(name, content, seen_ids, read_ids, read_messages) -> None:
-    import json
-
     data = json.loads(content)
     if name == "lcm_describe" and data.get("type") == "summary":
         read_ids.append(data["id"])

@@ -78,13 +78,22 @@ def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> 
         from retrieval.grep_files import grep_files
 
         results = grep_files(scope=scope, request=request)
-        observe_ms(
-            "lcm_search_latency_ms",
-            (time.perf_counter() - started) * 1000,
-            help="Latency of grep (describe/expand excluded), by mode.",
-            mode=f"{request.mode}_files",
-        )
-        return results
+        mode = f"{request.mode}_files"
+    else:
+        results = _grep_rows(scope=scope, request=request)
+        mode = request.mode
+    observe_ms(
+        "lcm_search_latency_ms",
+        (time.perf_counter() - started) * 1000,
+        help="Latency of grep (describe/expand excluded), by mode.",
+        mode=mode,
+    )
+    return results
+
+
+def _grep_rows(*, scope: Scope, request: GrepRequest) -> list[dict]:
+    """Messages and/or summaries through the search backend; message hits name the
+    active-context summary covering them (one query for all)."""
     q = GrepQuery(
         query=request.query,
         mode=request.mode,  # type: ignore[arg-type]
@@ -99,12 +108,6 @@ def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> 
     hits = grep(q, SCOPES[request.scope])
     message_ids = [hit.id for hit in hits if hit.table == "message"]
     covering = dag.covering_summary_rows(message_ids) if message_ids else {}
-    observe_ms(
-        "lcm_search_latency_ms",
-        (time.perf_counter() - started) * 1000,
-        help="Latency of grep (describe/expand excluded), by mode.",
-        mode=request.mode,
-    )
     results = []
     for hit in hits:
         row = {
