@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Literal
 
@@ -119,10 +119,6 @@ def log_event(event: str, **fields) -> None:
     """A structured log line: the event, then key=value pairs (also passed as `extra`)."""
     pairs = " ".join(f"{key}={value}" for key, value in fields.items())
     logger.info("%s %s", event, pairs, extra=fields)
-
-
-class _AuthFailed(Exception):
-    pass
 
 
 class CompactionEngine:
@@ -323,19 +319,15 @@ class CompactionEngine:
                 previous_context=self._previous_context(candidate.previous_summary_id),
                 conversation_id=self.conversation.pk,
             )
-        except SummarizerAuthError as error:
-            raise _AuthFailed(str(error)) from error
         except escalation.NoProgress as error:
             self.stop_reason = f"a {candidate.kind} pass could not shrink its sources ({error})"
             return False
-        summary = NewSummary(
-            **{
-                **draft.__dict__,
-                "level": outcome.level,
-                "content": outcome.content,
-                "token_count": outcome.token_count,
-                "model": outcome.model[:255],
-            }
+        summary = replace(
+            draft,
+            level=outcome.level,
+            content=outcome.content,
+            token_count=outcome.token_count,
+            model=outcome.model[:255],
         )
         event = None
         if newest_message_id is not None:
@@ -558,7 +550,7 @@ def compact_conversation(
         engine.run_mode()
         status = RunStatus.COMPACTED if engine.summary_ids else RunStatus.NOTHING_TO_DO
         detail = _describe(engine)
-    except _AuthFailed as error:
+    except SummarizerAuthError as error:  # from the pass's summarizer call
         status, error_code = RunStatus.FAILED, "summarizer_auth"
         detail = f"summarizer authentication failed, nothing written for that pass: {error}"
         if engine.summary_ids:
