@@ -21,11 +21,6 @@ from tests.factories import append_messages
 NOW = timezone.now()
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _append(conversation, content: str, **kwargs):
     [result] = messages_append(
         conversation_id=conversation.pk,

@@ -19,12 +19,6 @@ pytestmark = pytest.mark.django_db
 ERROR_KEYS = {"code", "message", "extra"}
 
 
-@pytest.fixture
-def compacted(conversation):
-    append_messages(conversation, 48)
-    return conversation, build_dag(conversation, leaf_size=10, fanout=4, max_depth=1, tail=8)
-
-
 def calls(conversation, dag):
     """One valid request per endpoint, for the access matrix."""
     top = dag.top[0].id

@@ -22,12 +22,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def compacted(conversation):
-    append_messages(conversation, 48)
-    return conversation, build_dag(conversation, leaf_size=10, fanout=4, max_depth=1, tail=8)
-
-
-@pytest.fixture
 def model(monkeypatch, fake_messages_api):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", fake_messages_api.base_url)

@@ -20,12 +20,6 @@ from tests.retrieval.dag_builder import build_dag
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def compacted(conversation):
-    append_messages(conversation, 48)
-    return conversation, build_dag(conversation, leaf_size=10, fanout=4, max_depth=1, tail=8)
-
-
 def grant_for(user, conversation, **kwargs):
     kwargs.setdefault("token_cap", 10_000)
     return services.grant_create(owner=user, conversation_ids=[conversation.pk], **kwargs)
