@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 
-from django.core.files.storage import storages
 from django.db import connection
 from django.utils import timezone
 
+from conversations.largefiles.store import file_storage
 from conversations.models import LargeFile
 from integrity.checks.lineage import MESSAGE, SUMMARY
 from integrity.checks.scope import Scope, fetch
@@ -60,7 +60,7 @@ def _problem(row: LargeFile, **extra) -> dict:
 
 
 def missing_objects(scope: Scope) -> list[dict]:
-    storage = storages["large_files"]
+    storage = file_storage()
     return [_problem(row) for row in _files(scope) if not storage.exists(row.storage_key)]
 
 
@@ -75,7 +75,7 @@ def digest(storage, key: str) -> tuple[int, str]:
 
 
 def corrupt_objects(scope: Scope) -> list[dict]:
-    storage = storages["large_files"]
+    storage = file_storage()
     problems = []
     for row in _files(scope):
         if not storage.exists(row.storage_key):
@@ -97,7 +97,7 @@ def corrupt_objects(scope: Scope) -> list[dict]:
 def unreferenced_objects(scope: Scope) -> list[dict]:
     """Objects under `<conversation_id>/` that no row names, older than the grace period
     (ingest writes the object just before it commits the row)."""
-    storage = storages["large_files"]
+    storage = file_storage()
     if scope.conversation_id is not None:
         folders = [str(scope.conversation_id)]
     else:
