@@ -55,33 +55,30 @@ def _drop(conversation_id: int, scope: Scope, actions: list[dict]) -> list[dict]
         for p in lineage.cross_conversation(scope)
         if p["reference"].startswith("context_item") and p["conversation_id"] == conversation_id
     }
-    results = []
-    for action in actions:
-        item_id = action["context_item_id"]
-        if item_id in dangling:
-            ContextItem.objects.filter(pk=item_id, conversation_id=conversation_id).delete()
-            results.append({**_brief(action), "result": "done"})
-        else:
-            results.append({**_brief(action), "result": "skipped", "reason": "no longer dangling"})
-    return results
+    dropping = {a["context_item_id"] for a in actions} & dangling
+    ContextItem.objects.filter(pk__in=dropping, conversation_id=conversation_id).delete()
+    return [
+        {**_brief(action), "result": "done"}
+        if action["context_item_id"] in dropping
+        else {**_brief(action), "result": "skipped", "reason": "no longer dangling"}
+        for action in actions
+    ]
 
 
 def _recount_items(conversation_id: int, scope: Scope, actions: list[dict]) -> list[dict]:
-    results = []
+    items = ContextItem.objects.filter(
+        pk__in=[a["context_item_id"] for a in actions], conversation_id=conversation_id
+    ).select_related("message", "summary")
+    targets = {item.pk: item.message or item.summary for item in items}
+    updates, results = [], []
     for action in actions:
-        item = (
-            ContextItem.objects.filter(
-                pk=action["context_item_id"], conversation_id=conversation_id
-            )
-            .select_related("message", "summary")
-            .first()
-        )
-        target = item and (item.message or item.summary)
+        target = targets.get(action["context_item_id"])
         if target is None:
             results.append({**_brief(action), "result": "skipped", "reason": "item or target gone"})
             continue
-        ContextItem.objects.filter(pk=item.pk).update(token_count=target.token_count)
+        updates.append(ContextItem(pk=action["context_item_id"], token_count=target.token_count))
         results.append({**_brief(action), "result": "done"})
+    ContextItem.objects.bulk_update(updates, ["token_count"], batch_size=500)
     return results
 
 
