@@ -8,7 +8,11 @@ from integrity.models import IntegrityReport, RepairPlan
 
 
 def report_plans(*, report: IntegrityReport) -> QuerySet[RepairPlan]:
-    return RepairPlan.objects.filter(report=report).order_by("conversation_id")
+    return (
+        RepairPlan.objects.filter(report=report)
+        .order_by("conversation_id")
+        .select_related("applied_by")
+    )
 
 
 def plan_get(*, plan_id: int) -> RepairPlan | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from integrity import selectors
 from integrity.models import IntegrityReport, RepairPlan, ScanMode
 
 
@@ -60,5 +61,4 @@ class IntegrityReportSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(RepairPlanSerializer(many=True))
     def get_plans(self, report: IntegrityReport) -> list[dict]:
-        plans = report.plans.order_by("conversation_id").select_related("applied_by")
-        return RepairPlanSerializer(plans, many=True).data
+        return RepairPlanSerializer(selectors.report_plans(report=report), many=True).data

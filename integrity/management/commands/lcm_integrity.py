@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from integrity.models import ScanMode, Trigger
+from integrity.selectors import report_plans
 from integrity.services import integrity_scan, repair_plan_apply
 from lcmsite.api.errors import LcmError
 
@@ -90,7 +91,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {check['name']}: {check['count']}")
                 for example in check["examples"][:3]:
                     self.stdout.write(f"    {json.dumps(example, default=str)}")
-        for plan in report.plans.order_by("conversation_id"):
+        for plan in report_plans(report=report):
             automatic = sum(1 for a in plan.actions if a["automatic"])
             self.stdout.write(
                 f"  plan {plan.pk} for conversation {plan.conversation_id}: "
@@ -107,6 +108,6 @@ def _report_json(report) -> dict:
         "checks": report.checks,
         "plans": [
             {"id": p.pk, "conversation_id": p.conversation_id, "actions": p.actions}
-            for p in report.plans.order_by("conversation_id")
+            for p in report_plans(report=report)
         ],
     }
