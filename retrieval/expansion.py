@@ -175,21 +175,26 @@ def _run_offline(grant: DelegationGrant, targets: Targets, request: ExpansionReq
     cited_ids: list[str] = []
     cited_messages: list[int] = []
     truncated = False
-    # What grep found comes first: for a query, those messages are the evidence.
+    # What grep found comes first: for a query, those messages are the evidence. The
+    # grant is this run's own, so what fits is counted here and charged in one UPDATE.
     hit_ids = [h["id"] for h in targets.message_hits]
     hit_rows = {m.pk: m for m in Message.objects.filter(pk__in=hit_ids)}
+    remaining, evidence_tokens = grant.tokens_remaining, 0
     for hit in targets.message_hits:
         message = hit_rows[hit["id"]]
-        if message.token_count > grant.tokens_remaining:
+        if message.token_count > remaining:
             truncated = True
             break
-        services.grant_charge(grant=grant, tokens=message.token_count)
+        remaining -= message.token_count
+        evidence_tokens += message.token_count
         where = f", covered by {hit['covered_by']}" if hit["covered_by"] else ""
         lines += [f"[message {message.pk}, seq {message.seq}, {message.role}{where}]"]
         lines += [message.content, ""]
         cited_messages.append(message.pk)
         if hit["covered_by"] and hit["covered_by"] not in cited_ids:
             cited_ids.append(hit["covered_by"])
+    if cited_messages:
+        services.grant_charge(grant=grant, tokens=evidence_tokens)
     for summary in targets.summaries:
         if grant.tokens_remaining < summary.token_count:
             truncated = True
