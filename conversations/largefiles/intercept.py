@@ -39,7 +39,8 @@ class PendingFile:
 
     file_id: str
     sha256: str
-    data: bytes
+    data: bytes  # empty for an existing file
+    byte_size: int
     file_name: str
     mime_type: str
     extension: str
@@ -97,28 +98,20 @@ class _Rewriter:
         self.files: dict[str, PendingFile] = {}
         # Whole texts replaced in a part -> their reference, to replace in the content too.
         self.whole: dict[str, str] = {}
-        self._known: dict[str, LargeFile] | None = None
-
-    def _existing(self, sha: str) -> LargeFile | None:
-        if self._known is None:
-            self._known = {}
-        if sha not in self._known:
-            row = LargeFile.objects.filter(conversation_id=self.conversation_id, sha256=sha).first()
-            if row is not None:
-                self._known[sha] = row
-        return self._known.get(sha)
 
     def _file(self, text: str, *, name: str | None, mime: str | None, tool: str) -> PendingFile:
+        """The file for `text`: one lookup per distinct content in the batch."""
         data = text.encode("utf-8", errors="surrogatepass")
         sha = hashlib.sha256(data).hexdigest()
         if sha in self.files:
             return self.files[sha]
-        row = self._existing(sha)
+        row = LargeFile.objects.filter(conversation_id=self.conversation_id, sha256=sha).first()
         if row is not None:
             pending = PendingFile(
                 file_id=row.id,
                 sha256=sha,
                 data=b"",
+                byte_size=row.byte_size,
                 file_name=row.file_name,
                 mime_type=row.mime_type,
                 extension="",
@@ -134,6 +127,7 @@ class _Rewriter:
                 file_id=new_file_id(),
                 sha256=sha,
                 data=data,
+                byte_size=len(data),
                 file_name=name or "",
                 mime_type=found.mime_type,
                 extension=found.extension,
@@ -173,13 +167,12 @@ class _Rewriter:
                     file_id=pending.file_id,
                     name=block.name,
                     mime_type=pending.mime_type,
-                    byte_size=len(block.body.encode("utf-8", errors="surrogatepass")),
+                    byte_size=pending.byte_size,
                     summary=pending.exploration_summary,
                 )
                 ids.append(pending.file_id)
             text = replace_blocks(text, replacements)
         if (tool_output or whole_file) and self._big(text):
-            size = len(text.encode("utf-8", errors="surrogatepass"))
             if whole_file is not None:
                 name, mime = whole_file
                 pending = self._file(text, name=name, mime=mime, tool="")
@@ -187,7 +180,7 @@ class _Rewriter:
                     file_id=pending.file_id,
                     name=name,
                     mime_type=pending.mime_type,
-                    byte_size=size,
+                    byte_size=pending.byte_size,
                     summary=pending.exploration_summary,
                 )
             else:
@@ -196,7 +189,7 @@ class _Rewriter:
                     file_id=pending.file_id,
                     tool_name=tool_name or None,
                     mime_type=pending.mime_type,
-                    byte_size=size,
+                    byte_size=pending.byte_size,
                     summary=pending.exploration_summary,
                 )
             ids.append(pending.file_id)

@@ -75,7 +75,7 @@ class StagedFiles:
                     conversation_id=self.conversation_id,
                     file_name=pending.file_name,
                     mime_type=pending.mime_type,
-                    byte_size=len(pending.data),
+                    byte_size=pending.byte_size,
                     line_count=pending.line_count,
                     token_count=pending.token_count,
                     sha256=pending.sha256,
