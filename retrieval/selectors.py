@@ -11,15 +11,14 @@ Every function that takes a `user` goes through the access checkpoint first.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db.models import Q
-from django.utils.dateparse import parse_datetime
 
 from conversations.models import LargeFile, Message, Summary
+from conversations.search.query import as_datetime
 from conversations.selectors import conversations_visible_to
 from lcmsite.api.errors import InvalidInput, NotFound
 from retrieval import dag
@@ -38,21 +37,6 @@ __all__ = [
 ]
 
 MAX_EXPAND_DEPTH = 10
-
-
-def as_datetime(value) -> dt.datetime | None:
-    """Raw SQL on SQLite returns datetimes as text or naive UTC; make them aware."""
-    if value is None:
-        return None
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-    try:
-        parsed = dt.datetime.fromisoformat(str(value))  # fast path: Django's stored form
-    except ValueError:
-        parsed = parse_datetime(str(value))
-    if parsed is not None and parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed
 
 
 def covering_summaries(

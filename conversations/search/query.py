@@ -111,15 +111,14 @@ class GrepHit:
 def make_hit(table: Table, row, *, snippet: str, score: float | None) -> GrepHit:
     """A hit from a row (id, conversation_id, created_at, seq, depth, kind)."""
     id_, conversation_id, created_at, seq, depth, kind = row
-    if isinstance(created_at, str):  # raw SQL on SQLite may return text...
-        created_at = _parse_utc(created_at)
-    elif created_at.tzinfo is None:  # ...or a naive datetime: stored as UTC
-        created_at = created_at.replace(tzinfo=dt.UTC)
+    aware = as_datetime(created_at)
+    if aware is None:
+        raise ValueError(f"unreadable datetime {created_at!r}")
     return GrepHit(
         table=table,
         id=id_,
         conversation_id=conversation_id,
-        created_at=created_at,
+        created_at=aware,
         snippet=" ".join((snippet or "").split()),
         score=score,
         seq=seq,
@@ -128,8 +127,16 @@ def make_hit(table: Table, row, *, snippet: str, score: float | None) -> GrepHit
     )
 
 
-def _parse_utc(text: str) -> dt.datetime:
-    value = parse_datetime(text)
+def as_datetime(value) -> dt.datetime | None:
+    """Raw SQL on SQLite returns datetimes as text or naive UTC; make them aware."""
     if value is None:
-        raise ValueError(f"unreadable datetime {text!r}")
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+        return None
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    try:
+        parsed = dt.datetime.fromisoformat(str(value))  # fast path: Django's stored form
+    except ValueError:
+        parsed = parse_datetime(str(value))
+    if parsed is not None and parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed
