@@ -21,7 +21,7 @@ def texts(*contents):
     return lambda i: {"role": "user" if i % 2 == 0 else "assistant", "content": contents[i]}
 
 
-def say(conversation, *contents, start=0):
+def say(conversation, *contents):
     return append_messages(conversation, len(contents), payload=texts(*contents))
 
 
