@@ -4,24 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from conversations.models import Message
 from integrity.models import IntegrityReport, PlanStatus, RepairPlan
-from tests.factories import append_messages
-from tests.integrity import dag
-from tests.integrity.seeding import sql
 
 pytestmark = pytest.mark.usefixtures("large_file_storage")
 URL = "/api/v1/integrity/"
-
-
-@pytest.fixture
-def broken(conversation):
-    """A compacted conversation whose raw message seq 15 fell out of the context."""
-    append_messages(conversation, 20)
-    dag.compact(conversation)
-    message = Message.objects.get(conversation=conversation, seq=15)
-    sql("DELETE FROM conversations_contextitem WHERE message_id = %s", [message.pk])
-    return conversation, message
 
 
 def test_the_owner_scans_a_conversation_and_gets_the_report(api, broken):

@@ -12,18 +12,9 @@ from conversations.models import ContextItem, Conversation, LargeFile, Message
 from conversations.tokens import estimate
 from integrity.checks import CHECKS
 from tests.factories import ConversationFactory, append_messages
-from tests.integrity import dag
 from tests.integrity.seeding import double_estimate, problems, sql
 
 pytestmark = pytest.mark.usefixtures("large_file_storage")
-
-
-@pytest.fixture
-def compacted(conversation):
-    """20 messages; leaves over 1-4, 5-8, 9-12; the first two condensed; 13-20 raw."""
-    append_messages(conversation, 20)
-    leaves, top = dag.compact(conversation)
-    return conversation, leaves, top
 
 
 def _ids(rows, key):

@@ -10,23 +10,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django_q.models import Schedule
 
-from conversations.models import ContextItem, Message
+from conversations.models import ContextItem
 from integrity.models import IntegrityReport, PlanStatus, RepairPlan
 from integrity.tasks import integrity_job
 from tests.factories import append_messages
-from tests.integrity import dag
-from tests.integrity.seeding import sql
 
 pytestmark = pytest.mark.usefixtures("large_file_storage")
-
-
-@pytest.fixture
-def broken(conversation):
-    append_messages(conversation, 20)
-    dag.compact(conversation)
-    message = Message.objects.get(conversation=conversation, seq=15)
-    sql("DELETE FROM conversations_contextitem WHERE message_id = %s", [message.pk])
-    return conversation, message
 
 
 def run(*args) -> str:

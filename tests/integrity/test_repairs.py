@@ -19,13 +19,6 @@ from tests.integrity.seeding import problems, sql
 pytestmark = pytest.mark.usefixtures("large_file_storage")
 
 
-@pytest.fixture
-def compacted(conversation):
-    append_messages(conversation, 20)
-    leaves, top = dag.compact(conversation)
-    return conversation, leaves, top
-
-
 def _context(conversation) -> list[tuple[int, str]]:
     """(ordinal, what) in order: `m<seq>` or the summary id."""
     rows = ContextItem.objects.filter(conversation=conversation).order_by("ordinal")
