@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import timedelta
 from typing import Literal
 
@@ -74,17 +74,7 @@ class CompactionResult:
     levels: dict[str, int] = field(default_factory=dict)  # escalation level -> summaries
 
     def as_dict(self) -> dict:
-        return {
-            "status": self.status,
-            "summaries_created": list(self.summaries_created),
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "passes": self.passes,
-            "run_id": self.run_id,
-            "detail": self.detail,
-            "error_code": self.error_code,
-            "levels": dict(self.levels),
-        }
+        return asdict(self)
 
 
 def summarizer_from_settings() -> Summarizer:
