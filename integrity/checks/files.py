@@ -96,7 +96,7 @@ def corrupt_objects(scope: Scope) -> list[dict]:
 
 def unreferenced_objects(scope: Scope) -> list[dict]:
     """Objects under `<conversation_id>/` that no row names, older than the grace period
-    (ingest writes the object just before it commits the row)."""
+    (ingest writes the object before it opens the transaction that inserts the row)."""
     storage = file_storage()
     if scope.conversation_id is not None:
         folders = [str(scope.conversation_id)]
