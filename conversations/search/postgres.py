@@ -33,7 +33,7 @@ from conversations.search.text import (
     needs_substring_search,
     query_words,
     snippet_at,
-    snippet_for_words,
+    substring_hits,
     websearch_literal,
 )
 
@@ -129,15 +129,7 @@ class PostgresGrep:
         """
         params = [f"%{escape_like(w)}%" for w in words]
         cursor.execute(sql, [*params, *scope_params, *time_params, q.limit])
-        return [
-            make_hit(
-                table,
-                row[:6],
-                snippet=snippet_for_words(row[6], words),
-                score=1.0 if q.sort == "relevance" else None,
-            )
-            for row in cursor.fetchall()
-        ]
+        return substring_hits(table, q, cursor.fetchall(), words)
 
     def _regex(self, cursor, table: Table, q: GrepQuery) -> list[GrepHit]:
         operator, flags = ("~*", "i") if q.ignore_case else ("~", "c")

@@ -38,7 +38,7 @@ from conversations.search.text import (
     query_words,
     required_literal,
     snippet_at,
-    snippet_for_words,
+    substring_hits,
 )
 
 _ROWID = {"message": "t.id", "summary": "t.rowid"}
@@ -169,15 +169,7 @@ class SqliteGrep:
             LIMIT %s
         """
         rows = self._fetch(sql, [*params, *scope_params, *time_params, q.limit])
-        return [
-            make_hit(
-                table,
-                row[:6],
-                snippet=snippet_for_words(row[6], words),
-                score=1.0 if q.sort == "relevance" else None,
-            )
-            for row in rows
-        ]
+        return substring_hits(table, q, rows, words)
 
     def _regex(self, table: Table, q: GrepQuery, deadline: float) -> list[GrepHit]:
         pattern = compile_regex(q.query, q.ignore_case)

@@ -8,7 +8,15 @@ import unicodedata
 
 import regex
 
-from conversations.search.query import MARK_END, MARK_START, InvalidPattern
+from conversations.search.query import (
+    MARK_END,
+    MARK_START,
+    GrepHit,
+    GrepQuery,
+    InvalidPattern,
+    Table,
+    make_hit,
+)
 
 # Scripts written without spaces between words: a word-based full-text index keeps a
 # whole run as one token, so these queries are answered by substring (trigram) search.
@@ -83,6 +91,16 @@ def snippet_for_words(content: str, words: list[str]) -> str:
         if at >= 0 and len(folded) == len(content):
             return snippet_at(content, at, at + len(word))
     return snippet_at(content, 0, 0)[1:] if content else ""
+
+
+def substring_hits(table: Table, q: GrepQuery, rows, words: list[str]) -> list[GrepHit]:
+    """Hits of a substring search, from rows (id, conversation_id, created_at, seq, depth,
+    kind, content): each marked at its first word; every match scores alike."""
+    score = 1.0 if q.sort == "relevance" else None
+    return [
+        make_hit(table, row[:6], snippet=snippet_for_words(row[6], words), score=score)
+        for row in rows
+    ]
 
 
 def required_literal(pattern: str, ignore_case: bool) -> str | None:
