@@ -26,7 +26,7 @@ from conversations.models import (
     SummaryParent,
 )
 from conversations.selectors import conversations_visible_to
-from retrieval.selectors import summary_subtree
+from retrieval.selectors import covering_summaries, summary_subtree
 
 TIMELINE_PAGE = 50
 CONTEXT_PAGE = 50
@@ -268,6 +268,21 @@ def summaries_above_messages(*, conversation: Conversation, message_ids: list[in
     with connection.cursor() as cursor:
         cursor.execute(sql, [conversation.pk, *message_ids])
         return {row[0] for row in cursor.fetchall()}
+
+
+def message_lineage(*, conversation: Conversation, seq: int) -> tuple[list[str], str | None]:
+    """For message `seq`: every summary above it (sorted ids) and the context summary that
+    covers it now (None when it is itself in the context, or has no such message)."""
+    message_id = (
+        Message.objects.filter(conversation=conversation, seq=seq)
+        .values_list("id", flat=True)
+        .first()
+    )
+    if message_id is None:
+        return [], None
+    path = sorted(summaries_above_messages(conversation=conversation, message_ids=[message_id]))
+    covering = covering_summaries(conversation_id=conversation.pk, message_ids=[message_id])
+    return path, covering.get(message_id)
 
 
 @dataclass

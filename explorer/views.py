@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.dateparse import parse_date
 from django.views.decorators.http import require_GET
 
-from conversations.models import Conversation, Message, SummaryKind
+from conversations.models import Conversation, SummaryKind
 from conversations.selectors import conversation_get_for_user
 from explorer import selectors
 from lcmsite.api.errors import InvalidInput, LcmError, NotFound
@@ -133,23 +133,9 @@ def summary_dag(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conversation = _conversation(request, conversation_id)
     dag = selectors.conversation_dag(conversation=conversation)
     focus_seq = _int_param(request, "message")
-    path: list[str] = []
-    covering_id = None
+    path, covering_id = [], None
     if focus_seq is not None:
-        message_id = (
-            Message.objects.filter(conversation=conversation, seq=focus_seq)
-            .values_list("id", flat=True)
-            .first()
-        )
-        if message_id is not None:
-            path = sorted(
-                selectors.summaries_above_messages(
-                    conversation=conversation, message_ids=[message_id]
-                )
-            )
-            covering_id = covering_summaries(
-                conversation_id=conversation.pk, message_ids=[message_id]
-            ).get(message_id)
+        path, covering_id = selectors.message_lineage(conversation=conversation, seq=focus_seq)
     selected = request.GET.get("summary", "")[:32]
     return render(
         request,
