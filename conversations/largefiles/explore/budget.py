@@ -15,6 +15,11 @@ def plural(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
+def format_number(value: float) -> str:
+    """`1,234` for a whole number, `0.25` otherwise."""
+    return f"{int(value):,}" if value.is_integer() and abs(value) < 1e15 else f"{value:g}"
+
+
 def clip(text: str, max_chars: int) -> str:
     """One line: whitespace collapsed, cut to `max_chars` with `…`."""
     line = " ".join(text[: max_chars * 8 + 64].split())  # a bounded slice: text may be huge

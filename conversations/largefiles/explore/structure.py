@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .budget import Outline, clip, join_limited
+from .budget import Outline, clip, format_number, join_limited
 
 MAP_KEY_THRESHOLD = 50  # an object with more keys than this is summarised as a map
 _MAX_KEYS_KEPT = 200
@@ -208,11 +208,7 @@ def render(scanned: Scan, outline: Outline) -> None:
 def _leaf_line(path: str, stats: PathStats) -> str:
     parts = [_types(stats.types)]
     if stats.low is not None and stats.high is not None and stats.low != stats.high:
-        parts.append(f"{_number(stats.low)} to {_number(stats.high)}")
+        parts.append(f"{format_number(stats.low)} to {format_number(stats.high)}")
     distinct = len(stats.distinct)
     parts.append(f"{'100+' if distinct > _MAX_DISTINCT else distinct} distinct")
     return f"{path}: {'; '.join(parts)}; e.g. {', '.join(stats.samples)}"
-
-
-def _number(value: float) -> str:
-    return f"{int(value):,}" if value.is_integer() and abs(value) < 1e15 else f"{value:g}"

@@ -8,7 +8,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from .budget import Outline, clip, join_limited
+from .budget import Outline, clip, format_number, join_limited
 
 _MAX_DISTINCT = 1000  # distinct values tracked per column before saying "1000+"
 _LISTED_COLUMNS = 12  # wider tables get a line of column names before the details
@@ -91,7 +91,7 @@ def _fits(value: str) -> set[str]:
 def _number(value: float | None) -> str:
     if value is None:
         return "?"
-    return f"{int(value):,}" if value.is_integer() and abs(value) < 1e15 else f"{value:g}"
+    return format_number(value)
 
 
 def explore_table(content: str, *, delimiter: str) -> str:
