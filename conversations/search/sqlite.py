@@ -66,6 +66,16 @@ def _rowid_bounds(table: Table, q: GrepQuery, column: str) -> tuple[str, list]:
     )
 
 
+def _trigram_filter(table: Table, q: GrepQuery, match: str) -> tuple[str, list]:
+    """Only rows whose text the trigram index matches with `match` (an FTS5 string)."""
+    trgm = f"{TABLES[table]}_trgm"
+    bounds, bound_params = _rowid_bounds(table, q, "rowid")
+    return (
+        f" AND {_ROWID[table]} IN (SELECT rowid FROM {trgm} WHERE {trgm} MATCH %s{bounds})",
+        [match, *bound_params],
+    )
+
+
 class SqliteGrep:
     vendor = "sqlite"
 
@@ -151,12 +161,7 @@ class SqliteGrep:
         long_words = [w for w in words if len(w) >= 3]
         where, params = "", []
         if long_words:
-            trgm = f"{TABLES[table]}_trgm"
-            bounds, bound_params = _rowid_bounds(table, q, "rowid")
-            where += (
-                f" AND {_ROWID[table]} IN (SELECT rowid FROM {trgm} WHERE {trgm} MATCH %s{bounds})"
-            )
-            params += [fts5_literal(" ".join(long_words)), *bound_params]
+            where, params = _trigram_filter(table, q, fts5_literal(" ".join(long_words)))
         for word in words:
             where += " AND t.content LIKE %s ESCAPE '\\'"
             params.append(f"%{escape_like(word)}%")
@@ -176,12 +181,7 @@ class SqliteGrep:
         literal = required_literal(q.query, q.ignore_case)
         where, params = "", []
         if literal:
-            trgm = f"{TABLES[table]}_trgm"
-            bounds, bound_params = _rowid_bounds(table, q, "rowid")
-            where = (
-                f" AND {_ROWID[table]} IN (SELECT rowid FROM {trgm} WHERE {trgm} MATCH %s{bounds})"
-            )
-            params += [fts5_phrase(literal), *bound_params]
+            where, params = _trigram_filter(table, q, fts5_phrase(literal))
         scope, scope_params = q.scope.sql()
         times, time_params = q.time_sql()
         # Candidates in recency order without their text (a cheap sort), then the text in
