@@ -101,6 +101,4 @@ CHECKS: tuple[Check, ...] = (
     ),
 )
 
-CHECKS_BY_NAME = {check.name: check for check in CHECKS}
-
-__all__ = ["CHECKS", "CHECKS_BY_NAME", "Check", "Scope"]
+__all__ = ["CHECKS", "Check", "Scope"]
