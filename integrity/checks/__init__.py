@@ -1,8 +1,8 @@
 """Named integrity detectors.
 
 Each check is a pure function: it reads the database (and, for files, the storage) and
-returns its problems; it never writes. `run_checks` runs them all, in the order below.
-A problem is a flat dict that always carries `conversation_id`, plus what identifies it.
+returns its problems; it never writes. `integrity.report.scan` runs them all, in the order
+below. A problem is a flat dict that always carries `conversation_id`, plus what identifies it.
 """
 
 from __future__ import annotations
