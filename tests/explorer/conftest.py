@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from compaction.engine import compact_conversation
-from compaction.summarizers import DeterministicSummarizer
+from tests.explorer.helpers import compact
 from tests.factories import ConversationFactory, append_messages
 
 
@@ -27,12 +26,6 @@ def file_storage(settings, tmp_path):
     }
     settings.LCM_LARGE_FILE_TOKEN_THRESHOLD = 100
     return settings
-
-
-def compact(conversation, mode: str = "full"):
-    return compact_conversation(
-        conversation_id=conversation.pk, mode=mode, summarizer=DeterministicSummarizer()
-    )
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import re
 import pytest
 from django.core.files.storage import storages
 from django.db.models import Min
-from django.test import Client
 from playwright.sync_api import expect
 
 from compaction.models import CompactionJob
@@ -20,8 +19,7 @@ from compaction.summarizers import DeterministicSummarizer
 from conversations.models import ContextItem, LargeFile, Message, Summary, SummaryMessage
 from explorer.selectors import CONTEXT_PAGE, TIMELINE_PAGE
 from retrieval.selectors import covering_summaries
-from tests.explorer.conftest import compact
-from tests.explorer.test_pages import XSS_TEXT, xss_payload
+from tests.explorer.helpers import XSS_TEXT, client_for, compact, xss_payload
 from tests.factories import ConversationFactory, append_messages
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -29,8 +27,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def sign_in(page, user, live_server) -> None:
     """Reuse a server-side session (the sign-in form itself is tested once, below)."""
-    client = Client()
-    client.force_login(user)
+    client = client_for(user)
     page.context.add_cookies(
         [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": live_server.url}]
     )

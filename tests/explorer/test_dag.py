@@ -17,7 +17,7 @@ from conversations.models import (
     SummaryParent,
 )
 from retrieval.selectors import covering_summaries
-from tests.explorer.test_pages import client_for
+from tests.explorer.helpers import client_for
 
 
 def text_of(user, path: str, params: dict | None = None) -> str:

@@ -8,7 +8,7 @@ from django.contrib.admin.utils import quote  # ids hold '_', which admin URLs e
 from django.urls import reverse
 
 from conversations.models import LargeFile, Summary
-from tests.explorer.test_pages import client_for
+from tests.explorer.helpers import client_for
 from tests.factories import append_messages
 
 FILE_TEXT = "\n".join(f"line {i}: the cache returns stale entries after deploy" for i in range(300))

@@ -10,33 +10,8 @@ from django.test import Client
 from conversations.models import Message
 from explorer.middleware import POLICY
 from explorer.selectors import CONTEXT_PAGE, TIMELINE_PAGE
+from tests.explorer.helpers import XSS_TEXT, client_for, xss_payload
 from tests.factories import append_messages
-
-XSS_TEXT = (
-    '<script>window.__xss=1</script>"><img src=x onerror="window.__xss=2"> javascript:alert(1)'
-)
-
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def xss_payload(i: int) -> dict:
-    return {
-        "role": "user" if i % 2 == 0 else "tool",
-        "content": f"{i} {XSS_TEXT}",
-        "parts": [
-            {"part_type": "text", "text_content": f"{i} {XSS_TEXT}"},
-            {
-                "part_type": "file",
-                "file_name": f"{XSS_TEXT}.py",
-                "file_url": "javascript:alert(document.cookie)",
-                "file_mime": "text/x-python",
-            },
-        ],
-    }
 
 
 @pytest.mark.django_db
