@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
-from django.core.files.storage import storages
 
+from conversations.largefiles.store import file_storage
 from conversations.models import LargeFile
 from conversations.search import Scope, SearchTimeout
 from conversations.search.text import compile_regex, query_words, snippet_at
@@ -56,7 +56,7 @@ def _matcher(request):
 def grep_files(*, scope: Scope, request) -> list[dict]:
     deadline = time.monotonic() + settings.LCM_GREP_TIMEOUT_MS / 1000
     match = _matcher(request)
-    storage = storages["large_files"]
+    storage = file_storage()
     budget = MAX_BYTES
     results: list[dict] = []
     for large_file in _files_in(scope, request):

@@ -1,5 +1,5 @@
-"""Test support for large files: a storage of the test's own (so parallel runs never share
-files) and a helper that seeds or bypasses database rules for corruption tests."""
+"""Test support for large files: a storage of the test's own, so parallel runs never share
+files."""
 
 from __future__ import annotations
 
