@@ -13,11 +13,11 @@ from compaction.summarizers.base import (
     SummarizerError,
     SummaryRequest,
     SummaryResult,
-    fallback_summary,
-    render_sources,
 )
 from compaction.summarizers.deterministic import DeterministicSummarizer
 from compaction.summarizers.factory import default_summarizer
+from compaction.summarizers.fallback import fallback_summary
+from compaction.summarizers.render import render_sources
 
 __all__ = [
     "AnthropicSummarizer",

@@ -16,9 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-from compaction.summarizers.fallback import fallback_summary
-from compaction.summarizers.render import render_sources
-
 __all__ = [
     "SourceItem",
     "SummarizerAuthError",
@@ -26,8 +23,6 @@ __all__ = [
     "Summarizer",
     "SummaryRequest",
     "SummaryResult",
-    "fallback_summary",
-    "render_sources",
 ]
 
 
