@@ -214,6 +214,8 @@ def test_compact_now_runs_a_job_and_the_new_summary_appears(page, user, live_ser
     page.click("#compact-now")
     status = page.locator("#action-status")
     expect(status).to_have_attribute("data-state", "pending")
+    # "pending" is shown from the click on; the job row exists once the API has answered
+    expect(status).to_have_text(re.compile(r"^job \d+ pending"))
     job = CompactionJob.objects.get(conversation=conversation)
     assert job.mode == "full"
 
