@@ -14,6 +14,7 @@ from django.db.models.functions import Coalesce
 
 from compaction.assembly import assemble_context
 from compaction.planning import Row, fresh_tail_start
+from conversations.largefiles.store import file_storage
 from conversations.models import (
     ContextItem,
     Conversation,
@@ -429,11 +430,9 @@ def file_get_for_user(*, user, file_id: str) -> LargeFile | None:
 
 def file_preview(*, large_file: LargeFile) -> tuple[str, bool]:
     """The first LCM_FILE_PREVIEW_BYTES of the stored content, decoded leniently."""
-    from django.core.files.storage import storages
-
     limit = settings.LCM_FILE_PREVIEW_BYTES
     try:
-        with storages["large_files"].open(large_file.storage_key, "rb") as handle:
+        with file_storage().open(large_file.storage_key, "rb") as handle:
             data = handle.read(limit + 1)
     except (FileNotFoundError, OSError):
         return "", False

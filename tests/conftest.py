@@ -3,8 +3,6 @@ conversations built through the real ingest service."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from django.db import connection
 from rest_framework.authtoken.models import Token
@@ -12,9 +10,7 @@ from rest_framework.test import APIClient
 
 from tests.factories import ConversationFactory, UserFactory, append_messages
 
-pytest_plugins = [
-    plugin for plugin in ("tests.support.fixtures",) if importlib.util.find_spec(plugin) is not None
-]
+pytest_plugins = ["tests.support.fixtures"]
 
 
 def pytest_collection_modifyitems(config, items):
