@@ -20,7 +20,7 @@ from typing import Literal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from compaction import escalation, locks
@@ -52,6 +52,8 @@ from conversations.models import (
     SummaryKind,
 )
 from lcmsite.api.errors import Conflict, InvalidInput, NotFound
+from workers import shutdown
+from workers.leases import lease_deadline, lease_kept
 
 logger = logging.getLogger("lcm.compaction")
 
@@ -291,6 +293,7 @@ class CompactionEngine:
 
     def run_pass(self, candidate: Candidate) -> bool:
         """Summarize and apply one candidate. True if it saved tokens."""
+        shutdown.raise_if_requested()  # a stopping worker ends between passes, never inside
         if candidate.kind == "leaf":
             draft, sources, newest_message_id = self._leaf_summary(candidate)
             target = settings.LCM_LEAF_TARGET_TOKENS
@@ -485,7 +488,9 @@ def _claim_lease(conversation: Conversation, *, mode: str, reason: str, target, 
     with transaction.atomic(durable=True):
         locks.try_lock(locks.LockKind.COMPACTION, conversation.pk)
         CompactionRun.objects.filter(
-            conversation=conversation, status=RunStatus.RUNNING, started_at__lt=stale
+            Q(lease_until__lt=now) | Q(lease_until__isnull=True, started_at__lt=stale),
+            conversation=conversation,
+            status=RunStatus.RUNNING,
         ).update(status=RunStatus.FAILED, finished_at=now, detail="abandoned (worker stopped)")
         try:
             with transaction.atomic():
@@ -496,6 +501,7 @@ def _claim_lease(conversation: Conversation, *, mode: str, reason: str, target, 
                     target_tokens=target,
                     tokens_before=tokens_before,
                     started_at=now,
+                    lease_until=lease_deadline(now),
                 )
         except IntegrityError:
             raise Conflict(
@@ -536,8 +542,10 @@ def compact_conversation(
     )
     engine.run = run
     error_code = None
+    alive = CompactionRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING)
     try:
-        engine.run_mode()
+        with lease_kept(alive):  # renewed while this process lives (workers/leases.py)
+            engine.run_mode()
         status = RunStatus.COMPACTED if engine.summary_ids else RunStatus.NOTHING_TO_DO
         detail = _describe(engine)
     except SummarizerAuthError as error:  # from the pass's summarizer call

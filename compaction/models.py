@@ -55,6 +55,8 @@ class CompactionRun(models.Model):
     detail = models.TextField(blank=True, default="")
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Renewed while the run is alive (workers/leases.py); once past, the run is abandoned.
+    lease_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -101,6 +103,8 @@ class CompactionJob(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Running: renewed by the owner; past it, another worker may claim the job.
+    lease_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

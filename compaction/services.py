@@ -16,12 +16,18 @@ from compaction.evaluation import context_figures, decide
 from compaction.models import CompactionJob, JobState, Mode, Reason
 from conversations.models import Conversation
 from lcmsite.api.errors import Conflict, LcmError
+from workers import shutdown
+from workers.leases import lease_deadline, lease_kept
+from workers.shutdown import ShutdownRequested
 
 logger = logging.getLogger("lcm.compaction")
 
 TASK = "compaction.tasks.run_compaction_job"
-# A job claimed this long ago by a worker that never finished is taken over by a retry.
+# A job claimed before job leases existed (no lease_until) is taken over this long after.
 _STALE_JOB_GRACE_SECONDS = 60
+# A job's lease is renewed alongside its run's; taking the job over this long after its
+# lease expired finds the run's lease expired too (so no conflict with the dead run).
+TAKEOVER_GRACE = timedelta(seconds=2)
 
 
 def _enqueue(job_id: int) -> None:
@@ -90,15 +96,40 @@ def schedule_after_append(conversation_id: int) -> None:
 
 
 def job_claim(*, job_id: int) -> CompactionJob | None:
-    """Compare-and-set pending -> running (or take over a running job whose worker died)."""
+    """Compare-and-set pending -> running with a lease, or take over a running job whose
+    lease expired (its worker died). A stopping worker claims nothing."""
+    if shutdown.requested():
+        return None
     now = timezone.now()
     stale = now - timedelta(seconds=settings.LCM_COMPACTION_MAX_SECONDS + _STALE_JOB_GRACE_SECONDS)
     claimed = (
         CompactionJob.objects.filter(pk=job_id)
-        .filter(Q(state=JobState.PENDING) | Q(state=JobState.RUNNING, started_at__lt=stale))
-        .update(state=JobState.RUNNING, started_at=now, attempts=F("attempts") + 1)
+        .filter(
+            Q(state=JobState.PENDING)
+            | Q(state=JobState.RUNNING, lease_until__lt=now - TAKEOVER_GRACE)
+            | Q(state=JobState.RUNNING, lease_until__isnull=True, started_at__lt=stale)
+        )
+        .update(
+            state=JobState.RUNNING,
+            started_at=now,
+            lease_until=lease_deadline(now),
+            attempts=F("attempts") + 1,
+        )
     )
     return CompactionJob.objects.get(pk=job_id) if claimed else None
+
+
+def job_release(*, job_id: int, attempts: int) -> None:
+    """Give a running job up (the worker is stopping): its lease ends now and the job is
+    queued again, so a healthy worker takes it over at once."""
+    released = CompactionJob.objects.filter(
+        pk=job_id, state=JobState.RUNNING, attempts=attempts
+    ).update(
+        lease_until=timezone.now() - TAKEOVER_GRACE - timedelta(seconds=1),
+        error="released: its worker stopped",
+    )
+    if released:
+        _enqueue(job_id)
 
 
 def job_run(*, job_id: int, summarizer=None) -> CompactionJob | None:
@@ -107,27 +138,42 @@ def job_run(*, job_id: int, summarizer=None) -> CompactionJob | None:
     if job is None:
         return None
     state, result, error = JobState.FAILED, None, ""
+    # `attempts` fences this claim: after a takeover, the old owner's writes match nothing.
+    owned = CompactionJob.objects.filter(pk=job.pk, state=JobState.RUNNING, attempts=job.attempts)
     try:
-        outcome = compact_conversation(
-            conversation_id=job.conversation_id,
-            mode=job.mode,
-            reason=job.reason,
-            target_tokens=job.target_tokens,
-            summarizer=summarizer,
-        )
+        with lease_kept(owned):
+            outcome = compact_conversation(
+                conversation_id=job.conversation_id,
+                mode=job.mode,
+                reason=job.reason,
+                target_tokens=job.target_tokens,
+                summarizer=summarizer,
+            )
         result = outcome.as_dict()
         state = JobState.FAILED if outcome.status == "failed" else JobState.SUCCEEDED
         error = outcome.detail if outcome.status == "failed" else ""
         run_id = outcome.run_id
+    except ShutdownRequested:  # the passes applied so far stay; the rest goes to another worker
+        job_release(job_id=job.pk, attempts=job.attempts)
+        job.refresh_from_db()
+        return job
     except LcmError as problem:  # a Conflict reads "conflict: ..."
         error, run_id = f"{problem.code}: {problem.message}", None
     except Exception as crash:
-        CompactionJob.objects.filter(pk=job.pk).update(
-            state=JobState.FAILED, error=f"error: {crash!r}", finished_at=timezone.now()
+        owned.update(
+            state=JobState.FAILED,
+            error=f"error: {crash!r}",
+            finished_at=timezone.now(),
+            lease_until=None,
         )
         raise
-    CompactionJob.objects.filter(pk=job.pk).update(
-        state=state, result=result, error=error, run_id=run_id, finished_at=timezone.now()
+    owned.update(
+        state=state,
+        result=result,
+        error=error,
+        run_id=run_id,
+        finished_at=timezone.now(),
+        lease_until=None,
     )
     job.refresh_from_db()
     return job

@@ -14,6 +14,7 @@ from conversations.inputs import parse_message_payload
 from lcmsite.api.errors import InvalidInput
 from lcmsite.api.pagination import IdPagination, OrdinalPagination, SequencePagination
 from lcmsite.api.schema import CURSOR_PARAMETERS, ERRORS, WRITE_ERRORS
+from security.apis import HARD_DELETE_SCHEMA, conversation_hard_delete
 
 
 def _appended(result: services.AppendedMessage) -> dict:
@@ -80,6 +81,10 @@ class ConversationDetailApi(APIView):
         stats = selectors.conversation_stats(conversation=conversation)
         data = {**serializers.ConversationSerializer(conversation).data, **stats}
         return Response(data)
+
+    @extend_schema(operation_id="conversations_hard_delete", **HARD_DELETE_SCHEMA)
+    def delete(self, request, conversation_id: int):
+        return conversation_hard_delete(request, conversation_id)  # security/apis.py
 
 
 class MessageListCreateApi(APIView):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
@@ -287,13 +288,16 @@ class DemoResult:
     compaction_passes: int = 0
 
 
-def demo_load(*, if_empty: bool = False) -> DemoResult:
+def demo_load(
+    *, if_empty: bool = False, on_batch: Callable[[int, int], None] | None = None
+) -> DemoResult:
     """Create the demo user and conversation; compact it in several passes as it grows.
 
     With `if_empty`, nothing happens when any conversation exists already. The demo user
     gets a fresh random password, returned once (it is stored only as a hash). Two loads
     racing (two processes starting on an empty database) create the conversation once:
     the loser of `conversation_create` stops without touching the password.
+    `on_batch(done, total)` is called after each batch of messages (for progress).
     """
     if if_empty and Conversation.objects.exists():
         return DemoResult(False, DEMO_USERNAME, None, None)
@@ -311,12 +315,16 @@ def demo_load(*, if_empty: bool = False) -> DemoResult:
     user.save(update_fields=["password"])
     payloads = demo_messages(start=timezone.now() - dt.timedelta(hours=14))
     with override_settings(**DEMO_COMPACTION):
-        passes = _append_and_compact(conversation, payloads)
+        passes = _append_and_compact(conversation, payloads, on_batch)
     conversation.refresh_from_db()
     return DemoResult(True, DEMO_USERNAME, password, conversation, len(payloads), passes)
 
 
-def _append_and_compact(conversation: Conversation, payloads: list[dict]) -> int:
+def _append_and_compact(
+    conversation: Conversation,
+    payloads: list[dict],
+    on_batch: Callable[[int, int], None] | None = None,
+) -> int:
     summarizer = DeterministicSummarizer()  # no network, no spend, same text every time
     passes = 0
     chunk = 80
@@ -329,5 +337,7 @@ def _append_and_compact(conversation: Conversation, payloads: list[dict]) -> int
                 conversation_id=conversation.pk, mode="incremental", summarizer=summarizer
             )
             passes += 1
+        if on_batch is not None:
+            on_batch(offset + len(batch), len(payloads))
     compact_conversation(conversation_id=conversation.pk, mode="full", summarizer=summarizer)
     return passes + 1

@@ -4,7 +4,7 @@ up to 20 examples."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -62,9 +62,13 @@ def one_snapshot() -> Iterator[None]:
         yield
 
 
-def scan(scope: Scope) -> ScanResult:
-    """Run every check (reads only)."""
+def scan(scope: Scope, on_check: Callable[[str], None] | None = None) -> ScanResult:
+    """Run every check (reads only); `on_check(name)` after each (for progress)."""
     start = time.perf_counter()
+    outcomes = []
     with one_snapshot():
-        outcomes = [CheckOutcome(check.name, check.detect(scope)) for check in CHECKS]
+        for check in CHECKS:
+            outcomes.append(CheckOutcome(check.name, check.detect(scope)))
+            if on_check is not None:
+                on_check(check.name)
     return ScanResult(scope, outcomes, (time.perf_counter() - start) * 1000)

@@ -21,16 +21,18 @@ from integrity.plans import plan_repairs
 from integrity.repairs import apply_actions
 from integrity.report import scan
 from lcmsite.api.errors import Conflict, NotFound
+from security.services import audit_record
 
 logger = logging.getLogger("lcm.integrity")
 
 
 def integrity_scan(
-    *, conversation_id: int | None, mode: str, trigger: str, user=None
+    *, conversation_id: int | None, mode: str, trigger: str, user=None, on_check=None
 ) -> IntegrityReport:
     """Run every check; store the report, and with scan_and_plan one plan per conversation
-    that has problems. Returns the report (plans via `report.plans`)."""
-    result = scan(Scope(conversation_id))
+    that has problems. Returns the report (plans via `report.plans`). `on_check(name)` is
+    called after each check (progress for the command)."""
+    result = scan(Scope(conversation_id), on_check=on_check)
     with transaction.atomic():
         report = IntegrityReport.objects.create(
             conversation_id=conversation_id,
@@ -84,6 +86,14 @@ def repair_plan_apply(*, plan_id: int, user=None) -> RepairPlan:
                 outcome=outcome,
                 applied_by=user if getattr(user, "is_authenticated", False) else None,
                 applied_at=timezone.now(),
+            )
+            audit_record(  # security/: destructive actions are audited (ids and counts)
+                action="integrity_repair",
+                via="integrity",
+                actor=user,
+                target_kind="repair_plan",
+                target_id=plan_id,
+                details={"conversation_id": conversation_id, "actions": len(plan.actions)},
             )
     except Conflict:
         raise

@@ -330,6 +330,298 @@ SETTINGS: tuple[Setting, ...] = (
         "Log level of the lcm loggers.",
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
     ),
+    # Providers (docs/providers.md)
+    Setting(
+        "LCM_CONFIG_FILE",
+        str,
+        "",
+        "TOML file of models and engine settings (SRD 18 shape); built-in models when empty.",
+    ),
+    Setting(
+        "LCM_DEFAULT_MODEL",
+        str,
+        "",
+        "Model name used when a turn names none; wins over [general] default_model.",
+    ),
+    Setting(
+        "LCM_REDACTION_HOOK",
+        str,
+        "providers.redaction.redact_secrets",
+        "Dotted path of a str -> str function applied to every outbound prompt text; "
+        "empty turns redaction off.",
+    ),
+    Setting(
+        "LCM_PROVIDER_MAX_RETRIES",
+        int,
+        2,
+        "Retries of a provider call on 429/529/5xx before the first byte (honours retry-after).",
+        0,
+        10,
+    ),
+    Setting(
+        "LCM_PROVIDER_TIMEOUT_SECONDS",
+        float,
+        600.0,
+        "Read timeout of one provider call (between bytes of a stream).",
+        1,
+        3600,
+    ),
+    # --- Turn engine (turns/) ---
+    Setting(
+        "LCM_TURN_MAX_CONTENT_CHARS",
+        int,
+        200_000,
+        "Largest user message a turn accepts, in characters (larger: 413).",
+        1,
+        10_000_000,
+    ),
+    Setting(
+        "LCM_STATE_TARGET_TOKENS",
+        int,
+        2000,
+        "Target size of a branch state summary written by the librarian, in tokens.",
+        200,
+        100_000,
+    ),
+    Setting(
+        "LCM_LIBRARIAN_MODEL",
+        str,
+        "haiku",
+        "Model (a name from the model config) the librarian uses when its key is set; "
+        "otherwise the deterministic librarian writes states.",
+    ),
+    Setting(
+        "LCM_TURN_JOB_LEASE_SECONDS",
+        int,
+        30,
+        "How long a worker owns a turn job before another worker may take it over.",
+        5,
+        86_400,
+    ),
+    Setting(
+        "LCM_RECONCILE_INTERVAL_SECONDS",
+        int,
+        30,
+        "How often the worker's scheduled reconciler looks for unfinished turns.",
+        5,
+        3600,
+    ),
+    # --- Semantic memory (memory/, docs/memory.md) ---
+    Setting(
+        "LCM_EMBEDDING_BACKEND",
+        str,
+        "auto",
+        "Embedding backend: auto (minilm if installed, else static), minilm (offline "
+        "all-MiniLM-L6-v2), static (offline WordLlama), hashing (lexical, no model), openai "
+        "(needs OPENAI_API_KEY). A change starts a new namespace and a re-index.",
+        choices=("auto", "minilm", "static", "hashing", "openai"),
+    ),
+    Setting(
+        "LCM_EMBEDDING_MODEL",
+        str,
+        "",
+        "Model of the openai backend (default text-embedding-3-small); for hashing, the dimension.",
+    ),
+    Setting(
+        "LCM_VECTOR_INDEX",
+        str,
+        "auto",
+        "Vector search: auto (numpy exact scan), numpy, sqlite_vec (SQLite only), pgvector "
+        "(PostgreSQL with the extension).",
+        choices=("auto", "numpy", "sqlite_vec", "pgvector"),
+    ),
+    Setting(
+        "LCM_MEMORY_INDEX_MESSAGES",
+        bool,
+        True,
+        "Chunk and embed messages ingested through the messages API (a background job).",
+    ),
+    Setting(
+        "LCM_CHUNK_MIN_TOKENS",
+        int,
+        200,
+        "Chunks grow to at least this many tokens unless a boundary (heading, topic shift, "
+        "tool result, end of source) comes first.",
+        20,
+        4000,
+    ),
+    Setting("LCM_CHUNK_MAX_TOKENS", int, 800, "Largest chunk, in tokens.", 50, 8000),
+    Setting(
+        "LCM_CHUNK_OVERLAP_TOKENS",
+        int,
+        50,
+        "Tokens repeated between the pieces of a text split for size (0: none).",
+        0,
+        400,
+    ),
+    Setting(
+        "LCM_CHUNK_TOPIC_SHIFT",
+        float,
+        0.30,
+        "Adjacent blocks whose embedding similarity is below this start a new chunk.",
+        -1,
+        1,
+    ),
+    Setting("LCM_RETRIEVAL_TOP_K", int, 6, "Chunks a turn's retrieval selects (SRD 8.2).", 1, 100),
+    Setting(
+        "LCM_RETRIEVAL_OVERFETCH_K",
+        int,
+        16,
+        "Candidates fetched by vector and by full text before fusion and filtering.",
+        1,
+        1000,
+    ),
+    Setting(
+        "LCM_RETRIEVAL_SIMILARITY_THRESHOLD",
+        float,
+        0.72,
+        "Candidates below this calibrated similarity (after the recency boost) are dropped; "
+        "full-text hits are exempt. See docs/memory.md for the calibration per model.",
+        0,
+        2,
+    ),
+    Setting(
+        "LCM_RETRIEVAL_MAX_TOKENS",
+        int,
+        6000,
+        "Packing budget of retrieved memory in a turn's context.",
+        0,
+        1_000_000,
+    ),
+    Setting(
+        "LCM_RETRIEVAL_RECENCY_BOOST",
+        float,
+        0.10,
+        "Added to the similarity of the newest candidate, decaying linearly to 0 for the oldest.",
+        0,
+        1,
+    ),
+    Setting("LCM_RETRIEVAL_MMR", bool, True, "Select with maximal marginal relevance (diversity)."),
+    Setting(
+        "LCM_RETRIEVAL_MMR_LAMBDA",
+        float,
+        0.7,
+        "MMR trade-off: 1 is pure relevance, 0 pure diversity.",
+        0,
+        1,
+    ),
+    Setting(
+        "LCM_TOOL_MAX_RESULT_CHARS",
+        int,
+        20000,
+        "A tool result longer than this is cut (with a note) before it goes back to the model.",
+        500,
+        1_000_000,
+    ),
+    Setting(
+        "LCM_TURN_MAX_STEPS",
+        int,
+        8,
+        "Most provider steps one turn may take (a tool loop stops there with tool_step_limit).",
+        1,
+        100,
+    ),
+    Setting(
+        "LCM_TURN_THREADS",
+        int,
+        64,
+        "Turns one web process runs at once (streaming turns run on this pool).",
+        1,
+        1024,
+    ),
+    Setting(
+        "LCM_OFFLINE_STREAM_CHUNKS",
+        int,
+        12,
+        "Deltas the offline provider streams one answer in (demos and tests).",
+        1,
+        10000,
+    ),
+    Setting(
+        "LCM_OFFLINE_STREAM_DELAY_MS",
+        int,
+        0,
+        "Pause of the offline provider before each delta, to make streaming visible in demos.",
+        0,
+        60000,
+    ),
+    # Security (SRD 14): encryption at rest, throttling
+    Setting(
+        "LCM_ENCRYPTION_KEY",
+        str,
+        "",
+        "Fernet key that encrypts large-file objects, stream journals and turn event logs "
+        "(empty: stored in clear). Make one with `manage.py lcm_rotate_key --generate`.",
+    ),
+    Setting(
+        "LCM_ENCRYPTION_OLD_KEYS",
+        str,
+        "",
+        "Comma-separated retired Fernet keys, still accepted for reading until "
+        "`manage.py lcm_rotate_key` has re-encrypted everything under the current key.",
+    ),
+    Setting(
+        "LCM_THROTTLE_USER_RATE",
+        str,
+        "10000/min",
+        "API requests allowed per signed-in user or token (DRF rate, e.g. `600/min`; "
+        "empty: no limit). Over it: 429 with `Retry-After`.",
+    ),
+    Setting(
+        "LCM_THROTTLE_IP_RATE",
+        str,
+        "30000/min",
+        "API requests allowed per client IP, whoever makes them (empty: no limit).",
+    ),
+    Setting(
+        "LCM_AUTH_FAILURE_RATE",
+        str,
+        "300/min",
+        "API requests refused for missing or bad credentials (401) allowed per client IP; "
+        "beyond it every API request from that IP gets 429 until the window passes.",
+    ),
+    Setting(
+        "LCM_LOGIN_FAILURE_RATE",
+        str,
+        "10/min",
+        "Failed sign-ins allowed per client IP and per user name on the login page; "
+        "further attempts get 429 with `Retry-After` until the window passes.",
+    ),
+    # --- Background job reliability (workers/, docs/reliability.md) ---
+    Setting(
+        "LCM_JOB_LEASE_SECONDS",
+        int,
+        30,
+        "Lease of a running compaction job (renewed every third of it while the job runs); "
+        "once it expires another worker takes the job over.",
+        3,
+        3600,
+    ),
+    Setting(
+        "LCM_JOB_RECONCILE_SECONDS",
+        int,
+        15,
+        "How often each worker process looks for compaction jobs whose worker died.",
+        1,
+        3600,
+    ),
+    Setting(
+        "LCM_JOB_MAX_ATTEMPTS",
+        int,
+        5,
+        "Claims of one compaction job before a job whose worker keeps dying is failed.",
+        1,
+        1000,
+    ),
+    Setting(
+        "LCM_WORKER_STOP_SECONDS",
+        float,
+        8.0,
+        "After SIGTERM, how long `qcluster` lets running jobs finish their pass and release "
+        "before it kills them.",
+        0.5,
+        600,
+    ),
 )
 
 SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}

@@ -50,12 +50,20 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "workers",  # before django_q: its `qcluster` (bounded stop) wins
     "django_q",
     "conversations",
     "compaction",
     "retrieval",
     "integrity",
+    "importers",
+    "providers",
+    "turns",
+    "memory",
     "explorer",
+    "console",
+    "mcpserver",
+    "security",
 ]
 
 MIDDLEWARE = [
@@ -66,6 +74,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "security.throttling.LoginThrottleMiddleware",
+    "security.throttling.AuthFailureThrottleMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "explorer.middleware.ContentSecurityPolicyMiddleware",
@@ -125,7 +135,11 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not :memory:, so threads and the live server share one test database.
     _db["TEST"] = {"NAME": os.environ.get("LCM_TEST_DB_NAME") or str(DATA_DIR / "test_lcm.sqlite3")}
 else:
-    _db.setdefault("CONN_MAX_AGE", 60)
+    # 0, not persistent: under ASGI (lcm_serve) every request runs its sync view in a
+    # fresh thread, and a persistent connection kept by a thread that is gone is never
+    # reused nor closed; under load they pile up to PostgreSQL's max_connections ("too
+    # many clients already"). Django's ASGI advice: no persistent connections.
+    _db.setdefault("CONN_MAX_AGE", 0)
     _db["CONN_HEALTH_CHECKS"] = True
     if os.environ.get("LCM_TEST_DB_NAME"):
         _db["TEST"] = {"NAME": os.environ["LCM_TEST_DB_NAME"]}
@@ -153,9 +167,13 @@ else:
 MEDIA_ROOT = DATA_DIR / "files"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Encrypts at rest when LCM_ENCRYPTION_KEY is set, around the real backend (docs/security.md).
     "large_files": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage",
-        "OPTIONS": {"location": str(DATA_DIR / "large-files")},
+        "BACKEND": "security.storage.EncryptedStorage",
+        "OPTIONS": {
+            "backend": "django.core.files.storage.FileSystemStorage",
+            "options": {"location": str(DATA_DIR / "large-files")},
+        },
     },
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
@@ -184,6 +202,11 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "lcmsite.api.errors.exception_handler",
+    # Rates from LCM_THROTTLE_USER_RATE / LCM_THROTTLE_IP_RATE (security/throttling.py).
+    "DEFAULT_THROTTLE_CLASSES": [
+        "security.throttling.TokenRateThrottle",
+        "security.throttling.IPRateThrottle",
+    ],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {

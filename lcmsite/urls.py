@@ -10,6 +10,10 @@ api_v1 = [
     path("", include("compaction.urls")),
     path("", include("retrieval.urls")),
     path("", include("integrity.urls")),
+    path("", include("turns.urls")),
+    path("", include("memory.urls")),
+    path("", include("importers.urls")),
+    path("", include("security.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("<path:unknown>", api_not_found),
@@ -19,5 +23,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("metrics", metrics_view, name="metrics"),
+    path("chat/", include("console.urls")),
     path("", include("explorer.urls")),
 ]

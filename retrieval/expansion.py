@@ -3,7 +3,7 @@
 1. Resolve the targets: the given summary ids (through the access checkpoint), or what a
    full-text grep for `query` finds (summary hits, and the summaries covering message hits).
 2. Create a delegation grant: those conversations and summaries, a token cap, an expiry.
-3. With ANTHROPIC_API_KEY set: a bounded tool loop through the `anthropic` SDK in which
+3. With ANTHROPIC_API_KEY set: a bounded tool loop through the provider layer in which
    the model may call only lcm_describe and lcm_expand inside the grant. Without a key:
    the bounded excerpt a model would have read (offline mode), so clients still work.
 4. Revoke the grant, whatever happened.
@@ -231,7 +231,7 @@ def _run_offline(grant: DelegationGrant, targets: Targets, request: ExpansionReq
 
 
 # ---------------------------------------------------------------------------------------
-# model: a bounded tool loop through the anthropic SDK
+# model: a bounded tool loop through the provider layer (providers/anthropic.py)
 
 
 def _opening(targets: Targets, request: ExpansionRequest) -> str:
@@ -253,72 +253,77 @@ def _opening(targets: Targets, request: ExpansionRequest) -> str:
 
 
 def _run_model(grant: DelegationGrant, targets: Targets, request: ExpansionRequest) -> dict:
-    import anthropic
+    # The provider layer (providers/anthropic.py) builds the client from the environment,
+    # retries 429/529/5xx honouring retry-after and maps errors; this loop owns the tools.
+    from providers import blocks
+    from providers.anthropic import AnthropicProvider
+    from providers.base import ProviderRequest
+    from providers.config import ModelSpec
+    from providers.errors import ProviderError
 
     max_answer = request.max_answer_tokens or settings.LCM_EXPANSION_MAX_ANSWER_TOKENS
     max_calls = settings.LCM_EXPANSION_MAX_TOOL_CALLS
-    client = anthropic.Anthropic(timeout=settings.LCM_SUMMARY_TIMEOUT_SECONDS, max_retries=2)
-    messages: list[dict] = [{"role": "user", "content": _opening(targets, request)}]
+    spec = ModelSpec(
+        "expansion",
+        "anthropic",
+        settings.LCM_EXPANSION_MODEL,
+        200_000,
+        max_answer,
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+    )
+    provider = AnthropicProvider(spec, timeout=settings.LCM_SUMMARY_TIMEOUT_SECONDS)
+    system = SYSTEM_PROMPT.format(max_answer_tokens=max_answer)
+    messages: list[dict] = [blocks.message("user", _opening(targets, request))]
     seen_ids = {s.pk for s in targets.summaries}
     read_ids: list[str] = []
     read_messages: list[int] = []
     calls, answer = 0, ""
     usage = {"input_tokens": 0, "output_tokens": 0}
-    try:
-        while True:
-            extra = {"tool_choice": {"type": "none"}} if calls >= max_calls else {}
-            response = client.messages.create(
-                model=settings.LCM_EXPANSION_MODEL,
-                max_tokens=max_answer,
-                system=SYSTEM_PROMPT.format(max_answer_tokens=max_answer),
-                tools=SUBAGENT_TOOL_DEFINITIONS,
-                messages=messages,
-                **extra,
-            )
-            usage["input_tokens"] += response.usage.input_tokens or 0
-            usage["output_tokens"] += response.usage.output_tokens or 0
-            tool_uses = [b for b in response.content if b.type == "tool_use"]
-            if response.stop_reason != "tool_use" or not tool_uses or calls > max_calls:
-                answer = "".join(b.text for b in response.content if b.type == "text").strip()
-                break
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": [
-                        b.model_dump(mode="json", exclude_none=True) for b in response.content
-                    ],
-                }
-            )
-            results = []
-            for block in tool_uses:
-                calls += 1
-                if calls > max_calls:
-                    content, is_error = (
-                        f"tool call budget of {max_calls} calls is used up: answer now "
-                        "with what you have read",
-                        True,
-                    )
-                else:
-                    outcome = tool_call_for_grant(grant=grant, name=block.name, input=block.input)
-                    content, is_error = outcome.content, outcome.is_error
-                    if not is_error:
-                        _note_reads(block.name, content, seen_ids, read_ids, read_messages)
-                results.append(
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": block.id,
-                        "content": content,
-                        "is_error": is_error,
-                    }
+    while True:
+        # The loop answers several tool calls of one turn, so parallel use stays allowed.
+        options: dict = {"disable_parallel_tool_use": False}
+        if calls >= max_calls:
+            options = {"tool_choice": "none"}
+        try:
+            response = provider.complete(
+                ProviderRequest(
+                    model=spec,
+                    system=system,
+                    messages=messages,
+                    tools=SUBAGENT_TOOL_DEFINITIONS,
+                    max_output_tokens=max_answer,
+                    options=options,
+                    purpose="expansion",
                 )
-            messages.append({"role": "user", "content": results})
-    except anthropic.APIError as error:
-        raise Unavailable(
-            f"the expansion model failed: {error.__class__.__name__}: {error}",
-            code="expansion_model_failed",
-        ) from None
-    finally:
-        client.close()
+            )
+        except ProviderError as error:
+            raise Unavailable(
+                f"the expansion model failed: {error}", code="expansion_model_failed"
+            ) from None
+        usage["input_tokens"] += response.usage["input_tokens"] or 0
+        usage["output_tokens"] += response.usage["output_tokens"] or 0
+        tool_uses = [b for b in response.blocks if b["type"] == "tool_use"]
+        if response.outcome["reason"] != "tool_use" or not tool_uses or calls > max_calls:
+            answer = blocks.rendered_text(response.blocks).strip()
+            break
+        messages.append(blocks.message("assistant", response.blocks))
+        results = []
+        for block in tool_uses:
+            calls += 1
+            if calls > max_calls:
+                content, is_error = (
+                    f"tool call budget of {max_calls} calls is used up: answer now "
+                    "with what you have read",
+                    True,
+                )
+            else:
+                outcome = tool_call_for_grant(grant=grant, name=block["name"], input=block["input"])
+                content, is_error = outcome.content, outcome.is_error
+                if not is_error:
+                    _note_reads(block["name"], content, seen_ids, read_ids, read_messages)
+            results.append(blocks.tool_result(block["id"], content, is_error))
+        messages.append(blocks.message("user", results))
     cited = [i for i in dict.fromkeys(_SUMMARY_ID.findall(answer)) if i in seen_ids]
     return {
         "answer": answer,

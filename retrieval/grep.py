@@ -14,7 +14,7 @@ from lcmsite.api.errors import InvalidInput
 from lcmsite.metrics import observe_ms
 from retrieval import dag
 
-MODES = ("regex", "full_text")
+MODES = ("regex", "full_text", "semantic", "hybrid")  # the last two: memory/grep.py
 SCOPES = {
     "messages": ("message",),
     "summaries": ("summary",),
@@ -46,7 +46,14 @@ class GrepRequest:
                 f"query is longer than {MAX_QUERY_CHARS} characters", extra={"field": "query"}
             )
         if self.mode not in MODES:
-            raise InvalidInput("mode must be regex or full_text", extra={"field": "mode"})
+            raise InvalidInput(
+                "mode must be regex, full_text, semantic or hybrid", extra={"field": "mode"}
+            )
+        if self.mode in ("semantic", "hybrid") and self.scope == "files":
+            raise InvalidInput(
+                "semantic and hybrid modes search messages, summaries and chunks, not files",
+                extra={"field": "scope"},
+            )
         if self.scope not in SCOPES:
             raise InvalidInput(
                 "scope must be messages, summaries, both or files", extra={"field": "scope"}
@@ -79,6 +86,9 @@ def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> 
 
         results = grep_files(scope=scope, request=request)
         mode = f"{request.mode}_files"
+    elif request.mode in ("semantic", "hybrid"):
+        results = _grep_memory(scope=scope, request=request)
+        mode = request.mode
     else:
         results = _grep_rows(scope=scope, request=request)
         mode = request.mode
@@ -89,6 +99,19 @@ def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> 
         mode=mode,
     )
     return results
+
+
+def _grep_memory(*, scope: Scope, request: GrepRequest) -> list[dict]:
+    """Chunks by meaning (semantic), fused with full-text message/summary hits (hybrid)."""
+    from dataclasses import replace
+
+    from memory.grep import chunk_hits, fuse
+
+    chunks = chunk_hits(scope=scope, query=request.query, limit=request.limit, mode=request.mode)
+    if request.mode == "semantic":
+        return chunks
+    text = _grep_rows(scope=scope, request=replace(request, mode="full_text", sort="relevance"))
+    return fuse(chunks, text, request.limit)
 
 
 def _grep_rows(*, scope: Scope, request: GrepRequest) -> list[dict]:

@@ -98,7 +98,11 @@ class GrepQuerySerializer(serializers.Serializer):
     query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=False)
     # Plain strings (checked by the service): a `mode` enum here would collide in the
     # schema with compaction's `mode`.
-    mode = serializers.CharField(default="full_text", help_text="full_text or regex")
+    mode = serializers.CharField(
+        default="full_text",
+        help_text="full_text, regex, semantic (chunks by meaning) or hybrid (chunks by "
+        "meaning fused with full-text message/summary hits); see docs/memory.md",
+    )
     scope = serializers.ChoiceField(
         choices=["messages", "summaries", "both", "files"],
         default="both",
@@ -115,13 +119,21 @@ class GrepQuerySerializer(serializers.Serializer):
 
 
 class GrepHitSerializer(serializers.Serializer):
-    type = serializers.ChoiceField(choices=["message", "summary", "file"])
+    type = serializers.ChoiceField(choices=["message", "summary", "file", "chunk"])
     id = serializers.CharField(
-        help_text="A message id (integer), a summary id (sum_...) or a file id (file_...)."
+        help_text="A message id (integer), a summary id (sum_...), a file id (file_...) or "
+        "a memory chunk id (semantic/hybrid modes)."
     )
     conversation_id = serializers.IntegerField()
     created_at = serializers.DateTimeField()
-    snippet = serializers.CharField(help_text="The match is marked «like this».")
+    snippet = serializers.CharField(
+        help_text=(
+            "A window of the matched content with every match marked «like this», whole "
+            "(a hyphenated identifier is one mark on both databases). « and » are always "
+            "markers: the content's own are shown as ‹ and ›. Render by splitting on the "
+            "markers, escaping each piece, and wrapping the marked ones (e.g. in <mark>)."
+        )
+    )
     score = serializers.FloatField(
         allow_null=True, help_text="Relevance (higher is better) when sort=relevance, else null."
     )
@@ -133,6 +145,10 @@ class GrepHitSerializer(serializers.Serializer):
     )
     depth = serializers.IntegerField(required=False)
     kind = serializers.CharField(required=False)
+    seq_end = serializers.IntegerField(
+        required=False, help_text="Chunks: the last message seq the chunk covers (seq: the first)."
+    )
+    chunk_type = serializers.CharField(required=False, help_text="Chunks: code, decision, ...")
     file_name = serializers.CharField(required=False)
     line = serializers.IntegerField(required=False, help_text="Files: the first matching line.")
 

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from tests.factories import ConversationFactory, UserFactory, append_messages
 
-pytest_plugins = ["tests.support.fixtures"]
+pytest_plugins = ["tests.support.fixtures", "tests.support.browser"]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -33,6 +33,14 @@ def _vendor() -> str:
 def _fast_password_hashing(settings):
     """Tests create many users; the production hasher is deliberately slow."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_limits():
+    """Throttle counters live in the process-local cache: no test inherits another's."""
+    from django.core.cache import cache
+
+    cache.clear()
 
 
 @pytest.fixture
@@ -105,3 +113,27 @@ def small_chunks(settings):
     settings.LCM_CONDENSED_MIN_FANOUT = 3
     settings.LCM_AUTOCOMPACT_DISABLED = True
     return settings
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sqlite_flush_may_delete_turns():
+    """Turn rows refuse DELETE (turns migration 0002); on SQLite the test flush between
+    transactional tests is a DELETE, so it holds the documented permit while it runs."""
+    if connection.vendor != "sqlite":  # PostgreSQL flushes with TRUNCATE (no row trigger)
+        yield
+        return
+    DatabaseOperations = type(connection.ops)
+    original = DatabaseOperations.execute_sql_flush
+
+    def execute_sql_flush(self, sql_list):
+        with self.connection.cursor() as cursor:
+            cursor.execute("INSERT INTO turns_delete_permit (permit) VALUES (1)")
+        try:
+            original(self, sql_list)
+        finally:
+            with self.connection.cursor() as cursor:
+                cursor.execute("DELETE FROM turns_delete_permit")
+
+    DatabaseOperations.execute_sql_flush = execute_sql_flush
+    yield
+    DatabaseOperations.execute_sql_flush = original

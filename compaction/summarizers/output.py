@@ -23,9 +23,13 @@ _EXPAND_LINE = re.compile(rf"^[\s*_#>-]*{re.escape(EXPAND_PREFIX)}[*_]*\s*(.*)$"
 
 
 def response_text(blocks: Iterable[Any]) -> str:
-    """The text of the `text` blocks; `thinking`, `redacted_thinking`, `tool_use` and any
-    other block types are ignored."""
-    return "\n".join(block.text for block in blocks if getattr(block, "type", None) == "text")
+    """The text of the `text` blocks (our block dicts or SDK objects); reasoning,
+    `tool_use` and any other block types are ignored."""
+    return "\n".join(_field(block, "text") for block in blocks if _field(block, "type") == "text")
+
+
+def _field(block: Any, name: str) -> Any:
+    return block.get(name) if isinstance(block, dict) else getattr(block, name, None)
 
 
 def strip_reasoning(text: str) -> str:

@@ -1,7 +1,7 @@
 """The summarizer model for text files, when one is configured (ANTHROPIC_API_KEY).
 
-A plug-in for `explore(..., summarize_text=...)`: one focused call through the anthropic
-SDK, made before the ingest transaction opens (never under a lock). Any failure falls back
+A plug-in for `explore(..., summarize_text=...)`: one focused call through the provider
+layer (providers/anthropic.py), made before the ingest transaction opens (never under a lock). Any failure falls back
 to the deterministic text summary (the explorer catches it).
 """
 
@@ -36,24 +36,35 @@ def text_summarizer() -> Callable[[str, int], str] | None:
         return None
 
     def summarize_text(text: str, max_tokens: int) -> str:
-        import anthropic
+        from providers import blocks
+        from providers.anthropic import AnthropicProvider
+        from providers.base import ProviderRequest
+        from providers.config import ModelSpec
 
-        client = anthropic.Anthropic(
-            api_key=api_key,
+        spec = ModelSpec(
+            "file-summary",
+            "anthropic",
+            settings.LCM_SUMMARY_MODEL,
+            200_000,
+            max(64, max_tokens),
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+        )
+        provider = AnthropicProvider(
+            spec,
             timeout=settings.LCM_SUMMARY_TIMEOUT_SECONDS,
             max_retries=settings.LCM_SUMMARY_MAX_RETRIES,
         )
-        try:
-            reply = client.messages.create(
-                model=settings.LCM_SUMMARY_MODEL,
-                max_tokens=max(64, max_tokens),
+        reply = provider.complete(
+            ProviderRequest(
+                model=spec,
                 system=PROMPT,
-                messages=[
-                    {"role": "user", "content": f"<document>\n{_excerpt(text)}\n</document>"}
-                ],
+                messages=[blocks.message("user", f"<document>\n{_excerpt(text)}\n</document>")],
+                tools=[],
+                max_output_tokens=max(64, max_tokens),
+                purpose="summary",
             )
-        finally:
-            client.close()
-        return "".join(block.text for block in reply.content if block.type == "text")
+        )
+        return blocks.rendered_text(reply.blocks)
 
     return summarize_text

@@ -35,6 +35,7 @@ from conversations.search.text import (
     snippet_at,
     substring_hits,
     websearch_literal,
+    whole_match_marks,
 )
 
 _REGEX_SYNTAX = re.compile(r"[\\.^$*+?{}\[\]()|]")
@@ -94,7 +95,8 @@ class PostgresGrep:
         times, time_params = q.time_sql()
         sql = f"""
             SELECT h.id, h.conversation_id, h.created_at, h.seq, h.depth, h.kind, h.score,
-                   ts_headline('english', h.content, websearch_to_tsquery('english', %s), %s)
+                   ts_headline('english', translate(h.content, '«»', '‹›'),
+                               websearch_to_tsquery('english', %s), %s)
             FROM (
                 SELECT {_columns(table)}, t.content,
                        ts_rank_cd(t.content_tsv, query) AS score
@@ -105,10 +107,11 @@ class PostgresGrep:
             ) h
         """
         cursor.execute(sql, [literal, _HEADLINE, literal, *scope_params, *time_params, q.limit])
-        hits = []
+        hits, words = [], query_words(q.query)
         for row in cursor.fetchall():
             score = float(row[6]) if q.sort == "relevance" else None
-            hits.append(make_hit(table, row[:6], snippet=row[7], score=score))
+            snippet = whole_match_marks(row[7], words)
+            hits.append(make_hit(table, row[:6], snippet=snippet, score=score))
         return hits
 
     def _substring(self, cursor, table: Table, q: GrepQuery) -> list[GrepHit]:

@@ -20,8 +20,6 @@ from contextlib import contextmanager
 from django.db import OperationalError, connection
 
 from conversations.search.query import (
-    MARK_END,
-    MARK_START,
     TABLES,
     GrepHit,
     GrepQuery,
@@ -32,6 +30,7 @@ from conversations.search.query import (
 from conversations.search.text import (
     compile_regex,
     escape_like,
+    from_raw_marks,
     fts5_literal,
     fts5_phrase,
     needs_substring_search,
@@ -39,6 +38,7 @@ from conversations.search.text import (
     required_literal,
     snippet_at,
     substring_hits,
+    whole_match_marks,
 )
 
 _ROWID = {"message": "t.id", "summary": "t.rowid"}
@@ -136,7 +136,7 @@ class SqliteGrep:
         snippets = dict(
             self._fetch(
                 f"""
-                SELECT rowid, snippet({fts}, 0, '{MARK_START}', '{MARK_END}', '…', 24)
+                SELECT rowid, snippet({fts}, 0, char(2), char(3), '…', 24)
                 FROM {fts} WHERE {fts} MATCH %s AND rowid >= %s AND rowid <= %s
                     AND +rowid IN ({marks})
                 """,
@@ -145,12 +145,12 @@ class SqliteGrep:
                 [match, min(rowids), max(rowids), *rowids],
             )
         )
-        relevance = q.sort == "relevance"
+        relevance, words = q.sort == "relevance", query_words(q.query)
         return [
             make_hit(
                 table,
                 row[:6],
-                snippet=snippets[row[6]],
+                snippet=whole_match_marks(from_raw_marks(snippets[row[6]]), words),
                 score=float(row[7]) if relevance else None,
             )
             for row in picked

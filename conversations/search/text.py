@@ -68,16 +68,32 @@ def compile_regex(pattern: str, ignore_case: bool) -> regex.Pattern:
         ) from None
 
 
+# A « or » in the content itself is shown as ‹ or › in a snippet, so that « and » in a
+# snippet are always our markers and a client can render them without guessing.
+_CONTENT_GUILLEMETS = str.maketrans({MARK_START: "‹", MARK_END: "›"})
+# What SQLite's snippet() marks with, turned into « » once the content's own are replaced.
+RAW_START, RAW_END = "\x02", "\x03"
+
+
+def snippet_text(content: str) -> str:
+    return content.translate(_CONTENT_GUILLEMETS)
+
+
+def from_raw_marks(snippet: str) -> str:
+    """A snippet marked with RAW_START/RAW_END, with « » as the only markers."""
+    return snippet_text(snippet).replace(RAW_START, MARK_START).replace(RAW_END, MARK_END)
+
+
 def snippet_at(content: str, start: int, end: int, context: int = SNIPPET_CONTEXT) -> str:
     left = max(0, start - context)
     right = min(len(content), end + context)
     text = (
         ("…" if left > 0 else "")
-        + content[left:start]
+        + snippet_text(content[left:start])
         + MARK_START
-        + content[start:end]
+        + snippet_text(content[start:end])
         + MARK_END
-        + content[end:right]
+        + snippet_text(content[end:right])
         + ("…" if right < len(content) else "")
     )
     return " ".join(text.split())
@@ -143,3 +159,89 @@ def required_literal(pattern: str, ignore_case: bool) -> str | None:
     if len(best) < 3 or unicodedata.normalize("NFC", best) != best:
         return None
     return best
+
+
+# --- Whole-match marks --------------------------------------------------------------
+
+
+def split_marks(snippet: str) -> tuple[str, list[tuple[int, int]]] | None:
+    """The snippet's text without markers and the marked spans in it, or None when the
+    markers do not pair up (the content itself holds a « or »)."""
+    text, spans, start = [], [], None
+    length = 0
+    for piece in re.split(f"([{MARK_START}{MARK_END}])", snippet):
+        if piece == MARK_START:
+            if start is not None:
+                return None
+            start = length
+        elif piece == MARK_END:
+            if start is None:
+                return None
+            spans.append((start, length))
+            start = None
+        else:
+            text.append(piece)
+            length += len(piece)
+    if start is not None:
+        return None
+    return "".join(text), spans
+
+
+def join_marks(text: str, spans: list[tuple[int, int]]) -> str:
+    out, at = [], 0
+    for start, end in spans:
+        out += [text[at:start], MARK_START, text[start:end], MARK_END]
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+def _occurrences(text: str, words: list[str]) -> list[tuple[int, int]]:
+    folded = text.casefold()
+    if len(folded) != len(text):  # case folding changed lengths: offsets would not line up
+        return []
+    found = []
+    for word in {w.casefold() for w in words}:
+        at = folded.find(word)
+        while at >= 0:
+            found.append((at, at + len(word)))
+            at = folded.find(word, at + 1)
+    return found
+
+
+def _part_of(marked: str, word: str) -> bool:
+    part = marked.casefold().strip("-_./@:")
+    return bool(part) and part != word and part in word
+
+
+def whole_match_marks(snippet: str, words: list[str]) -> str:
+    """Mark whole matches in a full-text snippet, the same on both backends.
+
+    PostgreSQL's ts_headline marks the lexemes a hyphenated identifier is parsed into
+    (`«RA»«-2198»-«NS»`), and both backends may mark a lone part of an identifier the
+    query named whole. Each marked span is widened to every literal occurrence of a
+    query word it touches; a span that touches none and is only a part of an identifier
+    the query spelled with punctuation (`RA` of `RA-2198-NS`) is not a match, so it is
+    unmarked; touching spans become one."""
+    parsed = split_marks(snippet)
+    if parsed is None or not words:
+        return snippet
+    text, spans = parsed
+    occurrences = _occurrences(text, words)
+    compound_words = [w.casefold() for w in words if re.search(r"[^\w]", w)]
+    result = []
+    for start, end in spans:
+        touching = [(s, e) for s, e in occurrences if s <= end and e >= start]
+        if touching:
+            start = min([start, *(s for s, _ in touching)])
+            end = max([end, *(e for _, e in touching)])
+        elif any(_part_of(text[start:end], w) for w in compound_words):
+            continue
+        result.append((start, end))
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(result):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return join_marks(text, merged)

@@ -1,5 +1,6 @@
-"""Small display helpers for the explorer templates. None of them marks text safe:
-their output goes through auto-escaping like everything else."""
+"""Small display helpers for the explorer templates. Only `marked_snippet` marks text
+safe, and it escapes every character of the text itself; the rest go through
+auto-escaping like everything else."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import json
 import re
 
 from django import template
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -28,3 +31,24 @@ _FILE_ID = re.compile(r"file_[0-9a-f]{16}")
 def is_file_id(value) -> bool:
     """Only well-formed file ids become links; anything else is shown as text."""
     return isinstance(value, str) and _FILE_ID.fullmatch(value) is not None
+
+
+@register.filter
+def marked_snippet(value) -> str:
+    """A search snippet as HTML: each «…» pair becomes <mark>…</mark> and every other
+    character is escaped. Unpaired markers (the content itself holds a « or ») are shown
+    as text, escaped like the rest."""
+    from conversations.search.text import split_marks
+
+    text = value if isinstance(value, str) else ""
+    parsed = split_marks(text)
+    if parsed is None:
+        return escape(text)
+    plain, spans = parsed
+    out, at = [], 0
+    for start, end in spans:
+        out += [escape(plain[at:start]), "<mark>", escape(plain[start:end]), "</mark>"]
+        at = end
+    out.append(escape(plain[at:]))
+    # Safe: built only from escaped text and the literal <mark> tags above.
+    return mark_safe("".join(out))  # noqa: S308

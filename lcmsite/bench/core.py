@@ -36,8 +36,15 @@ BENCH_MODULES = [
     "compaction.bench",
     "compaction.summarizers.bench",
     "retrieval.bench",
+    "providers.bench",
+    "turns.bench",
+    "turns.bench_engine",
     "integrity.bench",
     "explorer.bench",
+    "console.bench",
+    "memory.bench",
+    "importers.bench",
+    "mcpserver.bench",
 ]
 
 

@@ -717,7 +717,6 @@ def test_a_conversation_id_beyond_bigint_is_a_404(api, db):
         ("put", "messages/"),
         ("patch", "messages/"),
         ("delete", "messages/"),
-        ("delete", ""),
         ("put", ""),
         ("post", "context-items/"),
     ],

@@ -22,6 +22,7 @@ from conversations.models import (
     SummaryMessage,
     SummaryParent,
 )
+from security.hard_delete import hard_delete_permit
 from tests.factories import ConversationFactory, UserFactory
 
 NOW = timezone.now()
@@ -405,7 +406,9 @@ def _lineage_store():
 
 
 def _raw_delete(table: str, pk) -> None:
-    with connection.cursor() as cursor:
+    """Under the hard-delete permit (security/hard_delete.py), so what refuses is the
+    reference rules, not the DELETE ban on canonical rows (security migration 0002)."""
+    with hard_delete_permit(), connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {table} WHERE id = %s", [pk])
 
 

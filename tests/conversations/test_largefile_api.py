@@ -162,3 +162,89 @@ def test_a_missing_object_is_a_clear_503_not_a_crash(api, stored):
         "extra": {"file_id": stored.id},
     }
     assert api.get(detail(stored.id)).status_code == 200
+
+
+# --- Standard Range and conditional requests ----------------------------------------
+
+
+def test_a_range_request_gets_206_with_content_range(api, stored):
+    etag = f'"{stored.sha256}"'
+    for header, start, end in [
+        ("bytes=0-99", 0, 99),
+        ("bytes=100-", 100, 100 + 4096 - 1),  # open-ended: shortened to the preview cap
+        ("bytes=-50", len(DATA) - 50, len(DATA) - 1),
+        ("bytes=10-999999999", 10, 10 + 4096 - 1),
+        (f"bytes={len(DATA) - 5}-{len(DATA) + 100}", len(DATA) - 5, len(DATA) - 1),
+    ]:
+        response = api.get(content(stored.id), HTTP_RANGE=header)
+        assert response.status_code == 206, header
+        assert response.content == DATA[start : end + 1], header
+        assert response["Content-Range"] == f"bytes {start}-{end}/{len(DATA)}"
+        assert response["ETag"] == etag
+        assert response["Accept-Ranges"] == "bytes"
+        assert response["X-LCM-Offset"] == str(start)
+        assert response["X-Content-Type-Options"] == "nosniff"
+
+
+def test_walking_a_file_by_ranges_gives_back_the_exact_bytes(api, stored):
+    chunks, start = [], 0
+    while start < len(DATA):
+        response = api.get(content(stored.id), HTTP_RANGE=f"bytes={start}-")
+        assert response.status_code == 206
+        chunks.append(response.content)
+        start = int(response["Content-Range"].split("-")[1].split("/")[0]) + 1
+    assert b"".join(chunks) == DATA
+
+
+def test_a_range_past_the_end_is_416_in_the_error_shape(api, stored):
+    for header in [f"bytes={len(DATA)}-", f"bytes={len(DATA) + 10}-{len(DATA) + 20}", "bytes=-0"]:
+        response = api.get(content(stored.id), HTTP_RANGE=header)
+        assert response.status_code == 416, header
+        assert response["Content-Range"] == f"bytes */{len(DATA)}"
+        body = response.json()
+        assert body["code"] == "range_not_satisfiable"
+        assert body["extra"] == {"byte_size": len(DATA)}
+
+
+def test_multiple_ranges_other_units_and_bad_headers_are_ignored(api, stored):
+    for header in ["bytes=0-10,20-30", "items=0-5", "bytes=abc", "bytes=50-10", "bytes=-"]:
+        response = api.get(content(stored.id), HTTP_RANGE=header)
+        assert response.status_code == 200, header
+        assert response.content == DATA[:4096]
+        assert "Content-Range" not in response
+
+
+def test_if_range_with_another_validator_sends_the_whole_answer(api, stored):
+    stale = api.get(content(stored.id), HTTP_RANGE="bytes=0-9", HTTP_IF_RANGE='"other"')
+    assert stale.status_code == 200
+    assert stale.content == DATA[:4096]
+    fresh = api.get(content(stored.id), HTTP_RANGE="bytes=0-9", HTTP_IF_RANGE=f'"{stored.sha256}"')
+    assert fresh.status_code == 206
+    assert fresh.content == DATA[:10]
+
+
+def test_if_none_match_with_the_etag_is_304_without_a_body(api, stored):
+    etag = api.get(content(stored.id))["ETag"]
+    assert etag == f'"{stored.sha256}"'
+    for header in [etag, f"W/{etag}", f'"nope", {etag}', "*"]:
+        response = api.get(content(stored.id), HTTP_IF_NONE_MATCH=header)
+        assert response.status_code == 304, header
+        assert response.content == b""
+        assert response["ETag"] == etag
+    changed = api.get(content(stored.id, "?offset=5&limit=5"), HTTP_IF_NONE_MATCH='"nope"')
+    assert changed.status_code == 200
+    assert changed.content == DATA[5:10]
+    assert changed["ETag"] == etag
+
+
+def test_range_and_offset_together_are_a_400(api, stored):
+    response = api.get(content(stored.id, "?offset=5"), HTTP_RANGE="bytes=0-9")
+    assert response.status_code == 400
+    assert response.json()["extra"] == {"field": "Range"}
+
+
+def test_another_user_gets_404_not_304_or_206(other_api, stored):
+    for headers in [{"HTTP_RANGE": "bytes=0-9"}, {"HTTP_IF_NONE_MATCH": "*"}]:
+        response = other_api.get(content(stored.id), **headers)
+        assert response.status_code == 404
+        assert response.json()["code"] == "not_found"

@@ -305,3 +305,22 @@ def test_no_xss_payload_runs_anywhere(page, user, live_server, small_chunks, fil
     # the name attribute ends at its first quote: the stored name is the <script> part
     assert "<script>" in large_file.file_name
     expect(page.locator(".file-name").first).to_have_text(large_file.file_name)
+
+
+def test_search_highlights_the_whole_match_as_a_mark_element(page, user, live_server):
+    conversation = ConversationFactory(owner=user, session_id="marks")
+    append_messages(
+        conversation,
+        1,
+        payload=lambda i: {"role": "user", "content": f"ticket RA-2198-NS broke {XSS_TEXT}"},
+    )
+    sign_in(page, user, live_server)
+    page.goto(f"/conversations/{conversation.pk}/search/?q=RA-2198-NS&mode=full_text")
+    marks = page.locator("#grep-results .snippet mark")
+    expect(marks).to_have_count(1)
+    expect(marks.first).to_have_text("RA-2198-NS")
+    expect(page.locator("#grep-results .snippet")).not_to_contain_text("«")
+    page.goto(f"/conversations/{conversation.pk}/search/?q=script&mode=regex")
+    expect(page.locator("#grep-results .snippet mark").first).to_have_text("script")
+    no_xss_ran(page)
+    assert page.console_errors == []

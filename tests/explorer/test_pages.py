@@ -215,8 +215,9 @@ def test_conversation_page_query_count_does_not_grow_with_the_conversation(
     big = make_conversation(messages=3 * TIMELINE_PAGE)
     for conversation in (small, big):
         # session, user, conversation, its owner, covering (1 CTE), the assembler's
-        # context items (1), context page (1), timeline messages + parts (2)
-        with django_assert_num_queries(9):
+        # context items (1), context page (1), timeline messages + parts (2), the chat
+        # branch it backs, for the link to the console (1)
+        with django_assert_num_queries(10):
             assert client.get(f"/conversations/{conversation.pk}/").status_code == 200
 
 
@@ -280,3 +281,31 @@ def test_the_list_query_count_does_not_grow_with_conversations(
     # session, user, the page of conversations with context tokens, summaries by depth
     with django_assert_num_queries(4):
         assert client.get("/").status_code == 200
+
+
+def test_search_marks_the_match_with_mark_and_escapes_everything_else(user, make_conversation):
+    """The match is a <mark> element; payload text around it and inside it stays text,
+    and « » written in the content itself are shown as ‹ › text."""
+    conversation = make_conversation()
+    content = f"ticket RA-2198-NS broke {XSS_TEXT} «<b>fake</b>» </mark><script>x</script>"
+    append_messages(conversation, 1, payload=lambda i: {"role": "user", "content": content})
+    client = client_for(user)
+    url = f"/conversations/{conversation.pk}/search/"
+
+    body = client.get(url, {"q": "RA-2198-NS", "mode": "full_text"}).content.decode()
+    assert "<mark>RA-2198-NS</mark>" in body
+    assert body.count("<mark>") == 1
+    # The content's own guillemets come back as ‹ (PostgreSQL's headline drops the tags
+    # inside them) and are never taken for markers.
+    results = body.split('id="grep-results"')[1].split("</ol>")[0]
+    assert "‹" in results
+    assert "«" not in results and "»" not in results
+    assert "<script>window.__xss" not in body
+    assert "<img src=x" not in body
+    assert "<b>fake</b>" not in body
+    assert "</mark><script>x</script>" not in body
+
+    # The match inside the payload: only the word is marked, the tags around it are text.
+    body = client.get(url, {"q": "script", "mode": "regex"}).content.decode()
+    assert "&lt;<mark>script</mark>&gt;window.__xss=1" in body
+    assert "<script>window.__xss" not in body

@@ -1,4 +1,5 @@
-"""A local HTTP server that speaks enough of the Anthropic Messages API for the real SDK.
+"""A local HTTP server that speaks the Anthropic Messages API for the real SDK, including
+its streaming protocol (server-sent events, byte for byte as documented).
 
     with FakeMessagesAPI() as api:
         api.enqueue(overloaded(), message("the summary"))
@@ -8,12 +9,40 @@
         assert api.requests[-1].body["model"] == "claude-test"
 
 `POST /v1/messages` answers with the next scripted response: a `Scripted` (status, headers,
-JSON body, optional delay before answering) or a callable that receives the request and
-returns one (for tool loops that answer depending on what was sent). Every request is
-recorded before it is answered, so a test can inspect a request even when it hung. With
-the queue empty the server answers 500 with an `api_error` naming the problem. Like the
-real API it answers 400 `invalid_request_error` to a body without `model`, `max_tokens` or
-`messages`, and (API version 2026-10-21 and later) to `temperature`, `top_p` or `top_k`.
+JSON body, optional delay before answering; or an SSE stream) or a callable that receives
+the request and returns one (for tool loops that answer depending on what was sent). Every
+request is recorded before it is answered, so a test can inspect a request even when it
+hung. With the queue empty the server answers 500 with an `api_error` naming the problem.
+Like the real API it answers 400 `invalid_request_error` to a body without `model`,
+`max_tokens` or `messages`, and (API version 2026-10-21 and later) to `temperature`,
+`top_p` or `top_k`.
+
+Non-streaming builders: `message(text | content=[...], stop_reason=, input_tokens=,
+output_tokens=)`, `text_block`, `tool_use_block`, `thinking_block`,
+`redacted_thinking_block`, `error(status, type, text, headers)`, `authentication_error()`,
+`permission_error()`, `overloaded()`, `rate_limited(retry_after)`, `server_error(status)`,
+`hang(seconds)`.
+
+Streaming builders (answer a `stream: true` request; each returns a `Scripted`):
+
+- `anthropic_text_stream("hello world", chunks=3)`: message_start, ping,
+  content_block_start, 3 text_delta events, content_block_stop, message_delta
+  (stop_reason end_turn, usage), message_stop.
+- `anthropic_tool_use_stream(name, input, id=None, text=None, chunks=3)`: optional text
+  block, then a tool_use block whose input arrives as input_json_delta pieces; stop_reason
+  tool_use.
+- `anthropic_stream(content=[blocks], stop_reason=None, chunks=3, ...)`: any blocks
+  (text, tool_use, thinking, redacted_thinking, or unknown types sent as they are).
+- `anthropic_error_stream(error_type="overloaded_error", message="Overloaded",
+  text="partial ")`: some text, then an `error` event (an error mid-stream).
+- keyword arguments of every stream builder: `model`, `input_tokens`, `output_tokens`,
+  `chunk_delay` (seconds before each event: a slow stream), `drop_after` (close the
+  socket after that many events: a dropped connection), `unknown_event` (an event type
+  the SDK does not know, sent after message_start), `ping` (default True).
+- `Scripted.slowly(seconds)` and `Scripted.dropped_after(n)` adjust any scripted stream.
+
+Retries are scripted with the JSON error builders (`rate_limited(retry_after=2)`,
+`overloaded()`), which a streaming request receives before any byte of a stream.
 
 Shutting down wakes any scripted delay at once, and every connection is closed after one
 response, so `__exit__` never waits on a hanging handler thread.
@@ -21,39 +50,11 @@ response, so `__exit__` never waits on a hanging handler thread.
 
 from __future__ import annotations
 
-import itertools
 import json
-import threading
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
-_ids = itertools.count(1)
+from tests.support.fake_http import SSE, FakeAPI, RecordedRequest, Responder, Scripted, next_id
 
-
-@dataclass(frozen=True)
-class Scripted:
-    status: int = 200
-    body: Any = None  # a JSON-serialisable object, or str/bytes sent as is
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0  # seconds to wait before answering (a hang, when long)
-
-
-@dataclass(frozen=True)
-class RecordedRequest:
-    method: str
-    path: str
-    headers: dict[str, str]  # lower-cased names
-    raw: bytes
-
-    @property
-    def body(self) -> Any:
-        return json.loads(self.raw) if self.raw else None
-
-
-Responder = Scripted | Callable[[RecordedRequest], Scripted]
+__all__ = ["FakeMessagesAPI", "RecordedRequest", "Responder", "SSE", "Scripted"]
 
 
 # Content blocks ----------------------------------------------------------------------------
@@ -74,7 +75,7 @@ def redacted_thinking_block(data: str = "redacted-fake") -> dict:
 def tool_use_block(name: str, input: dict, id: str | None = None) -> dict:
     return {
         "type": "tool_use",
-        "id": id or f"toolu_fake{next(_ids):04d}",
+        "id": id or f"toolu_fake{next_id():04d}",
         "name": name,
         "input": input,
     }
@@ -98,7 +99,7 @@ def message(
     if stop_reason is None:
         stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
     body = {
-        "id": f"msg_fake{next(_ids):06d}",
+        "id": f"msg_fake{next_id():06d}",
         "type": "message",
         "role": "assistant",
         "model": model,
@@ -152,87 +153,164 @@ def hang(seconds: float = 60.0) -> Scripted:
     return message("(answered after a hang)", delay=seconds)
 
 
-# The server --------------------------------------------------------------------------------
+# Streaming ----------------------------------------------------------------------------------
 
 
-class FakeMessagesAPI:
+def _chunks(text: str, parts: int) -> list[str]:
+    parts = max(1, parts)
+    size = max(1, -(-len(text) // parts))
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def anthropic_stream_events(
+    content: list[dict],
+    *,
+    stop_reason: str | None = None,
+    model: str = "claude-fake-1",
+    input_tokens: int = 100,
+    output_tokens: int = 20,
+    chunks: int = 3,
+    ping: bool = True,
+    unknown_event: str | None = None,
+    error: dict | None = None,
+    end: bool = True,
+) -> tuple[SSE, ...]:
+    """The events of one streamed message, as the Messages API sends them."""
+    if stop_reason is None:
+        stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
+    events = [
+        SSE(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": f"msg_fake{next_id():06d}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": input_tokens,
+                        "output_tokens": 1,
+                        "cache_creation_input_tokens": 0,
+                        "cache_read_input_tokens": 0,
+                    },
+                },
+            },
+        )
+    ]
+    if unknown_event:
+        events.append(SSE(unknown_event, {"type": unknown_event, "detail": "a future event"}))
+    if ping:
+        events.append(SSE("ping", {"type": "ping"}))
+    for index, block in enumerate(content):
+        events.extend(_block_events(index, block, chunks))
+    if error is not None:
+        events.append(SSE("error", {"type": "error", "error": error}))
+        return tuple(events)
+    events.append(
+        SSE(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": output_tokens},
+            },
+        )
+    )
+    if end:
+        events.append(SSE("message_stop", {"type": "message_stop"}))
+    return tuple(events)
+
+
+def _block_events(index: int, block: dict, chunks: int) -> list[SSE]:
+    kind = block["type"]
+    if kind == "text":
+        start = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": c} for c in _chunks(block["text"], chunks)]
+    elif kind == "tool_use":
+        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        arguments = json.dumps(block["input"])
+        deltas = [
+            {"type": "input_json_delta", "partial_json": c} for c in _chunks(arguments, chunks)
+        ]
+    elif kind == "thinking":
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [
+            {"type": "thinking_delta", "thinking": c} for c in _chunks(block["thinking"], chunks)
+        ]
+        deltas.append({"type": "signature_delta", "signature": block.get("signature", "sig")})
+    else:  # redacted_thinking and types we do not know arrive whole
+        start, deltas = block, []
+    events = [
+        SSE(
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": start},
+        )
+    ]
+    events += [
+        SSE("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+        for d in deltas
+    ]
+    events.append(SSE("content_block_stop", {"type": "content_block_stop", "index": index}))
+    return events
+
+
+def anthropic_stream(
+    content: list[dict],
+    *,
+    chunk_delay: float = 0.0,
+    drop_after: int | None = None,
+    **kwargs,
+) -> Scripted:
+    return Scripted(
+        200,
+        events=anthropic_stream_events(content, **kwargs),
+        chunk_delay=chunk_delay,
+        drop_after=drop_after,
+    )
+
+
+def anthropic_text_stream(text: str, chunks: int = 3, **kwargs) -> Scripted:
+    return anthropic_stream([text_block(text)], chunks=chunks, **kwargs)
+
+
+def anthropic_tool_use_stream(
+    name: str, input: dict, *, id: str | None = None, text: str | None = None, **kwargs
+) -> Scripted:
+    content = [text_block(text)] if text else []
+    content.append(tool_use_block(name, input, id=id))
+    return anthropic_stream(content, **kwargs)
+
+
+def anthropic_error_stream(
+    error_type: str = "overloaded_error",
+    message: str = "Overloaded",
+    *,
+    text: str = "partial ",
+    **kwargs,
+) -> Scripted:
+    content = [text_block(text)] if text else []
+    return anthropic_stream(content, error={"type": error_type, "message": message}, **kwargs)
+
+
+# The server ---------------------------------------------------------------------------------
+
+
+class FakeMessagesAPI(FakeAPI):
     """The fake API on 127.0.0.1 with an ephemeral port, served from a background thread."""
 
-    def __init__(self) -> None:
-        self._queue: deque[Responder] = deque()
-        self._requests: list[RecordedRequest] = []
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+    route = "/v1/messages"
+    name = "fake Messages API"
 
-    # Scripting and inspection
+    def invalid(self, request: RecordedRequest) -> Scripted | None:
+        problem = _invalid(request)
+        return error(400, "invalid_request_error", problem) if problem else None
 
-    def enqueue(self, *responses: Responder) -> FakeMessagesAPI:
-        with self._lock:
-            self._queue.extend(responses)
-        return self
-
-    @property
-    def requests(self) -> list[RecordedRequest]:
-        with self._lock:
-            return list(self._requests)
-
-    @property
-    def pending(self) -> int:
-        """Scripted responses not served yet."""
-        with self._lock:
-            return len(self._queue)
-
-    @property
-    def base_url(self) -> str:
-        assert self._server is not None, "the fake API is not running"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    # Lifecycle
-
-    def start(self) -> FakeMessagesAPI:
-        self._stopping.clear()
-        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is None:
-            return
-        self._stopping.set()  # wakes scripted delays
-        self._server.shutdown()
-        self._server.server_close()  # joins the handler threads
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server, self._thread = None, None
-
-    def __enter__(self) -> FakeMessagesAPI:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    # Called from handler threads
-
-    def _record_and_pick(self, request: RecordedRequest) -> Scripted:
-        with self._lock:
-            self._requests.append(request)
-            problem = _invalid(request)
-            if problem:  # refused like the real API, without using up a scripted response
-                return error(400, "invalid_request_error", problem)
-            responder = self._queue.popleft() if self._queue else None
-        if responder is None:
-            return error(500, "api_error", "fake Messages API: no scripted response left")
-        return responder(request) if callable(responder) else responder
-
-    def _wait(self, seconds: float) -> bool:
-        """Sleep up to `seconds`; False when the server is shutting down."""
-        return not self._stopping.wait(seconds)
+    def error_response(self, status: int, kind: str, text: str) -> Scripted:
+        return error(status, kind, text)
 
 
 # API version 2026-10-21 (sent by the SDK 2.x) refuses sampling parameters outright.
@@ -256,57 +334,3 @@ def _invalid(request: RecordedRequest) -> str | None:
             if name in body:
                 return f"{name}: Extra inputs are not permitted"
     return None
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = False
-    block_on_close = True  # server_close() joins handler threads
-    allow_reuse_address = True
-
-
-def _handler_for(api: FakeMessagesAPI) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        timeout = 10  # a client that connects and never sends cannot pin a thread
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            request = RecordedRequest(
-                "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, raw
-            )
-            if self.path.split("?")[0] != "/v1/messages":  # not recorded, not scripted
-                self._send(error(404, "not_found_error", f"no route {self.path}"))
-                return
-            scripted = api._record_and_pick(request)
-            if scripted.delay and not api._wait(scripted.delay):
-                self.close_connection = True
-                return  # shutting down: drop the connection unanswered
-            self._send(scripted)
-
-        def _send(self, scripted: Scripted) -> None:
-            body = scripted.body
-            if isinstance(body, bytes):
-                payload = body
-            elif isinstance(body, str):
-                payload = body.encode()
-            else:
-                payload = json.dumps(body).encode()
-            try:
-                self.send_response(scripted.status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(payload)))
-                self.send_header("request-id", f"req_fake{next(_ids):06d}")
-                self.send_header("connection", "close")
-                for name, value in scripted.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (a timeout test); nothing to tell it
-            self.close_connection = True
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # quiet test output
-
-    return Handler

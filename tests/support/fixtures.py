@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.fake_messages_api import FakeMessagesAPI
+from tests.support.fake_responses_api import FakeResponsesAPI
 
 
 @pytest.fixture
@@ -15,4 +16,12 @@ def fake_messages_api() -> Iterator[FakeMessagesAPI]:
     """A running fake Anthropic Messages API (see tests/support/fake_messages_api.py);
     point the SDK at `fake_messages_api.base_url` and script it with `.enqueue(...)`."""
     with FakeMessagesAPI() as api:
+        yield api
+
+
+@pytest.fixture
+def fake_responses_api() -> Iterator[FakeResponsesAPI]:
+    """A running fake OpenAI Responses API (see tests/support/fake_responses_api.py); point
+    the SDK (or OPENAI_BASE_URL) at `fake_responses_api.base_url`."""
+    with FakeResponsesAPI() as api:
         yield api

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import importlib
 import importlib.util
+import json
 
 from django.core.management.base import BaseCommand, CommandError
 
 from lcmsite.bench.core import BENCH_MODULES, REGISTRY, BenchContext, machine_line, render_table
+from lcmsite.progress import progress
 
 
 class Command(BaseCommand):
@@ -32,6 +35,11 @@ class Command(BaseCommand):
             default=1.0,
             help="Multiply every data size by this factor (e.g. 0.1 for a quick run).",
         )
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            help="Print the rows (and notes) as JSON instead of a table; no progress output.",
+        )
 
     def handle(self, *args, **options):
         for module in BENCH_MODULES:
@@ -51,11 +59,28 @@ class Command(BaseCommand):
         gc.freeze()  # the state the server runs in (lcmsite/wsgi.py)
         ctx = BenchContext(scale=options["scale"])
         rows = []
-        for name, fn in REGISTRY.items():
-            if options["only"] and name not in options["only"]:
-                continue
-            self.stderr.write(f"running {name} ...")
-            rows.extend(fn(ctx))
+        chosen = [n for n in REGISTRY if not options["only"] or n in options["only"]]
+        # Progress on stderr: a bar on a terminal, a line per minute otherwise, none with --json.
+        with progress(
+            total=len(chosen),
+            desc="Benchmarks",
+            silent=options["json"],
+            stream=self.stderr,
+            interval=60,
+        ) as bar:
+            for name in chosen:
+                bar.set_description(f"Benchmark {name}")
+                bar.note(f"running {name} ...")
+                rows.extend(REGISTRY[name](ctx))
+                bar.advance()
+        if options["json"]:
+            payload = {
+                "machine": machine_line(),
+                "rows": [dataclasses.asdict(row) for row in rows],
+                "notes": ctx.notes,
+            }
+            self.stdout.write(json.dumps(payload, indent=2))
+            return
         self.stdout.write(f"Machine: {machine_line()}\n")
         self.stdout.write(render_table(rows))
         for note in ctx.notes:

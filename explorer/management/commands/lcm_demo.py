@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 from django.core.management.base import BaseCommand
 
 from explorer.demo import demo_load
+from lcmsite.progress import progress
 
 
 class Command(BaseCommand):
@@ -22,9 +25,33 @@ class Command(BaseCommand):
             help="Do nothing when the database already holds any conversation (for run "
             "commands that start the app on a fresh machine).",
         )
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            help="Print the result (ids, counts, username and the new password) as JSON; "
+            "no progress output.",
+        )
 
     def handle(self, *args, **options):
-        result = demo_load(if_empty=options["if_empty"])
+        bar = None
+
+        def on_batch(done: int, total: int) -> None:
+            # Progress on stderr: a bar on a terminal, a few lines otherwise, none with --json.
+            nonlocal bar
+            if bar is None:
+                bar = progress(
+                    total=total, desc="Loading demo", silent=options["json"], stream=self.stderr
+                )
+            bar.advance(done - bar.count)
+
+        try:
+            result = demo_load(if_empty=options["if_empty"], on_batch=on_batch)
+        finally:
+            if bar is not None:
+                bar.close()
+        if options["json"]:
+            self.stdout.write(json.dumps(_result_json(result), indent=2))
+            return
         if not result.created:
             self.stdout.write("Demo not loaded: the database already has conversations.")
             return
@@ -39,3 +66,16 @@ class Command(BaseCommand):
             f"Sign in at /accounts/login/ as\n  username: {result.username}\n"
             f"  password: {result.password}\n(printed once; run lcm_demo again for a new one)"
         )
+
+
+def _result_json(result) -> dict:
+    conversation = result.conversation
+    return {
+        "created": result.created,
+        "conversation_id": conversation.pk if conversation else None,
+        "session_id": conversation.session_id if conversation else None,
+        "message_count": result.message_count,
+        "compaction_passes": result.compaction_passes,
+        "username": result.username,
+        "password": result.password,
+    }

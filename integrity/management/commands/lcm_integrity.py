@@ -7,10 +7,12 @@ import json
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from integrity.checks import CHECKS
 from integrity.models import ScanMode, Trigger
 from integrity.selectors import report_plans
 from integrity.services import integrity_scan, repair_plan_apply
 from lcmsite.api.errors import LcmError
+from lcmsite.progress import progress
 
 
 class Command(BaseCommand):
@@ -46,9 +48,16 @@ class Command(BaseCommand):
         if options["apply"] is not None:
             return self._apply(options)
         mode = ScanMode.SCAN_AND_PLAN if options["plan"] else ScanMode.SCAN
-        report = integrity_scan(
-            conversation_id=options["conversation"], mode=mode, trigger=Trigger.COMMAND
-        )
+        # Progress on stderr (a bar on a terminal, a few lines otherwise, none with --json).
+        with progress(
+            total=len(CHECKS), desc="Integrity checks", silent=options["json"], stream=self.stderr
+        ) as bar:
+            report = integrity_scan(
+                conversation_id=options["conversation"],
+                mode=mode,
+                trigger=Trigger.COMMAND,
+                on_check=lambda name: bar.advance(),
+            )
         if options["json"]:
             self.stdout.write(json.dumps(_report_json(report), indent=2, default=str))
         else:

@@ -1,0 +1,120 @@
+"""Import and export API: upload a file to import in the background and follow its
+progress; export a conversation as JSONL, Anthropic or OpenAI messages."""
+
+from __future__ import annotations
+
+import json
+
+from django.http import HttpResponse, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.parsers import MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from conversations.selectors import conversation_get_for_user
+from importers import exporters, jobs, selectors, serializers
+from lcmsite.api.errors import InvalidInput
+from lcmsite.api.schema import ERRORS, WRITE_ERRORS
+
+
+class ImportCreateApi(APIView):
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        operation_id="imports_create",
+        request={"multipart/form-data": serializers.ImportUploadSerializer},
+        responses={202: serializers.ImportJobSerializer, **WRITE_ERRORS},
+        description=(
+            "Upload a file to import for the authenticated user (formats: claude-code, "
+            "anthropic, openai, jsonl, lossless-claw). The import runs as a background job: "
+            "poll `GET /api/v1/imports/{id}/` for its state, progress and per-line errors. "
+            "The upload size is capped by LCM_MAX_REQUEST_BYTES; import bigger files with "
+            "`manage.py lcm_import`."
+        ),
+    )
+    def post(self, request):
+        body = serializers.ImportUploadSerializer(data=request.data)
+        if not body.is_valid():
+            field, problems = next(iter(body.errors.items()))
+            raise InvalidInput(f"{field}: {problems[0]}", extra={"field": field})
+        data = body.validated_data
+        job = jobs.import_job_create(
+            owner=request.user,
+            format=data["format"],
+            upload=data["file"],
+            session_id=data.get("session_id") or "",
+            dry_run=data["dry_run"],
+        )
+        job.refresh_from_db()  # a synchronous queue (tests) has already run it
+        return Response(serializers.ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ImportDetailApi(APIView):
+    @extend_schema(
+        operation_id="imports_retrieve",
+        responses={200: serializers.ImportJobSerializer, **ERRORS},
+        description="State, progress, report and per-line errors of an import.",
+    )
+    def get(self, request, job_id: int):
+        job = selectors.import_job_get_for_user(user=request.user, job_id=job_id)
+        return Response(serializers.ImportJobSerializer(job).data)
+
+
+class _FormatIsOurs(DefaultContentNegotiation):
+    """`?format=` names the export format here, not a DRF renderer."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class ConversationExportApi(APIView):
+    content_negotiation_class = _FormatIsOurs
+
+    @extend_schema(
+        operation_id="conversations_export",
+        parameters=[
+            OpenApiParameter(
+                "format",
+                str,
+                enum=list(exporters.FORMATS),
+                description="jsonl (default; lossless, one message per line), anthropic "
+                "(a Messages request body) or openai (Chat Completions messages).",
+            )
+        ],
+        responses={
+            200: OpenApiResponse(
+                OpenApiTypes.BINARY,
+                description="application/x-ndjson for jsonl, application/json otherwise.",
+            ),
+            **ERRORS,
+        },
+    )
+    def get(self, request, conversation_id: int):
+        conversation = conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+        query = serializers.ExportFormatSerializer(data=request.query_params)
+        if not query.is_valid():
+            raise InvalidInput(
+                f"format must be one of: {', '.join(exporters.FORMATS)}",
+                extra={"field": "format"},
+            )
+        fmt = query.validated_data["format"]
+        name = f"conversation-{conversation.pk}"
+        if fmt == "jsonl":
+            response = StreamingHttpResponse(
+                exporters.export_jsonl(conversation), content_type="application/x-ndjson"
+            )
+            response["Content-Disposition"] = f'attachment; filename="{name}.jsonl"'
+            return response
+        body = (
+            exporters.export_anthropic(conversation)
+            if fmt == "anthropic"
+            else exporters.export_openai(conversation)
+        )
+        response = HttpResponse(
+            json.dumps(body, ensure_ascii=False), content_type="application/json"
+        )
+        response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}.json"'
+        return response

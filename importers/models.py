@@ -1,0 +1,137 @@
+"""Bookkeeping of imports: which conversation came from which source, what each imported
+row was in its source (ids, token counts the source computed), files whose bytes were not
+found, and the background import jobs of the API.
+
+Canonical rows stay in `conversations`; these tables sit beside them (one row per imported
+message, summary or file) so the source's own figures are kept without changing ours.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from conversations.models import Conversation, LargeFile, Message, Summary
+
+
+class Format(models.TextChoices):
+    CLAUDE_CODE = "claude-code"
+    ANTHROPIC = "anthropic"
+    OPENAI = "openai"
+    JSONL = "jsonl"
+    LOSSLESS_CLAW = "lossless-claw"
+
+
+class ImportedConversation(models.Model):
+    """A conversation created by an import; a later import of the same source extends it."""
+
+    conversation = models.OneToOneField(
+        Conversation, primary_key=True, on_delete=models.PROTECT, related_name="import_source"
+    )
+    format = models.CharField(max_length=16, choices=Format.choices)
+    source_key = models.CharField(max_length=255)  # e.g. the lossless-claw conversation_id
+    source_path = models.TextField(blank=True, default="")
+    # lossless-claw: the source's context_items as last imported (to see whether it changed).
+    context_signature = models.CharField(max_length=64, blank=True, default="")
+    imported_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(format__in=Format.values), name="imported_conversation_format_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.format}:{self.source_key} -> {self.conversation_id}"
+
+
+class ImportedMessage(models.Model):
+    """The source's view of one imported message (its id, seq and token count)."""
+
+    message = models.OneToOneField(
+        Message, primary_key=True, on_delete=models.PROTECT, related_name="import_source"
+    )
+    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="+")
+    source_id = models.CharField(max_length=255)
+    source_token_count = models.IntegerField(null=True, blank=True)
+    source = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "source_id"], name="imported_message_source_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} -> message {self.message_id}"
+
+
+class ImportedSummary(models.Model):
+    summary = models.OneToOneField(
+        Summary, primary_key=True, on_delete=models.PROTECT, related_name="import_source"
+    )
+    source_token_count = models.IntegerField(null=True, blank=True)
+    source = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return str(self.summary_id)
+
+
+class ImportedFile(models.Model):
+    """A large file of a source; `missing` when its bytes were not found at import."""
+
+    large_file = models.OneToOneField(
+        LargeFile, primary_key=True, on_delete=models.PROTECT, related_name="import_source"
+    )
+    source_id = models.CharField(max_length=64)
+    source_uri = models.TextField(blank=True, default="")
+    missing = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"{self.source_id}{' (missing)' if self.missing else ''}"
+
+
+class JobState(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class ImportJob(models.Model):
+    """An upload imported in the background (`POST /api/v1/imports/`)."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="import_jobs"
+    )
+    format = models.CharField(max_length=16, choices=Format.choices)
+    file_name = models.TextField(blank=True, default="")
+    upload_path = models.TextField()
+    session_id = models.CharField(max_length=255, blank=True, default="")
+    dry_run = models.BooleanField(default=False)
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.PENDING)
+    progress_done = models.PositiveBigIntegerField(default=0)
+    progress_total = models.PositiveBigIntegerField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    errors = models.JSONField(default=list, blank=True)  # [{"line", "message"}, ...]
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=JobState.values), name="import_job_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(format__in=Format.values), name="import_job_format_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["owner", "-created_at"], name="import_job_owner_recent")]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} ({self.format}, {self.state})"

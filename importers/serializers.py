@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from importers.exporters import FORMATS
+from importers.models import Format, ImportJob
+
+
+class ImportUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="The transcript or lossless-claw database to import.")
+    format = serializers.ChoiceField(choices=Format.values)
+    session_id = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=255,
+        help_text="Conversation session id (transcripts; default: from the file).",
+    )
+    dry_run = serializers.BooleanField(
+        required=False, default=False, help_text="Count what would be imported; write nothing."
+    )
+
+    class Meta:
+        ref_name = "ImportUpload"
+
+
+class ImportLineErrorSerializer(serializers.Serializer):
+    line = serializers.IntegerField(allow_null=True)
+    message = serializers.CharField()
+
+    class Meta:
+        ref_name = "ImportLineError"
+
+
+class ImportProgressSerializer(serializers.Serializer):
+    done = serializers.IntegerField()
+    total = serializers.IntegerField(allow_null=True)
+
+    class Meta:
+        ref_name = "ImportProgress"
+
+
+class ImportJobSerializer(serializers.ModelSerializer):
+    progress = serializers.SerializerMethodField()
+    errors = ImportLineErrorSerializer(many=True)
+    result = serializers.JSONField(
+        allow_null=True,
+        help_text="The import report once finished: totals and, per conversation, rows "
+        "written per table and problems.",
+    )
+
+    class Meta:
+        model = ImportJob
+        ref_name = "ImportJob"
+        fields = [
+            "id",
+            "format",
+            "file_name",
+            "session_id",
+            "dry_run",
+            "state",
+            "progress",
+            "result",
+            "errors",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+    def get_progress(self, job: ImportJob) -> dict:
+        return {"done": job.progress_done, "total": job.progress_total}
+
+    get_progress.__annotations__["return"] = ImportProgressSerializer
+
+
+class ExportFormatSerializer(serializers.Serializer):
+    format = serializers.ChoiceField(choices=FORMATS, default="jsonl")
+
+    class Meta:
+        ref_name = "ExportFormat"

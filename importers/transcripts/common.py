@@ -1,0 +1,69 @@
+"""What every transcript parser returns: conversations of raw message dicts (each with the
+line it came from), the lines that could not be read, and the record types skipped."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lcmsite.api.errors import InvalidInput
+
+
+@dataclass(frozen=True)
+class Line:
+    number: int  # 1-based line of the file (or 1-based item of a JSON array)
+    value: Any
+
+
+@dataclass
+class ParsedConversation:
+    session_id: str
+    title: str = ""
+    messages: list[tuple[int, dict]] = field(default_factory=list)  # (line, raw message)
+
+
+@dataclass
+class Parsed:
+    conversations: list[ParsedConversation] = field(default_factory=list)
+    errors: list[dict] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)
+
+    def add(self, conversation: ParsedConversation) -> None:
+        if conversation.messages:
+            self.conversations.append(conversation)
+
+    def error(self, line: int | None, message: str) -> None:
+        self.errors.append({"line": line, "message": message})
+
+    def skip(self, kind: str) -> None:
+        self.skipped[kind] += 1
+
+
+def read_jsonl(path: Path, parsed: Parsed) -> list[Line]:
+    """Each non-empty line parsed; a malformed one is reported with its number and skipped."""
+    lines = []
+    with path.open("r", encoding="utf-8", errors="replace") as handle:
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                lines.append(Line(number, json.loads(text)))
+            except ValueError as error:
+                parsed.error(number, f"not valid JSON: {error}")
+    return lines
+
+
+def read_json(path: Path) -> Any:
+    try:
+        with path.open("r", encoding="utf-8") as handle:
+            return json.load(handle)
+    except UnicodeDecodeError as error:
+        raise InvalidInput(f"{path.name} is not UTF-8 text: {error}") from None
+    except ValueError as error:
+        line = getattr(error, "lineno", None)
+        raise InvalidInput(
+            f"{path.name} is not valid JSON (line {line}): {error}", extra={"line": line}
+        ) from None

@@ -1,0 +1,146 @@
+"""Import a transcript file: parse it, then append each conversation's messages in
+batches through `conversations.services.messages_append` (which intercepts large files,
+keeps external ids idempotent, and writes each batch in one transaction: a batch is all
+in or all out).
+
+Every message is validated like an API append (`parse_message`); one that is refused is
+reported with its line number and left out, and nothing else stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from django.db import DatabaseError
+
+from conversations.inputs import MessageInput, parse_message
+from conversations.models import Conversation, Message
+from conversations.services import conversation_create, messages_append
+from importers.models import Format, ImportedConversation
+from importers.report import ConversationResult, ImportReport
+from importers.transcripts import anthropic, claude_code, jsonl, openai
+from importers.transcripts.common import Parsed, read_json, read_jsonl
+from lcmsite.api.errors import LcmError
+
+BATCH = 500
+
+
+def parse_file(format: str, path: Path, session_id: str | None) -> Parsed:
+    default = session_id or path.stem
+    if format == Format.CLAUDE_CODE:
+        parsed = Parsed()
+        lines = read_jsonl(path, parsed)
+        result = claude_code.parse(lines, session_id=session_id, default_session=default)
+        result.errors[:0] = parsed.errors
+        return result
+    if format == Format.JSONL:
+        parsed = Parsed()
+        lines = read_jsonl(path, parsed)
+        result = jsonl.parse(lines, session_id=default)
+        result.errors[:0] = parsed.errors
+        return result
+    document = read_json(path)
+    module = anthropic if format == Format.ANTHROPIC else openai
+    return module.parse(document, session_id=default)
+
+
+def _validated(line: int, raw: dict, report: ImportReport) -> MessageInput | None:
+    raw = dict(raw)
+    if isinstance(raw.get("created_at"), int | float):  # epoch seconds (OpenAI objects)
+        raw["created_at"] = datetime.fromtimestamp(raw["created_at"], tz=UTC).isoformat()
+    if raw.get("created_at") is None:
+        raw.pop("created_at", None)
+    try:
+        return parse_message(raw)
+    except LcmError as error:
+        report.line_error(line, error.message)
+        return None
+
+
+def import_transcript(
+    *,
+    format: str,
+    path: Path,
+    owner,
+    session_id: str | None,
+    dry_run: bool,
+    report: ImportReport,
+    advance: Callable[[int], None] | None = None,
+    set_total: Callable[[int], None] | None = None,
+) -> ImportReport:
+    parsed = parse_file(format, path, session_id)
+    report.errors.extend(parsed.errors)
+    if parsed.skipped:
+        report.notes["skipped_records"] = dict(parsed.skipped)
+    if set_total is not None:
+        set_total(sum(len(c.messages) for c in parsed.conversations))
+    for conversation in parsed.conversations:
+        result = ConversationResult(session_id=conversation.session_id)
+        report.conversations.append(result)
+        inputs = []
+        for line, raw in conversation.messages:
+            item = _validated(line, raw, report)
+            if item is not None:
+                inputs.append((line, item))
+        if dry_run:
+            _count_dry(result, owner, inputs)
+        else:
+            _append(result, owner, format, str(path), conversation.title, inputs)
+        if advance is not None:
+            advance(len(conversation.messages))
+    return report
+
+
+def _count_dry(result: ConversationResult, owner, inputs) -> None:
+    existing = Conversation.objects.filter(owner=owner, session_id=result.session_id).first()
+    result.conversation_id = existing.pk if existing else None
+    result.created = existing is None
+    result.counts["conversations"] = int(existing is None)
+    known = set()
+    if existing is not None:
+        known = set(
+            Message.objects.filter(conversation=existing).values_list("external_id", flat=True)
+        )
+    new = [item for _, item in inputs if item.external_id not in known]
+    result.counts["messages"] = len(new)
+    result.counts["message_parts"] = sum(len(item.parts) for item in new)
+    result.counts["context_items"] = len(new)
+
+
+def _append(result: ConversationResult, owner, format: str, path: str, title: str, inputs) -> None:
+    try:
+        conversation, created = conversation_create(
+            owner=owner, session_id=result.session_id, title=title[:10_000]
+        )
+    except LcmError as error:
+        result.failed = error.message
+        result.problem(error.code, error.message)
+        return
+    if created:
+        ImportedConversation.objects.get_or_create(
+            conversation=conversation,
+            defaults={"format": format, "source_key": result.session_id, "source_path": path},
+        )
+    result.conversation_id = conversation.pk
+    result.created = created
+    result.counts["conversations"] = int(created)
+    for start in range(0, len(inputs), BATCH):
+        batch = inputs[start : start + BATCH]
+        try:
+            appended = messages_append(
+                conversation_id=conversation.pk, messages=[item for _, item in batch]
+            )
+        except (LcmError, DatabaseError) as error:
+            message = getattr(error, "message", None) or str(error)
+            lines = f"lines {batch[0][0]}-{batch[-1][0]}"
+            result.problem("batch_failed", f"{lines}: nothing of this batch was stored: {message}")
+            continue
+        new = [a for a in appended if a.created]
+        result.counts["messages"] += len(new)
+        result.counts["context_items"] += len(new)
+        result.counts["message_parts"] += sum(
+            len(item.parts) for (_, item), a in zip(batch, appended, strict=True) if a.created
+        )
+        result.counts["large_files"] += len({f for a in new for f in a.message.file_ids})

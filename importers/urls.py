@@ -1,0 +1,13 @@
+from django.urls import path
+
+from importers import apis
+
+urlpatterns = [
+    path("imports/", apis.ImportCreateApi.as_view(), name="import-create"),
+    path("imports/<int:job_id>/", apis.ImportDetailApi.as_view(), name="import-detail"),
+    path(
+        "conversations/<int:conversation_id>/export/",
+        apis.ConversationExportApi.as_view(),
+        name="conversation-export",
+    ),
+]

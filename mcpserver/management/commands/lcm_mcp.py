@@ -1,0 +1,39 @@
+"""`manage.py lcm_mcp --user NAME`: the MCP server over stdio, for desktop agents."""
+
+from __future__ import annotations
+
+import anyio
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from mcp.server.stdio import stdio_server
+
+from mcpserver.server import build_server
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve the LCM tools (lcm_describe, lcm_grep, lcm_expand, lcm_expand_query, ...) "
+        "over the Model Context Protocol on stdin/stdout, as one user. Start it from an "
+        "MCP client's configuration (see docs/mcp.md); it runs until stdin closes."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--user",
+            required=True,
+            metavar="NAME",
+            help="Username the tools run as; they see only this user's conversations.",
+        )
+
+    def handle(self, *args, **options):
+        name = options["user"]
+        user = get_user_model().objects.filter(username=name, is_active=True).first()
+        if user is None:
+            raise CommandError(f"no active user named {name!r}")
+        server = build_server(user_id_for=lambda ctx: user.pk)
+
+        async def serve() -> None:
+            async with stdio_server() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+
+        anyio.run(serve)

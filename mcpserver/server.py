@@ -1,0 +1,79 @@
+"""The MCP server (official `mcp` SDK, low-level `Server`): lists the registry's tools and
+runs a call as the user the transport authenticated.
+
+`user_for(ctx)` is the transport's answer to "who is calling": stdio binds one user at
+start-up, Streamable HTTP reads the user its token middleware put on the request.
+Tool code is synchronous Django ORM work, so it runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable
+from typing import Any
+
+import mcp_types as types
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from mcpserver.tools import mcp_tools
+
+SERVER_NAME = "lcm"
+INSTRUCTIONS = (
+    "Lossless Context Management: every message you stored is kept; older history is "
+    "compacted into summaries (sum_...) and large files (file_...). Route with lcm_grep "
+    "and lcm_describe, read with lcm_expand, and delegate deep reads to lcm_expand_query."
+)
+
+
+def _run_tool(user_id: int, name: str, arguments: dict) -> types.CallToolResult:
+    from django.contrib.auth import get_user_model
+
+    # Outside Django's request cycle: drop connections past CONN_MAX_AGE ourselves.
+    close_old_connections()
+    try:
+        user = get_user_model().objects.get(pk=user_id, is_active=True)
+        tool = mcp_tools().get(name)
+        if tool is None:
+            raise MCPError(types.INVALID_PARAMS, f"unknown tool {name!r}")
+        result = tool.run(user=user, arguments=arguments)
+    finally:
+        close_old_connections()
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=result.content)],
+        is_error=result.is_error,
+    )
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("lcm-server")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def build_server(*, user_id_for: Callable[[Any], int]) -> Server:
+    """An MCP server whose tool calls run as `user_id_for(ctx)`."""
+
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
+                for t in mcp_tools().values()
+            ]
+        )
+
+    async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        user_id = user_id_for(ctx)
+        run = sync_to_async(_run_tool, thread_sensitive=True)
+        return await run(user_id, params.name, dict(params.arguments or {}))
+
+    return Server(
+        SERVER_NAME,
+        version=_version(),
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )

@@ -1,0 +1,279 @@
+"""Indexing (SRD 6.3 TX-C, 9): chunk a turn's or a conversation's messages, embed the
+chunks, and store chunks and vectors idempotently.
+
+- `index_turn(turn_id=...)`: the turn engine's index_turn job. Reads the turn's messages
+  as mirrored into its branch's conversation (external ids `turn:<id>:...`), so chunks
+  carry the message seq range that branch ancestry filters on. Raises when the turn is
+  not mirrored yet or anything fails: the job records "index degraded" and retries.
+- `index_conversation_messages(conversation_id=...)`: messages ingested through the
+  messages API, after a cursor advanced by compare-and-set in the chunks' transaction.
+  Conversations that back a turn branch are left to `index_turn`.
+
+Embedding happens before the write transaction (it may be a network call); the write is
+one short transaction. Re-running either is a no-op: chunk rows are unique by (source
+key, type, hash) and vectors by (chunk, namespace); conflicts are ignored, then the
+stored ids are read back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from conversations.models import Message, PartType, Role
+from memory.chunker import ChunkingOptions, ChunkSpec, Segment, chunk_segments
+from memory.embeddings import EmbeddingBackend, EmbeddingError, backend_for
+from memory.models import Chunk, ChunkVector, EmbeddingNamespace, MessageIndexCursor
+from memory.namespaces import backend_for_namespace, write_namespaces
+
+logger = logging.getLogger("lcm.memory")
+
+TASK = "memory.tasks.index_conversation"
+
+
+class IndexingError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    chunks_created: int
+    vectors_created: int
+    chunks_total: int
+
+
+def chunking_options() -> ChunkingOptions:
+    return ChunkingOptions(
+        min_tokens=settings.LCM_CHUNK_MIN_TOKENS,
+        max_tokens=settings.LCM_CHUNK_MAX_TOKENS,
+        overlap_tokens=settings.LCM_CHUNK_OVERLAP_TOKENS,
+        topic_shift=settings.LCM_CHUNK_TOPIC_SHIFT,
+    )
+
+
+def _topic_embedder():
+    """Topic shifts are judged with the bundled static model whatever the search model is,
+    so the same messages always cut into the same chunks (a retry after a model change
+    must not produce different chunks). Without it, no topic-shift cuts."""
+    try:
+        backend = backend_for("static", "")
+        backend.embed(["probe"])
+    except EmbeddingError:
+        return None
+    return backend.embed
+
+
+def segments_for(messages: Sequence[Message]) -> list[Segment]:
+    """One segment per message; a message made of tool results is a tool-result segment."""
+    segments = []
+    for message in messages:
+        parts = list(message.parts.all()) if hasattr(message, "parts") else []
+        tool_results = [
+            p
+            for p in parts
+            if p.part_type == PartType.TOOL and p.tool_status in ("completed", "error")
+        ]
+        is_tool = (
+            message.role == Role.TOOL
+            or (bool(tool_results) and len(tool_results) == len(parts))
+            or (message.external_id or "").endswith(":tool_results")
+        )
+        segments.append(
+            Segment(
+                text=message.content,
+                role="tool" if is_tool else message.role,
+                seq=message.seq,
+                is_tool_result=is_tool,
+            )
+        )
+    return segments
+
+
+def chunk_messages(messages: Sequence[Message]) -> list[ChunkSpec]:
+    return chunk_segments(
+        segments_for(messages), options=chunking_options(), embed=_topic_embedder()
+    )
+
+
+def store_chunks(
+    specs: Sequence[ChunkSpec],
+    *,
+    source_key: str | None,
+    conversation_id: int,
+    created_at_by_seq: dict,
+    session_id: str | None = None,
+    branch_id: str | None = None,
+    source_turn_id: str | None = None,
+    cursor_advance: tuple[int, int] | None = None,
+) -> IndexResult:
+    """Embed `specs` into every write namespace, then store chunks and vectors in one
+    transaction (with the message cursor's compare-and-set when given)."""
+    namespaces = write_namespaces()
+    texts = [spec.rendered_text for spec in specs]
+    vectors = {ns.pk: _embed(backend_for_namespace(ns), ns, texts) for ns in namespaces}
+    keys = [
+        source_key or f"msg:{conversation_id}:{spec.seq_start}-{spec.seq_end}" for spec in specs
+    ]
+    with transaction.atomic():
+        if cursor_advance is not None:
+            old, new = cursor_advance
+            moved = MessageIndexCursor.objects.filter(
+                conversation_id=conversation_id, last_seq=old
+            ).update(last_seq=new, updated_at=timezone.now())
+            if moved != 1:  # another worker indexed this range first
+                return IndexResult(0, 0, 0)
+        rows = [
+            Chunk(
+                conversation_id=conversation_id,
+                session_id=session_id,
+                branch_id=branch_id,
+                source_turn_id=source_turn_id,
+                source_key=key,
+                seq_start=spec.seq_start,
+                seq_end=spec.seq_end,
+                start_offset=spec.start_offset,
+                end_offset=spec.end_offset,
+                chunk_type=spec.chunk_type,
+                rendered_text=spec.rendered_text,
+                summary=spec.summary,
+                token_est=spec.token_est,
+                content_hash=spec.content_hash,
+                source_created_at=created_at_by_seq[spec.seq_end],
+            )
+            for key, spec in zip(keys, specs, strict=True)
+        ]
+        before = Chunk.objects.filter(source_key__in=set(keys)).count()
+        Chunk.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+        stored = _stored_ids(keys, specs)
+        created = Chunk.objects.filter(source_key__in=set(keys)).count() - before
+        vector_rows = [
+            ChunkVector(
+                namespace_id=ns_id,
+                chunk_id=stored[(key, spec.chunk_type, spec.content_hash)],
+                vector=matrix[i].astype("<f4").tobytes(),
+            )
+            for ns_id, matrix in vectors.items()
+            for i, (key, spec) in enumerate(zip(keys, specs, strict=True))
+        ]
+        vectors_before = ChunkVector.objects.filter(
+            chunk_id__in={row.chunk_id for row in vector_rows}
+        ).count()
+        ChunkVector.objects.bulk_create(vector_rows, ignore_conflicts=True, batch_size=500)
+        vectors_created = (
+            ChunkVector.objects.filter(chunk_id__in={row.chunk_id for row in vector_rows}).count()
+            - vectors_before
+        )
+    return IndexResult(created, vectors_created, len(specs))
+
+
+def _embed(backend: EmbeddingBackend, namespace: EmbeddingNamespace, texts: list[str]):
+    if not texts:
+        return np.zeros((0, namespace.dim), dtype=np.float32)
+    matrix = backend.embed(texts)
+    if matrix.shape != (len(texts), namespace.dim):
+        raise IndexingError(
+            f"embedding model {namespace.model} returned {matrix.shape}, "
+            f"expected {(len(texts), namespace.dim)}"
+        )
+    return matrix
+
+
+def _stored_ids(keys: list[str], specs: Sequence[ChunkSpec]) -> dict[tuple[str, str, str], str]:
+    """(source key, type, hash) -> stored chunk id, for every spec (new or pre-existing)."""
+    wanted = {(k, s.chunk_type, s.content_hash) for k, s in zip(keys, specs, strict=True)}
+    found = {}
+    for pk, key, chunk_type, digest in Chunk.objects.filter(source_key__in=set(keys)).values_list(
+        "id", "source_key", "chunk_type", "content_hash"
+    ):
+        if (key, chunk_type, digest) in wanted:
+            found[(key, chunk_type, digest)] = pk
+    return found
+
+
+# ---------------------------------------------------------------------------------------
+# turns
+
+
+def index_turn(*, turn_id: str) -> IndexResult:
+    """Chunk and embed one committed turn (its user, assistant and tool messages)."""
+    from turns.models import UserTurn
+
+    turn = UserTurn.objects.select_related("branch").get(pk=turn_id)
+    messages = list(
+        Message.objects.filter(
+            conversation_id=turn.branch.conversation_id,
+            external_id__startswith=f"turn:{turn_id}:",
+        )
+        .prefetch_related("parts")
+        .order_by("seq")
+    )
+    if not messages:
+        raise IndexingError(f"turn {turn_id} has no mirrored messages yet; retry later")
+    specs = chunk_messages(messages)
+    result = store_chunks(
+        specs,
+        source_key=f"turn:{turn_id}",
+        conversation_id=turn.branch.conversation_id,
+        created_at_by_seq={m.seq: m.created_at for m in messages},
+        session_id=turn.session_id,
+        branch_id=turn.branch_id,
+        source_turn_id=turn.pk,
+    )
+    logger.debug("indexed turn %s: %s", turn_id, result)
+    return result
+
+
+# ---------------------------------------------------------------------------------------
+# messages API conversations
+
+_MESSAGE_BATCH = 2000
+
+
+def index_conversation_messages(*, conversation_id: int) -> IndexResult:
+    """Index the conversation's messages after the cursor, in batches; idempotent."""
+    from turns.models import Branch
+
+    if Branch.objects.filter(conversation_id=conversation_id).exists():
+        return IndexResult(0, 0, 0)  # a chat branch: index_turn owns its chunks
+    MessageIndexCursor.objects.get_or_create(conversation_id=conversation_id)
+    total = IndexResult(0, 0, 0)
+    while True:
+        cursor = MessageIndexCursor.objects.get(conversation_id=conversation_id)
+        messages = list(
+            Message.objects.filter(conversation_id=conversation_id, seq__gt=cursor.last_seq)
+            .prefetch_related("parts")
+            .order_by("seq")[:_MESSAGE_BATCH]
+        )
+        if not messages:
+            return total
+        specs = chunk_messages(messages)
+        result = store_chunks(
+            specs,
+            source_key=None,
+            conversation_id=conversation_id,
+            created_at_by_seq={m.seq: m.created_at for m in messages},
+            cursor_advance=(cursor.last_seq, messages[-1].seq),
+        )
+        total = IndexResult(
+            total.chunks_created + result.chunks_created,
+            total.vectors_created + result.vectors_created,
+            total.chunks_total + result.chunks_total,
+        )
+
+
+def schedule_after_append(conversation_id: int) -> None:
+    """The ingest hook (on commit): queue a background indexing job. Never raises."""
+    if not settings.LCM_MEMORY_INDEX_MESSAGES:
+        return
+    try:
+        from django_q.tasks import async_task
+
+        async_task(TASK, conversation_id, sync=bool(settings.Q_CLUSTER.get("sync", False)))
+    except Exception:
+        logger.exception("queueing memory indexing failed for conversation %s", conversation_id)

@@ -1,0 +1,78 @@
+"""Exact search inside SQLite with the sqlite-vec extension's `vec_distance_cosine` over
+the stored float32 blobs (the same ChunkVector rows, so chunk ids map back directly).
+Scope filtering happens in the same statement. Chosen with LCM_VECTOR_INDEX=sqlite_vec."""
+
+from __future__ import annotations
+
+import numpy as np
+from django.db import connection
+
+from memory.vectors.base import ScopeFilter, VectorHit
+
+
+def load_extension() -> None:
+    """Load sqlite-vec into the current connection (once per connection)."""
+    raw = connection.connection
+    if raw is None:
+        connection.ensure_connection()
+        raw = connection.connection
+    try:
+        raw.execute("SELECT vec_version()")
+        return
+    except Exception:  # noqa: BLE001 - not loaded on this connection yet
+        pass
+    import sqlite_vec
+
+    if not hasattr(raw, "enable_load_extension"):
+        from memory.vectors import VectorIndexUnavailable
+
+        raise VectorIndexUnavailable(
+            "LCM_VECTOR_INDEX=sqlite_vec needs a Python whose sqlite3 module can load "
+            "extensions; this one was built without it (use numpy, the default)"
+        )
+    raw.enable_load_extension(True)
+    try:
+        sqlite_vec.load(raw)
+    finally:
+        raw.enable_load_extension(False)
+
+
+class SqliteVecIndex:
+    name = "sqlite_vec"
+
+    def search(
+        self, *, namespace_id: int, query: np.ndarray, scope: ScopeFilter, k: int, dim: int = 0
+    ) -> list[VectorHit]:
+        connection.ensure_connection()
+        load_extension()
+        where, params = _scope_sql(scope)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT c.id, 1.0 - vec_distance_cosine(v.vector, %s) AS similarity "
+                "FROM memory_chunkvector v JOIN memory_chunk c ON c.id = v.chunk_id "
+                f"WHERE v.namespace_id = %s{where} ORDER BY similarity DESC LIMIT %s",
+                [query.astype(np.float32).tobytes(), namespace_id, *params, k],
+            )
+            return [VectorHit(chunk_id, float(sim)) for chunk_id, sim in cursor.fetchall()]
+
+
+def _scope_sql(scope: ScopeFilter) -> tuple[str, list]:
+    if scope.conversations is not None:
+        if not scope.conversations:
+            return " AND 0", []
+        parts, params = [], []
+        for conversation_id, max_seq in scope.conversations:
+            if max_seq is None:
+                parts.append("c.conversation_id = %s")
+                params.append(conversation_id)
+            else:
+                parts.append("(c.conversation_id = %s AND c.seq_end <= %s)")
+                params.extend([conversation_id, max_seq])
+        return " AND (" + " OR ".join(parts) + ")", params
+    if scope.owner_id is not None:
+        return (
+            " AND c.conversation_id IN (SELECT id FROM conversations_conversation "
+            "WHERE owner_id = %s)",
+            [scope.owner_id],
+        )
+    return "", []

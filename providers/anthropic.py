@@ -1,0 +1,330 @@
+"""The Anthropic Messages API adapter, through the official `anthropic` SDK.
+
+Requests: top-level `system`, our blocks as content blocks (providers/anthropic_wire.py,
+which also enforces the tool ordering rules), `tools` with `tool_choice` carrying
+`disable_parallel_tool_use` from `[anthropic]` config, no sampling parameters (API version
+2026-10-21 refuses them). Keys are read from the environment when the call is made.
+
+Streaming reads the raw server-sent events of `client.messages.create(stream=True)`, so
+every event, `ping` and unknown types included, reaches the journal as a `RawEvent`;
+unknown types are logged and otherwise ignored. Blocks are accumulated by their `index`.
+Stop reasons map to outcomes (see anthropic_wire.outcome_for_stop_reason); an `error`
+event ends the stream `failed` with the error's type as code; a stream that ends without
+`message_stop` (dropped connection) ends `incomplete` with reason `connection_lost`, and
+keeps the blocks received so far.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+
+import anthropic
+
+from providers import blocks as b
+from providers.anthropic_wire import (
+    PROVIDER,
+    our_block,
+    outcome_for_stop_reason,
+    wire_messages,
+    wire_tools,
+)
+from providers.base import (
+    Finished,
+    ProviderRequest,
+    ProviderResponse,
+    RawEvent,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    outcome,
+    usage,
+)
+from providers.calls import (
+    WireEvents,
+    call_with_retries,
+    default_max_retries,
+    default_timeout,
+    scrub,
+    shared_http_client,
+)
+from providers.config import ModelSpec, base_url, engine_config, require_key
+from providers.guard import CallGuard
+from providers.redaction import redact_request_texts
+
+logger = logging.getLogger("providers")
+
+_KNOWN_EVENTS = {
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "ping",
+    "error",
+}
+
+
+def make_client(
+    *,
+    api_key: str,
+    base_url: str | None = None,
+    timeout: float | None = None,
+    shared: bool = False,
+) -> anthropic.Anthropic:
+    """A client with the SDK's retries off (ours honour retry-after and count attempts).
+    `shared=True` puts it on the process's connection pool: never close such a client."""
+    return anthropic.Anthropic(
+        api_key=api_key,
+        base_url=base_url,
+        timeout=default_timeout() if timeout is None else timeout,
+        max_retries=0,
+        http_client=shared_http_client(anthropic) if shared else None,
+    )
+
+
+class AnthropicProvider:
+    name = PROVIDER
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        *,
+        client: anthropic.Anthropic | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        guard: CallGuard | None = None,
+    ) -> None:
+        """`client` is for callers that hold one (the compaction summarizer); without it a
+        client is made per call from the key in the environment, on the shared pool."""
+        self.spec = spec
+        self.client = client
+        self.timeout = default_timeout() if timeout is None else timeout
+        self.max_retries = default_max_retries() if max_retries is None else max_retries
+        self.sleep = sleep
+        self.guard = guard
+
+    # The request ---------------------------------------------------------------------------
+
+    def build_params(self, request: ProviderRequest) -> dict:
+        """The Messages API body for `request` (already redacted); raises ToolOrderingError."""
+        params: dict = {"model": self.spec.model_id, "max_tokens": request.max_output_tokens}
+        if request.system:
+            params["system"] = request.system
+        params["messages"] = wire_messages(request.messages)
+        options = request.options
+        if request.tools:
+            params["tools"] = wire_tools(request.tools)
+            choice: dict = {"type": options.get("tool_choice", "auto")}
+            if choice["type"] in ("auto", "any"):
+                disable = engine_config().anthropic.disable_parallel_tool_use
+                if "parallel_tool_calls" in options:
+                    disable = not options["parallel_tool_calls"]
+                if "disable_parallel_tool_use" in options:
+                    disable = bool(options["disable_parallel_tool_use"])
+                choice["disable_parallel_tool_use"] = disable
+            params["tool_choice"] = choice
+        if options.get("stop_sequences"):
+            params["stop_sequences"] = list(options["stop_sequences"])
+        return params
+
+    # Calls ---------------------------------------------------------------------------------
+
+    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
+        request = redact_request_texts(request)
+        params = self.build_params(request)
+        raw_request = {**params, "stream": True}
+        client, secrets = self._client()
+        response_stream = self._open(client, request, secrets, params, stream=True)
+        yield from _StreamReader(self.spec, raw_request, secrets).read(response_stream)
+
+    def complete(self, request: ProviderRequest) -> ProviderResponse:
+        """One non-streaming call (summaries, expansion): same request, same mapping."""
+        request = redact_request_texts(request)
+        params = self.build_params(request)
+        client, secrets = self._client()
+        message = self._open(client, request, secrets, params, stream=False)
+        raw = message.model_dump(mode="json")
+        return response_from_message(self.spec, params, raw)
+
+    def _client(self) -> tuple[anthropic.Anthropic, tuple[str, ...]]:
+        if self.client is not None:
+            return self.client, (self.client.api_key or "",)
+        key = require_key(self.spec)
+        client = make_client(
+            api_key=key, base_url=base_url(self.spec), timeout=self.timeout, shared=True
+        )
+        return client, (key,)
+
+    def _open(self, client, request, secrets, params, *, stream: bool):
+        return call_with_retries(
+            lambda: (
+                client.messages.create(**params, stream=stream, timeout=self.timeout)
+                if stream
+                else client.messages.create(**params, timeout=self.timeout)
+            ),
+            sdk=anthropic,
+            provider=PROVIDER,
+            max_retries=self.max_retries,
+            timeout=self.timeout,
+            sleep=self.sleep,
+            secrets=secrets,
+            guard=self.guard,
+            conversation_id=request.conversation_id,
+            purpose=request.purpose,
+        )
+
+
+def response_from_message(spec: ModelSpec, raw_request: dict, raw: dict) -> ProviderResponse:
+    content = [our_block(block) for block in raw.get("content") or []]
+    status, reason, code = outcome_for_stop_reason(raw.get("stop_reason"))
+    spent = raw.get("usage") or {}
+    return ProviderResponse(
+        raw_request=raw_request,
+        raw_response=raw,
+        blocks=content,
+        items=b.items_from_blocks(content),
+        outcome=outcome(status, reason, code, "the model refused" if code == "refusal" else None),
+        usage=usage(spent.get("input_tokens"), spent.get("output_tokens")),
+        model=raw.get("model") or spec.model_id,
+    )
+
+
+class _StreamReader:
+    """Accumulates one streamed message from its raw events."""
+
+    def __init__(self, spec: ModelSpec, raw_request: dict, secrets: tuple[str, ...]) -> None:
+        self.spec = spec
+        self.raw_request = raw_request
+        self.secrets = secrets
+        self.message: dict = {}
+        self.blocks: dict[int, dict] = {}  # wire blocks by index
+        self.json_parts: dict[int, list[str]] = {}
+        self.stop_reason: str | None = None
+        self.usage: dict = {}
+        self.stopped = False
+        self.error: dict | None = None
+
+    def read(self, response_stream) -> Iterator[StreamEvent]:
+        wire = WireEvents(anthropic.Stream.raw_events(response_stream.response), PROVIDER)
+        try:
+            for event_type, payload in wire:
+                yield RawEvent(event_type, payload)
+                yield from self._apply(event_type, payload)
+                if self.stopped or self.error:
+                    break
+        finally:
+            response_stream.response.close()
+        yield Finished(self._response(wire.broken))
+
+    def _apply(self, event_type: str, payload: dict) -> Iterator[StreamEvent]:
+        if event_type == "message_start":
+            self.message = copy.deepcopy(payload.get("message") or {})
+            self.usage.update(self.message.get("usage") or {})
+        elif event_type == "content_block_start":
+            index = int(payload.get("index", len(self.blocks)))
+            block = copy.deepcopy(payload.get("content_block") or {})
+            self.blocks[index] = block
+            if block.get("type") == "tool_use":
+                self.json_parts[index] = []
+                yield ToolCallStart(index, block.get("id", ""), block.get("name", ""))
+            elif block.get("type") == "text" and block.get("text"):
+                yield TextDelta(index, block["text"])
+        elif event_type == "content_block_delta":
+            yield from self._delta(int(payload.get("index", 0)), payload.get("delta") or {})
+        elif event_type == "content_block_stop":
+            self._finish_block(int(payload.get("index", 0)))
+        elif event_type == "message_delta":
+            delta = payload.get("delta") or {}
+            self.stop_reason = delta.get("stop_reason", self.stop_reason)
+            if delta.get("stop_sequence") is not None:
+                self.message["stop_sequence"] = delta["stop_sequence"]
+            self.usage.update(
+                {k: v for k, v in (payload.get("usage") or {}).items() if v is not None}
+            )
+        elif event_type == "message_stop":
+            self.stopped = True
+        elif event_type == "error":
+            self.error = copy.deepcopy(payload.get("error") or {"type": "error"})
+        elif event_type not in _KNOWN_EVENTS:
+            logger.info(
+                "unknown stream event ignored",
+                extra={"provider": PROVIDER, "event_type": event_type},
+            )
+
+    def _delta(self, index: int, delta: dict) -> Iterator[StreamEvent]:
+        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta.get("text", "")
+            yield TextDelta(index, delta.get("text", ""))
+        elif kind == "input_json_delta":
+            self.json_parts.setdefault(index, []).append(delta.get("partial_json", ""))
+            yield ToolCallDelta(index, delta.get("partial_json", ""))
+        elif kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
+        elif kind == "signature_delta":
+            block["signature"] = delta.get("signature")
+        elif kind == "citations_delta":
+            block.setdefault("citations", []).append(delta.get("citation"))
+        else:
+            logger.info(
+                "unknown delta type ignored",
+                extra={"provider": PROVIDER, "event_type": f"content_block_delta.{kind}"},
+            )
+
+    def _finish_block(self, index: int) -> None:
+        parts = self.json_parts.pop(index, None)
+        if parts is None or index not in self.blocks:
+            return
+        text = "".join(parts)
+        try:
+            self.blocks[index]["input"] = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError:
+            self.blocks[index]["input"] = {"_unparsed_arguments": text}
+
+    def _response(self, broken: str | None) -> ProviderResponse:
+        for index in list(self.json_parts):  # tool_use blocks cut short: keep what came
+            self._finish_block(index)
+        wire_blocks = [self.blocks[i] for i in sorted(self.blocks)]
+        content = [our_block(block) for block in wire_blocks]
+        raw = {
+            **self.message,
+            "content": wire_blocks,
+            "stop_reason": self.stop_reason,
+            "usage": self.usage,
+        }
+        if self.error:
+            code = str(self.error.get("type") or "error")
+            message = scrub(str(self.error.get("message") or ""), self.secrets)
+            raw["error"] = {"type": code, "message": message}
+            result = outcome("failed", "error", code, message)
+        elif broken:
+            result = outcome("incomplete", broken, broken, "the stream ended before message_stop")
+        elif not self.stopped:
+            result = outcome(
+                "incomplete",
+                "connection_lost",
+                "connection_lost",
+                "the stream ended before message_stop",
+            )
+        else:
+            status, reason, code = outcome_for_stop_reason(self.stop_reason)
+            result = outcome(
+                status, reason, code, "the model refused" if code == "refusal" else None
+            )
+        return ProviderResponse(
+            raw_request=self.raw_request,
+            raw_response=raw,
+            blocks=content,
+            items=b.items_from_blocks(content),
+            outcome=result,
+            usage=usage(self.usage.get("input_tokens"), self.usage.get("output_tokens")),
+            model=self.message.get("model") or self.spec.model_id,
+        )

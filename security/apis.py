@@ -1,0 +1,118 @@
+"""HTTP adapters of the security app: hard delete (hooked into the conversation and session
+detail endpoints as their DELETE method) and exports."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from lcmsite.api.errors import InvalidInput
+from lcmsite.api.schema import ERRORS, ErrorSerializer
+from security import exports, hard_delete
+from security.serializers import (
+    ExportRequestSerializer,
+    HardDeleteRequestSerializer,
+    HardDeleteResultSerializer,
+)
+
+HARD_DELETE_SCHEMA = {
+    "parameters": [
+        OpenApiParameter(
+            "hard", bool, required=True, description="Must be `true`: the only delete there is."
+        ),
+        OpenApiParameter("confirm", str, description="The id being deleted, repeated."),
+    ],
+    "request": HardDeleteRequestSerializer,
+    "responses": {
+        200: HardDeleteResultSerializer,
+        **ERRORS,
+        409: OpenApiResponse(
+            ErrorSerializer,
+            description="Not deletable as asked: a branch of a session, or rows shared with "
+            "other conversations or sessions.",
+        ),
+    },
+    "description": "Hard delete (irreversible): removes the content, parts, summaries, "
+    "lineage, context, files, memory chunks and vectors, turns, steps, states, journals and "
+    "search rows; audited without content. Owner or staff; `?hard=true` and `confirm=<id>` "
+    "(query or body) are required.",
+}
+
+
+def _confirmation(request) -> str | None:
+    if request.query_params.get("hard", "").lower() != "true":
+        raise InvalidInput(
+            "only hard delete exists: pass ?hard=true and confirm=<id>", code="hard_required"
+        )
+    data = request.data if isinstance(request.data, dict) else {}
+    return data.get("confirm") or request.query_params.get("confirm")
+
+
+def conversation_hard_delete(request, conversation_id: int) -> Response:
+    from conversations.selectors import conversation_get_for_user
+
+    confirm = _confirmation(request)
+    conversation = conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+    result = hard_delete.hard_delete_conversation(
+        conversation=conversation, confirm=confirm, via="api", request=request
+    )
+    return Response(result.as_dict())
+
+
+def session_hard_delete(request, session_id: str) -> Response:
+    from turns.selectors import session_get_for_user
+
+    confirm = _confirmation(request)
+    session = session_get_for_user(user=request.user, session_id=session_id)
+    result = hard_delete.hard_delete_session(
+        session=session, confirm=confirm, via="api", request=request
+    )
+    return Response(result.as_dict())
+
+
+class ExportApi(APIView):
+    @extend_schema(
+        operation_id="exports_create",
+        request=ExportRequestSerializer,
+        responses={
+            (200, "application/zip"): OpenApiResponse(
+                OpenApiTypes.BINARY,
+                description="The archive (zip: manifest.json, tables/, transcripts/, files/, "
+                "streams/; see docs/security.md).",
+            ),
+            **ERRORS,
+            409: OpenApiResponse(
+                ErrorSerializer, description="A branch conversation: export its session."
+            ),
+        },
+        description="Export a conversation or a turn session as a full-fidelity archive "
+        "(user-initiated, audited). Owner or staff.",
+    )
+    def post(self, request):
+        from conversations.selectors import conversation_get_for_user
+        from turns.selectors import session_get_for_user
+
+        serializer = ExportRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        if "conversation_id" in data:
+            conversation = conversation_get_for_user(
+                user=request.user, conversation_id=data["conversation_id"]
+            )
+            archive, manifest = exports.export_conversation(
+                conversation=conversation, actor=request.user, via="api", request=request
+            )
+        else:
+            session = session_get_for_user(user=request.user, session_id=data["session_id"])
+            archive, manifest = exports.export_session(
+                session=session, actor=request.user, via="api", request=request
+            )
+        target = manifest["target"]
+        response = HttpResponse(archive, content_type="application/zip")
+        response["Content-Disposition"] = (
+            f'attachment; filename="lcm-{target["kind"]}-{target["id"]}.zip"'
+        )
+        return response

@@ -1,0 +1,87 @@
+"""A model change: a new namespace built in the background with progress, searches kept on
+the old one until the swap, never mixing the two."""
+
+import pytest
+
+from memory.indexing import index_conversation_messages
+from memory.models import ChunkVector, EmbeddingNamespace, NamespaceStatus
+from memory.namespaces import model_change_start, search_namespace
+from memory.reindex import reindex_namespace
+from memory.retrieval import RetrievalParams, hybrid_search
+from memory.vectors import ScopeFilter
+from tests.memory.helpers import append
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_model_change_reindexes_with_progress_and_swaps_at_the_end(conversation, settings):
+    settings.LCM_CHUNK_TOPIC_SHIFT = 2.0
+    append(conversation, "alpha fact about the garden shed", "beta fact about the red car")
+    index_conversation_messages(conversation_id=conversation.pk)
+    old = search_namespace()
+    assert old.model == "all-MiniLM-L6-v2"
+
+    settings.LCM_EMBEDDING_BACKEND = "hashing"
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": False}
+    building = model_change_start()  # queues the job (not run here)
+    assert (building.model, building.dim, building.status) == (
+        "hashing-v1-256",
+        256,
+        NamespaceStatus.BUILDING,
+    )
+    # while it builds, new chunks go into both namespaces; searches read the old one only
+    append(conversation, "gamma fact about the blue boat")
+    index_conversation_messages(conversation_id=conversation.pk)
+    assert ChunkVector.objects.filter(namespace=old).count() == 3
+    assert ChunkVector.objects.filter(namespace=building).count() == 1
+    scope = ScopeFilter(conversations=((conversation.pk, None),))
+    loose = RetrievalParams.from_settings(threshold=0.0)
+    during = hybrid_search(scope=scope, query="red car", params=loose)
+    assert during.stats["namespace"] == "all-MiniLM-L6-v2/384"
+
+    done = reindex_namespace(namespace_id=building.pk, batch=1)
+    assert (done.status, done.chunks_total, done.chunks_done) == (NamespaceStatus.ACTIVE, 3, 3)
+    assert done.progress == 1.0
+    assert EmbeddingNamespace.objects.get(pk=old.pk).status == NamespaceStatus.RETIRED
+    after = hybrid_search(scope=scope, query="red car", params=loose)
+    assert after.stats["namespace"] == "hashing-v1-256/256"
+    assert after.candidates[0].chunk.rendered_text == "beta fact about the red car"
+    # re-running is a no-op
+    reindex_namespace(namespace_id=building.pk)
+    assert ChunkVector.objects.filter(namespace=building).count() == 3
+
+
+def test_no_model_change_means_no_new_namespace(conversation):
+    append(conversation, "one")
+    index_conversation_messages(conversation_id=conversation.pk)
+    assert model_change_start() is None
+    assert EmbeddingNamespace.objects.count() == 1
+
+
+def test_indexing_after_a_model_change_starts_the_reindex_by_itself(
+    conversation, settings, django_capture_on_commit_callbacks
+):
+    settings.LCM_CHUNK_TOPIC_SHIFT = 2.0
+    append(conversation, "first fact about the shed")
+    index_conversation_messages(conversation_id=conversation.pk)
+    settings.LCM_EMBEDDING_BACKEND = "hashing"
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": True}  # the queued job runs inline
+    append(conversation, "second fact about the boat")
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        index_conversation_messages(conversation_id=conversation.pk)
+    assert len(callbacks) == 1
+    active = search_namespace()
+    assert (active.model, active.chunks_done, active.chunks_total) == ("hashing-v1-256", 2, 2)
+    assert ChunkVector.objects.filter(namespace=active).count() == 2
+
+
+def test_the_command_shows_namespaces_and_progress(conversation, capsys):
+    from django.core.management import call_command
+
+    append(conversation, "one")
+    index_conversation_messages(conversation_id=conversation.pk)
+    call_command("lcm_memory")
+    out = capsys.readouterr().out
+    assert "configured model: all-MiniLM-L6-v2/384" in out
+    assert "chunks: 1" in out
+    assert "all-MiniLM-L6-v2/384 active" in out

@@ -1,0 +1,117 @@
+"""Export archives: user-initiated, audited, full fidelity (rows, transcript, files, streams)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+
+import pytest
+from cryptography.fernet import Fernet
+from django.core.management import call_command
+
+from conversations.models import LargeFile, Message, Summary, SummaryMessage
+from security.models import AuditEvent
+from tests.largefile_support import large_file_storage  # noqa: F401
+from tests.security.test_hard_delete import FILE_BODY, MARKER, _full_conversation
+from tests.turns.conftest import _isolated_engine, send  # noqa: F401
+from turns import services as turn_services
+from turns.models import ProviderStep, UserTurn
+
+pytestmark = pytest.mark.usefixtures("large_file_storage", "_isolated_engine")
+
+
+@pytest.fixture(autouse=True)
+def small_limits(settings):
+    settings.LCM_LARGE_FILE_TOKEN_THRESHOLD = 1000
+
+
+def _open(data: bytes) -> tuple[zipfile.ZipFile, dict]:
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    return archive, json.loads(archive.read("manifest.json"))
+
+
+def _jsonl(archive, name) -> list[dict]:
+    return [json.loads(line) for line in archive.read(name).decode().splitlines()]
+
+
+def test_a_conversation_export_holds_every_row_the_transcript_and_the_files(api, user):
+    conversation = _full_conversation(user)
+    response = api.post("/api/v1/exports/", {"conversation_id": conversation.pk}, format="json")
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == "application/zip"
+    assert f"lcm-conversation-{conversation.pk}.zip" in response["Content-Disposition"]
+    archive, manifest = _open(response.content)
+    assert (manifest["format"], manifest["version"]) == ("lcm-archive", 1)
+    assert manifest["target"] == {"kind": "conversation", "id": str(conversation.pk)}
+    assert manifest["exported_by"] == "owner"
+    messages = _jsonl(archive, "tables/conversations.Message.jsonl")
+    assert [m["seq"] for m in messages] == list(
+        Message.objects.filter(conversation=conversation)
+        .order_by("pk")
+        .values_list("seq", flat=True)
+    )
+    assert (
+        manifest["tables"]["conversations.Summary"]["rows"]
+        == Summary.objects.filter(conversation=conversation).count()
+    )
+    assert manifest["tables"]["conversations.SummaryMessage"]["rows"] == (
+        SummaryMessage.objects.filter(conversation=conversation).count()
+    )
+    for entry in manifest["tables"].values():
+        assert hashlib.sha256(archive.read(entry["file"])).hexdigest() == entry["sha256"]
+    transcript = _jsonl(archive, f"transcripts/{conversation.pk}.jsonl")
+    assert len(transcript) == 14 and MARKER in transcript[12]["content"]
+    large_file = LargeFile.objects.get(conversation=conversation)
+    [entry] = manifest["files"]
+    assert archive.read(entry["path"]).decode() == FILE_BODY
+    assert entry["sha256"] == large_file.sha256
+    event = AuditEvent.objects.get(action="export")
+    assert (event.via, event.target_id, event.actor_id) == ("api", str(conversation.pk), user.pk)
+    assert MARKER not in json.dumps(event.details)
+
+
+def test_a_session_export_holds_turns_steps_states_and_decrypted_journals(api, user, settings):
+    settings.LCM_ENCRYPTION_KEY = Fernet.generate_key().decode()
+    chat = turn_services.session_create(owner=user, title="chat")
+    turns = [send(chat, f"question {i} {MARKER}", commit=True) for i in range(2)]
+    response = api.post("/api/v1/exports/", {"session_id": chat.pk}, format="json")
+    assert response.status_code == 200, response.content
+    archive, manifest = _open(response.content)
+    assert [t["id"] for t in _jsonl(archive, "tables/turns.UserTurn.jsonl")] == sorted(
+        t.pk for t in turns
+    )
+    assert manifest["tables"]["turns.ProviderStep"]["rows"] == ProviderStep.objects.count()
+    assert manifest["tables"]["turns.StateCheckpoint"]["rows"] >= 3
+    assert manifest["tables"]["turns.Session"]["rows"] == 1
+    journals = [s for s in manifest["streams"] if not s["path"].startswith("streams/turn-")]
+    assert len(journals) == ProviderStep.objects.count()
+    first = archive.read(journals[0]["path"]).decode().splitlines()[0]
+    assert json.loads(first)["event_type"] == "lcm.journal_open"  # clear, not ciphertext
+    assert UserTurn.objects.count() == 2
+
+
+def test_exports_are_refused_to_others_and_to_bad_input(api, other_api, anon_api, user):
+    conversation = _full_conversation(user)
+    body = {"conversation_id": conversation.pk}
+    assert other_api.post("/api/v1/exports/", body, format="json").status_code == 404
+    assert anon_api.post("/api/v1/exports/", body, format="json").status_code == 401
+    both = api.post(
+        "/api/v1/exports/", {"conversation_id": conversation.pk, "session_id": "x"}, format="json"
+    )
+    assert (both.status_code, both.json()["code"]) == (400, "invalid")
+    assert api.post("/api/v1/exports/", {}, format="json").status_code == 400
+    assert AuditEvent.objects.count() == 0
+
+
+def test_the_command_writes_the_archive_and_audits(user, tmp_path):
+    conversation = _full_conversation(user)
+    output = tmp_path / "out.zip"
+    call_command(
+        "lcm_export_archive", conversation=conversation.pk, output=str(output), as_user="owner"
+    )
+    archive, manifest = _open(output.read_bytes())
+    assert manifest["tables"]["conversations.Message"]["rows"] == 14
+    event = AuditEvent.objects.get()
+    assert (event.action, event.via, event.actor_name) == ("export", "command", "owner")

@@ -1,0 +1,61 @@
+"""Turn engine figures for /metrics: counts read from the database at scrape time (so
+workers' commits and indexing are exact), plus per-process latency histograms."""
+
+from __future__ import annotations
+
+from django.db.models import Count
+
+from lcmsite.metrics import Sample, observe_ms
+from turns.models import FINALIZED_PHASES, JobState, TurnJob, UserTurn
+
+
+def collect():
+    phases = dict(UserTurn.objects.values_list("phase").annotate(n=Count("id")))
+    yield Sample(
+        "lcm_turns",
+        "gauge",
+        "Turns by lifecycle phase.",
+        tuple(({"phase": phase}, float(n)) for phase, n in sorted(phases.items())),
+    )
+    pending = UserTurn.objects.filter(phase__in=FINALIZED_PHASES, state_after__isnull=True).count()
+    yield Sample(
+        "lcm_turns_pending",
+        "gauge",
+        "Turns answered but not yet committed.",
+        (({}, float(pending)),),
+    )
+    index = dict(UserTurn.objects.values_list("index_status").annotate(n=Count("id")))
+    yield Sample(
+        "lcm_turns_index_status",
+        "gauge",
+        "Turns by indexing status.",
+        tuple(({"status": status}, float(n)) for status, n in sorted(index.items())),
+    )
+    backlog = dict(
+        TurnJob.objects.filter(state__in=[JobState.PENDING, JobState.RUNNING])
+        .values_list("job_type")
+        .annotate(n=Count("id"))
+    )
+    yield Sample(
+        "lcm_turn_jobs_backlog",
+        "gauge",
+        "Live turn jobs (pending or running) by type.",
+        tuple(({"job_type": kind}, float(n)) for kind, n in sorted(backlog.items())),
+    )
+
+
+def observe_context(ctx) -> None:
+    observe_ms(
+        "lcm_turn_context_tokens",
+        float(ctx.token_total()),
+        "Assembled context size per turn (tokens, in the ms-bucket histogram).",
+    )
+
+
+def observe_latency(stage: str, ms: float) -> None:
+    observe_ms(
+        "lcm_turn_stage_latency_ms",
+        ms,
+        "Turn stage latency (assemble, summarize, index).",
+        stage=stage,
+    )

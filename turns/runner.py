@@ -1,0 +1,479 @@
+"""The runner: drives one accepted turn through its provider steps (SRD 6, 11-13).
+
+    accepted -> context_prepared -> responding (one or more provider steps)
+             -> response_finalized (TX-A)   ... then the librarian commits (TX-B) in a job
+
+For each step it streams the provider's events into the step's journal (durability) and
+the turn's event log (what clients see), with no transaction open and no lock held while
+it waits on the network. Tool calls follow the turn's tools mode (SRD 12): `enabled` runs
+the tools and continues with another step, up to `max_steps`; `parse_only` finalizes with
+the calls shown; `disabled` treats a call as an error the client sees.
+
+`start_turn()` runs a turn on the process's runner pool (the API's streaming requests);
+`run_turn()` runs it in the calling thread (commands, tests, the non-streaming API).
+`shutdown()` asks running turns to stop at their next event: each ends `incomplete` with
+its partial output kept, and the head never advances from it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from providers.base import (
+    Finished,
+    ProviderRequest,
+    ProviderResponse,
+    RawEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    outcome,
+    provider_for,
+)
+from providers.blocks import message as make_message
+from providers.config import engine_config, model_get
+from providers.errors import ProviderError
+from turns import events, services
+from turns.journal import StreamJournal, recover_step
+from turns.models import ToolsMode, UserTurn
+
+logger = logging.getLogger(__name__)
+
+# An `incomplete` stream with one of these reasons is still a complete answer as far as
+# the model is concerned (it ran out of room), so the turn is finalized with it; any other
+# incomplete stream (a dropped connection, a shutdown) fails the turn, keeping the output.
+_FINALIZABLE_INCOMPLETE = {"max_tokens", "max_output_tokens", "model_context_window_exceeded"}
+
+_shutting_down = threading.Event()
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+_running: set[str] = set()
+_running_lock = threading.Lock()
+
+
+class _Stopped(Exception):
+    """The process is shutting down: end the current step where it is."""
+
+
+def max_steps() -> int:
+    return settings.LCM_TURN_MAX_STEPS
+
+
+def start_turn(*, turn_id: str) -> Future:
+    """Run the turn on the runner pool; the future resolves to the finished UserTurn."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(
+                max_workers=settings.LCM_TURN_THREADS,
+                thread_name_prefix="lcm-turn",
+            )
+        # Open the event log now, so a subscriber that comes before the thread starts
+        # finds a live channel instead of an empty file.
+        events.open_channel(turn_id)
+        return _pool.submit(_run_in_pool, turn_id)
+
+
+def _run_in_pool(turn_id: str) -> UserTurn:
+    close_old_connections()
+    try:
+        return run_turn(turn_id=turn_id)
+    finally:
+        connection.close()  # pool threads are reused: give the connection back
+
+
+def running_turns() -> list[str]:
+    with _running_lock:
+        return sorted(_running)
+
+
+def shutdown(timeout: float = 5.0) -> list[str]:
+    """Stop taking turns and end the running ones within `timeout` seconds.
+    Returns the ids of turns still running when the time ran out."""
+    _shutting_down.set()
+    deadline = time.monotonic() + timeout
+    while running_turns() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return running_turns()
+
+
+def run_turn(*, turn_id: str) -> UserTurn:
+    """Run an accepted turn to its end (finalized or failed) and return it."""
+    turn = UserTurn.objects.select_related("session", "branch").get(pk=turn_id)
+    channel = events.open_channel(turn_id)
+    with _running_lock:
+        _running.add(turn_id)
+    try:
+        return _TurnRun(turn, channel).run()
+    finally:
+        with _running_lock:
+            _running.discard(turn_id)
+        if not channel.finished:  # a bug path: never leave a subscriber hanging
+            _publish(channel, "error", {"code": "internal_error", "message": "turn aborted"})
+
+
+def _publish(channel: events.TurnChannel, event: str, data: dict) -> None:
+    # A late durable notice may arrive after the log closed: nothing to tell anyone then.
+    with contextlib.suppress(ValueError):
+        channel.publish(event, data)
+
+
+class _TurnRun:
+    def __init__(self, turn: UserTurn, channel: events.TurnChannel) -> None:
+        self.turn = turn
+        self.channel = channel
+        self.timings: dict[str, float] = {}
+
+    # The whole turn ------------------------------------------------------------------
+
+    def run(self) -> UserTurn:
+        turn = self.turn
+        self.publish("turn", _turn_header(turn))
+        if _shutting_down.is_set():
+            return self.fail("server_shutdown", "the server is shutting down; send it again")
+        started = time.monotonic()
+        try:
+            context = services.context_prepare(turn=turn)
+        except Exception as error:  # ContextTooLarge and friends carry code and message
+            logger.info("turn %s: context not prepared: %s", turn.id, error)
+            return self.fail(
+                getattr(error, "code", "context_error"),
+                str(getattr(error, "message", error)),
+                extra=getattr(error, "extra", None),
+            )
+        self.timings["assemble_ms"] = _ms(started)
+        self.publish(
+            "context",
+            {
+                "sections_tokens": context.sections_tokens,
+                "budget": context.budget,
+                "shrink_steps": context.shrink_steps,
+                "retrieved": len(context.retrieved),
+            },
+        )
+        try:
+            spec = model_get(turn.primary_model)
+            provider = provider_for(spec)
+        except Exception as error:
+            return self.fail(getattr(error, "code", "model_unavailable"), str(error))
+        tools = self.tool_definitions()
+        messages = context.to_request_messages()
+        for step_index in range(max_steps()):
+            request = ProviderRequest(
+                model=spec,
+                system=context.system,
+                messages=messages,
+                tools=tools,
+                max_output_tokens=spec.max_output_tokens,
+                options=self.request_options(spec, tools),
+                purpose="turn",
+                conversation_id=turn.branch.conversation_id,
+            )
+            step = services.step_start(
+                turn=turn,
+                request_json=_request_record(request, step_index),
+                provider=spec.provider,
+                model_id=spec.model_id,
+            )
+            response = self.stream_step(provider, request, step, step_index)
+            if response is None:  # failed before the first byte; the turn is failed
+                return self.turn
+            status = response.status
+            calls = [b for b in response.blocks if b.get("type") == "tool_use"]
+            if status == "paused" and calls:
+                mode = turn.tools_mode
+                if mode == ToolsMode.DISABLED:
+                    services.step_finish(step=step, response=response)
+                    names = ", ".join(sorted({c.get("name", "") for c in calls}))
+                    return self.fail(
+                        "tool_call_in_disabled_mode",
+                        f"the model called a tool ({names}) but tools are disabled for this turn",
+                        step=step,
+                    )
+                if mode == ToolsMode.PARSE_ONLY:
+                    return self.finalize(step, response)
+                if step_index + 1 >= max_steps():
+                    services.step_finish(step=step, response=response)
+                    return self.fail(
+                        "tool_step_limit",
+                        f"the model kept calling tools past {max_steps()} steps "
+                        "(LCM_TURN_MAX_STEPS)",
+                        step=step,
+                    )
+                results = self.run_tools(calls, step_index)
+                services.step_finish(step=step, response=response, tool_results=results)
+                messages = [
+                    *messages,
+                    make_message("assistant", response.blocks),
+                    make_message("user", results),
+                ]
+                continue
+            if status == "completed" or status == "paused":
+                return self.finalize(step, response)
+            if status == "incomplete" and response.outcome.get("reason") in _FINALIZABLE_INCOMPLETE:
+                return self.finalize(step, response)
+            services.step_finish(step=step, response=response)
+            out = response.outcome
+            return self.fail(
+                out.get("code") or status,
+                out.get("message") or out.get("reason") or f"the provider stream ended {status}",
+                step=step,
+                partial_blocks=response.blocks,
+            )
+        raise AssertionError("unreachable: the loop returns")  # pragma: no cover
+
+    # One provider step ---------------------------------------------------------------
+
+    def stream_step(self, provider, request, step, step_index) -> ProviderResponse | None:
+        channel = self.channel
+
+        runner_thread = threading.current_thread()
+
+        def on_durable(displayed: int, durable: int) -> None:
+            # The flusher thread only announces; the step row is written from the runner's
+            # own thread (its connection): every 2 s while streaming, and at the end.
+            if threading.current_thread() is runner_thread:
+                services.step_progress(step_id=step.id, displayed=displayed, durable=durable)
+            _publish(
+                channel, "durable", {"step": step_index, "displayed": displayed, "durable": durable}
+            )
+
+        journal = StreamJournal(
+            step_id=step.id, provider=request.model.provider, on_durable=on_durable
+        )
+        self.publish("step", {"step": step_index, "id": step.id, "status": "streaming"})
+        started = progress_written = time.monotonic()
+        response = None
+        try:
+            for event in provider.stream(request):
+                if _shutting_down.is_set():
+                    raise _Stopped
+                if time.monotonic() - progress_written >= 2.0:
+                    progress_written = time.monotonic()
+                    services.step_progress(
+                        step_id=step.id, displayed=journal.displayed, durable=journal.durable
+                    )
+                if isinstance(event, RawEvent):
+                    journal.write(event.event_type, event.payload)
+                elif isinstance(event, TextDelta):
+                    if "first_byte_ms" not in self.timings:
+                        self.timings["first_byte_ms"] = _ms(started)
+                    journal.write(
+                        "lcm.text", {"index": event.index, "text": event.text}, shown=event.text
+                    )
+                    self.publish(
+                        "delta", {"step": step_index, "index": event.index, "text": event.text}
+                    )
+                elif isinstance(event, ToolCallStart):
+                    journal.write(
+                        "lcm.tool_call",
+                        {"index": event.index, "call_id": event.call_id, "name": event.name},
+                    )
+                    self.publish(
+                        "tool_call",
+                        {
+                            "step": step_index,
+                            "index": event.index,
+                            "call_id": event.call_id,
+                            "name": event.name,
+                        },
+                    )
+                elif isinstance(event, ToolCallDelta):
+                    journal.write(
+                        "lcm.tool_input",
+                        {"index": event.index, "partial_json": event.partial_json},
+                        shown=event.partial_json,
+                    )
+                elif isinstance(event, Finished):
+                    response = event.response
+        except ProviderError as error:
+            journal.write("lcm.error", {"code": error.code, "message": str(error)})
+            journal.close()
+            self.fail(error.code, str(error), step=step)
+            return None
+        except _Stopped:
+            journal.write("lcm.error", {"code": "server_shutdown", "message": "shutting down"})
+            journal.close()
+            recovered = recover_step(step)
+            response = ProviderResponse(
+                raw_request={},
+                raw_response=None,
+                blocks=recovered.blocks,
+                items=[],
+                outcome=outcome(
+                    "incomplete",
+                    reason="server_shutdown",
+                    code="server_shutdown",
+                    message="the server shut down while the answer streamed",
+                ),
+                usage={"input_tokens": None, "output_tokens": None},
+                model=request.model.model_id,
+            )
+        except Exception:
+            journal.close()
+            raise
+        if response is None:  # an adapter that ended without Finished: a bug, kept visible
+            journal.close()
+            recovered = recover_step(step)
+            response = ProviderResponse(
+                raw_request={},
+                raw_response=None,
+                blocks=recovered.blocks,
+                items=[],
+                outcome=outcome("failed", code="stream_ended", message="no final event"),
+                usage={"input_tokens": None, "output_tokens": None},
+                model=request.model.model_id,
+            )
+        journal.close()  # fsync; on_durable records and announces the final byte counts
+        self.timings["stream_ms"] = self.timings.get("stream_ms", 0.0) + _ms(started)
+        self.publish(
+            "step",
+            {
+                "step": step_index,
+                "id": step.id,
+                "status": response.status,
+                "outcome": response.outcome,
+                "usage": response.usage,
+            },
+        )
+        return response
+
+    # Tools -----------------------------------------------------------------------------
+
+    def tool_definitions(self) -> list[dict]:
+        if self.turn.tools_mode == ToolsMode.DISABLED:
+            return []
+        try:
+            from memory import tools as registry
+        except ImportError:
+            return []
+        return registry.definitions(self.turn.tools_mode)
+
+    def request_options(self, spec, tools: list[dict]) -> dict:
+        options: dict = {}
+        if tools:
+            options["parallel_tool_calls"] = engine_config().tools.allow_parallel
+        if spec.provider == "offline":
+            options["offline_chunks"] = settings.LCM_OFFLINE_STREAM_CHUNKS
+            options["offline_delay_seconds"] = settings.LCM_OFFLINE_STREAM_DELAY_MS / 1000
+        return options
+
+    def run_tools(self, calls: list[dict], step_index: int) -> list[dict]:
+        """Execute each call in order; the results, in the same order, as tool_result blocks."""
+        from memory import tools as registry
+
+        results = []
+        for call in calls:
+            started = time.monotonic()
+            try:
+                result = registry.execute(
+                    name=call.get("name", ""), input=call.get("input") or {}, turn=self.turn
+                )
+            except Exception as error:  # a tool must never take the turn down
+                logger.exception("tool %s failed", call.get("name"))
+                result = {"content": f"tool error: {error}", "is_error": True}
+            content = result.get("content", "")
+            blocks = (
+                content
+                if isinstance(content, list)
+                else [{"type": "text", "text": str(content), "annotations": []}]
+            )
+            results.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call.get("id", ""),
+                    "content": blocks,
+                    "is_error": bool(result.get("is_error")),
+                }
+            )
+            self.publish(
+                "tool_result",
+                {
+                    "step": step_index,
+                    "call_id": call.get("id", ""),
+                    "name": call.get("name", ""),
+                    "is_error": bool(result.get("is_error")),
+                    "ms": _ms(started),
+                },
+            )
+        return results
+
+    # Endings ---------------------------------------------------------------------------
+
+    def finalize(self, step, response: ProviderResponse) -> UserTurn:
+        telemetry = dict(self.turn.telemetry or {})
+        telemetry["latency_ms"] = {**telemetry.get("latency_ms", {}), **self.timings}
+        self.turn.telemetry = telemetry  # written by TX-A with the answer
+        self.turn = services.response_finalize(turn=self.turn, step=step, response=response)
+        self.publish(
+            "done",
+            {
+                **_turn_header(self.turn),
+                "outcome": response.outcome,
+                "usage": response.usage,
+                "text": _text_of(response.blocks),
+                "timings": self.timings,
+            },
+        )
+        return self.turn
+
+    def fail(
+        self, code, message, *, step=None, partial_blocks: list[dict] | None = None, extra=None
+    ) -> UserTurn:
+        self.turn = services.turn_fail(
+            turn=self.turn, code=code, message=message, step=step, partial_blocks=partial_blocks
+        )
+        partial = _text_of(partial_blocks or [])
+        data = {"code": code, "message": message, "turn_id": self.turn.id, "phase": self.turn.phase}
+        if partial:
+            data["partial_text"] = partial
+            data["incomplete"] = True
+        if extra:
+            data["extra"] = extra
+        self.publish("error", data)
+        return self.turn
+
+    def publish(self, event: str, data: dict) -> None:
+        _publish(self.channel, event, data)
+
+
+def _turn_header(turn: UserTurn) -> dict:
+    return {
+        "turn_id": turn.id,
+        "turn_seq": turn.turn_seq,
+        "session_id": turn.session_id,
+        "branch_id": turn.branch_id,
+        "phase": turn.phase,
+        "model": turn.primary_model,
+    }
+
+
+def _request_record(request: ProviderRequest, step_index: int) -> dict:
+    """The neutral request as stored on the step before the call (no key, no headers);
+    the adapter's wire request is added to the step when it finishes."""
+    return {
+        "step_index": step_index,
+        "provider": request.model.provider,
+        "model": request.model.name,
+        "model_id": request.model.model_id,
+        "system": request.system,
+        "messages": request.messages,
+        "tools": request.tools,
+        "max_output_tokens": request.max_output_tokens,
+        "options": request.options,
+    }
+
+
+def _text_of(blocks: list[dict]) -> str:
+    return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+
+
+def _ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 2)

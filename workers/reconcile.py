@@ -1,0 +1,91 @@
+"""The job reconciler: finds background jobs whose worker died and hands them out again.
+
+`reconcile_jobs()` is idempotent and safe in several processes at once (claims are
+compare-and-set, so a job dispatched twice still runs once). It:
+1. closes compaction runs whose lease expired (the conversation's compaction lock is free
+   again; each applied pass was its own transaction, so nothing is half-applied);
+2. fails compaction jobs whose lease expired after LCM_JOB_MAX_ATTEMPTS claims (a job
+   that kills its worker every time must not loop forever);
+3. re-dispatches the other expired compaction jobs (the claim takes them over);
+4. re-dispatches pending compaction jobs nobody picked up (a lost queue entry).
+
+Turn jobs have their own reconciler (turns/reconcile.py, the same lease idea).
+
+It runs in every worker process when it spawns and then every LCM_JOB_RECONCILE_SECONDS
+(a timer thread), and from a django-q Schedule every minute as a fallback.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from compaction.models import CompactionJob, CompactionRun, JobState, RunStatus
+from lcmsite import periodic
+from workers.leases import lease_deadline
+
+logger = logging.getLogger("lcm.workers")
+
+# A pending job younger than this may simply be waiting in the queue.
+UNPICKED_JOB_SECONDS = 30
+
+
+def reconcile_jobs(now=None) -> dict:
+    """One pass; returns what it did, by kind."""
+    from compaction.services import TAKEOVER_GRACE, _enqueue
+
+    now = now or timezone.now()
+    counts = dict.fromkeys(
+        ("runs_abandoned", "jobs_failed", "jobs_reclaimed", "jobs_redispatched"), 0
+    )
+    counts["runs_abandoned"] = CompactionRun.objects.filter(
+        status=RunStatus.RUNNING, lease_until__lt=now
+    ).update(status=RunStatus.FAILED, finished_at=now, detail="abandoned (worker lease expired)")
+    expired = CompactionJob.objects.filter(
+        state=JobState.RUNNING, lease_until__lt=now - TAKEOVER_GRACE
+    )
+    counts["jobs_failed"] = expired.filter(attempts__gte=settings.LCM_JOB_MAX_ATTEMPTS).update(
+        state=JobState.FAILED,
+        error="abandoned: its worker stopped on every attempt",
+        finished_at=now,
+    )
+    for job_id in expired.values_list("pk", flat=True):
+        _enqueue(job_id)
+        counts["jobs_reclaimed"] += 1
+    unpicked = CompactionJob.objects.filter(
+        Q(lease_until__isnull=True) | Q(lease_until__lt=now),
+        state=JobState.PENDING,
+        created_at__lt=now - timedelta(seconds=UNPICKED_JOB_SECONDS),
+    )
+    for job_id in list(unpicked.values_list("pk", flat=True)[:500]):
+        # On a pending job the lease only spaces out re-dispatches.
+        CompactionJob.objects.filter(pk=job_id).update(lease_until=lease_deadline(now))
+        _enqueue(job_id)
+        counts["jobs_redispatched"] += 1
+    if any(counts.values()):
+        logger.info("job reconciler: %s", counts)
+    return counts
+
+
+# --- where it runs -------------------------------------------------------------------------
+
+SCHEDULE_NAME = "lcm-jobs-reconcile"
+
+
+def ensure_schedule(**kwargs) -> None:
+    """post_migrate: the every-minute django-q Schedule (created once, idempotent)."""
+    periodic.ensure_schedule(name=SCHEDULE_NAME, func="workers.tasks.run_reconcile_jobs")
+
+
+def install_worker_hooks() -> None:
+    """Each django-q2 worker process runs the job reconciler when it spawns, then every
+    LCM_JOB_RECONCILE_SECONDS seconds."""
+    periodic.on_worker_spawn(
+        name=SCHEDULE_NAME,
+        work=reconcile_jobs,
+        interval=lambda: float(settings.LCM_JOB_RECONCILE_SECONDS),
+    )
