@@ -5,32 +5,40 @@ they fit the budget (stopping at the first that does not, so the included histor
 contiguous stretch); chronological order restored. Summaries are rendered as XML with
 their metadata and marked as untrusted data (`compaction.rendering`).
 
-Cost grows with the number of active context items, never with history length: one query
-for the items (with their message), one for the included messages' parts (not for the
-neutral format), and, for summaries not yet in the process's rendering cache, one for
-their rows (by primary key, never a join against the whole summary table) and one for the
-condensed ones' sources.
+Reads, each one statement:
+1. the active context items (narrow columns, no join: the one mutable table is read once,
+   so what is included and what is dropped come from one consistent snapshot);
+2. the included messages' role, seq and text by primary key (messages are immutable, so a
+   second statement cannot disagree with the first);
+3. for the anthropic and openai formats, those messages' parts;
+4. for summaries not yet in the process's rendering cache, their rows (by primary key,
+   never a join against the whole summary table) and the condensed ones' sources.
+`dropped` (every item that did not fit, described) is built when first read: its
+messages' seq and role are one more lookup by primary key then.
+
+With `describe_dropped=False` (callers that only send the output to a model), step 1 reads
+only the newest items (a first guess from the budget, then the whole context if that was
+not enough), so the cost follows what fits the budget, not the history's length.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 from django.conf import settings
-from django.db.models import CharField
-from django.db.models.functions import Cast
+from django.db import connection
 
 from compaction import rendering
 from compaction.planning import Row, fresh_tail_start
 from conversations.models import (
-    ContextItem,
     Conversation,
     ItemType,
-    MessagePart,
     PartType,
+    Role,
     Summary,
     SummaryKind,
     SummaryParent,
@@ -40,17 +48,6 @@ from lcmsite.api.errors import InvalidInput
 
 FORMATS = ("neutral", "anthropic", "openai")
 
-_ITEM_FIELDS = (
-    "id",
-    "ordinal",
-    "item_type",
-    "token_count",
-    "message_id",
-    "message__seq",
-    "message__role",
-    "message__content",
-    "summary_id",
-)
 _SUMMARY_FIELDS = (
     "id",
     "kind",
@@ -70,21 +67,23 @@ _XML_CACHE: OrderedDict[tuple[str, str], tuple[str, int, str, int]] = OrderedDic
 _XML_CACHE_SIZE = 50_000
 _xml_lock = threading.Lock()
 
+# An item of the active context, as read (tuples: no model or dict per row on the hot path).
+_ORDINAL, _TOKENS, _MESSAGE, _SUMMARY, _CREATED = range(5)
+# With describe_dropped=False, the first read takes the newest items the budget could hold
+# at this many tokens per item (plus the tail); few contexts need the second, full read.
+_GUESS_TOKENS_PER_ITEM = 24
+
 
 def clear_summary_cache() -> None:
     with _xml_lock:
         _XML_CACHE.clear()
 
 
-def _summary_renderings(records: list[dict]) -> dict[str, tuple[str, int, str, int]]:
-    """(XML, tokens, kind, depth) of every summary in the context: from the cache, else two
+def _summary_renderings(items: Sequence[tuple]) -> dict[str, tuple[str, int, str, int]]:
+    """(XML, tokens, kind, depth) of every summary among `items`: from the cache, else two
     queries (summary rows by primary key, then the sources of the condensed ones) for the
-    missing ones. Also fills each summary record's kind and depth."""
-    keys = {
-        r["summary_id"]: (r["summary_id"], r["item_created"])
-        for r in records
-        if r["item_type"] == ItemType.SUMMARY
-    }
+    missing ones."""
+    keys = {i[_SUMMARY]: (i[_SUMMARY], i[_CREATED]) for i in items if i[_SUMMARY] is not None}
     found: dict[str, tuple[str, int, str, int]] = {}
     with _xml_lock:
         for summary_id, key in keys.items():
@@ -114,13 +113,61 @@ def _summary_renderings(records: list[dict]) -> dict[str, tuple[str, int, str, i
                 found[summary_id] = _XML_CACHE[keys[summary_id]] = entry
             while len(_XML_CACHE) > _XML_CACHE_SIZE:
                 _XML_CACHE.popitem(last=False)
-    for r in records:
-        entry = found.get(r["summary_id"]) if r["summary_id"] is not None else None
-        r["summary__kind"], r["summary__depth"] = (entry[2], entry[3]) if entry else (None, None)
     return found
 
 
-_PART_FIELDS = (
+def _fetch(sql: str, params: Sequence) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def _context_items(conversation_id: int, newest: int | None) -> list[tuple]:
+    """The active context in order (all of it, or its newest `newest` items), one statement.
+    The creation time is read for summaries only: it is part of their cache key."""
+    created = "CAST(created_at AS TEXT)" if connection.vendor == "postgresql" else "created_at"
+    sql = (
+        f"SELECT ordinal, token_count, message_id, summary_id, "
+        f"CASE WHEN summary_id IS NULL THEN NULL ELSE {created} END "
+        "FROM conversations_contextitem WHERE conversation_id = %s ORDER BY ordinal"
+    )
+    if newest is None:
+        return _fetch(sql, [conversation_id])
+    rows = _fetch(sql + " DESC LIMIT %s", [conversation_id, newest])
+    rows.reverse()
+    return rows
+
+
+def _id_list(ids: Sequence[int]) -> tuple[str, list]:
+    """A membership test against a list of ids passed as ONE parameter (an array on
+    PostgreSQL, a JSON array on SQLite): the statement text stays short and constant, so
+    it is neither rebuilt per call nor limited by SQLite's number of variables."""
+    if connection.vendor == "postgresql":
+        return "= ANY(%s)", [list(ids)]
+    return "IN (SELECT value FROM json_each(%s))", [json.dumps(list(ids))]
+
+
+def _message_rows(ids: Sequence[int], *, content: bool) -> dict[int, tuple]:
+    """(seq, role[, content]) of messages by primary key."""
+    if not ids:
+        return {}
+    columns = "id, seq, role, content" if content else "id, seq, role"
+    low, high = min(ids), max(ids)
+    if high - low < 2 * len(ids):
+        # Dense ids (the usual case: a conversation's recent messages): one primary-key
+        # range read beats as many separate probes; the few others in it are skipped.
+        wanted = set(ids)
+        rows = _fetch(
+            f"SELECT {columns} FROM conversations_message WHERE id BETWEEN %s AND %s",
+            [low, high],
+        )
+        return {row[0]: row[1:] for row in rows if row[0] in wanted}
+    test, params = _id_list(ids)
+    rows = _fetch(f"SELECT {columns} FROM conversations_message WHERE id {test}", params)
+    return {row[0]: row[1:] for row in rows}
+
+
+_PART_COLUMNS = (
     "message_id",
     "part_type",
     "ordinal",
@@ -132,46 +179,186 @@ _PART_FIELDS = (
     "tool_error",
     "tool_status",
 )
+_SKIPPED_PARTS = (PartType.REASONING.value, PartType.COMPACTION.value)
 
 
-@dataclass
+def _parts(message_ids: Sequence[int]) -> dict[int, list[dict]]:
+    test, params = _id_list(message_ids)
+    rows = _fetch(
+        f"SELECT {', '.join(_PART_COLUMNS)} FROM conversations_messagepart "
+        f"WHERE message_id {test} AND part_type NOT IN (%s, %s) ORDER BY message_id, ordinal",
+        [*params, *_SKIPPED_PARTS],
+    )
+    parts: dict[int, list[dict]] = {}
+    for row in rows:
+        part = dict(zip(_PART_COLUMNS, row, strict=True))
+        if isinstance(part["tool_input"], str):  # JSON text (SQLite; jsonb read as text)
+            part["tool_input"] = json.loads(part["tool_input"])
+        parts.setdefault(part["message_id"], []).append(part)
+    return parts
+
+
+class _TailRows(Sequence):
+    """The context as planning's `Row`s, built only where `fresh_tail_start` looks (the
+    newest items); a message's role is read on first need, a stretch at a time."""
+
+    def __init__(self, items: list[tuple], messages: dict[int, tuple]):
+        self.items, self.messages = items, messages
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        item = self.items[index]
+        message_id = item[_MESSAGE]
+        role = None
+        if message_id is not None:
+            if message_id not in self.messages:
+                stretch = self.items[max(0, index - 511) : index + 1]
+                self.messages.update(
+                    _message_rows(
+                        [i[_MESSAGE] for i in stretch if i[_MESSAGE] is not None], content=True
+                    )
+                )
+            role = self.messages[message_id][1]
+        item_type = ItemType.MESSAGE if message_id is not None else ItemType.SUMMARY
+        return Row(
+            0, item[_ORDINAL], item_type, message_id, item[_SUMMARY], item[_TOKENS], role, None
+        )
+
+
+def _first_fitting(costs: Sequence[int], start: int, used: int, budget: int) -> tuple[int, int]:
+    """Walk back from `start` while the items fit: (first included index, tokens used)."""
+    first = start
+    for index in range(start - 1, -1, -1):
+        if used + costs[index] > budget:
+            break
+        used += costs[index]
+        first = index
+    return first, used
+
+
 class AssembledContext:
-    output: dict
-    token_estimate: int
-    token_budget: int
-    format: str
-    items: list[dict] = field(default_factory=list)  # included, chronological
-    dropped: list[dict] = field(default_factory=list)  # did not fit, chronological
+    """The assembled input: `output` for the model, `items` (included, chronological) and
+    `dropped` (did not fit, chronological). The two descriptions are built on first read,
+    from the rows the assembly read (a caller that only sends `output` never pays for
+    them)."""
+
+    def __init__(
+        self,
+        *,
+        output: dict,
+        token_estimate: int,
+        token_budget: int,
+        format: str,
+        items: Callable[[], list[dict]],
+        dropped: Callable[[], list[dict]] | None,
+    ):
+        self.output = output
+        self.token_estimate = token_estimate
+        self.token_budget = token_budget
+        self.format = format
+        self._items_loader = items
+        self._items: list[dict] | None = None
+        self._dropped_loader = dropped
+        self._dropped: list[dict] | None = None
+
+    @property
+    def items(self) -> list[dict]:
+        if self._items is None:
+            self._items = self._items_loader()
+        return self._items
+
+    @property
+    def dropped(self) -> list[dict]:
+        if self._dropped is None:
+            if self._dropped_loader is None:
+                raise RuntimeError("assembled with describe_dropped=False: dropped is not known")
+            self._dropped = self._dropped_loader()
+        return self._dropped
 
     def as_dict(self) -> dict:
-        return {
+        data = {
             "format": self.format,
             "token_budget": self.token_budget,
             "token_estimate": self.token_estimate,
             **self.output,
             "items": self.items,
-            "dropped": self.dropped,
         }
+        if self._dropped_loader is not None:
+            data["dropped"] = self.dropped
+        return data
 
 
-def _describe(record: dict, tokens: int) -> dict:
-    if record["item_type"] == ItemType.MESSAGE:
-        return {
-            "type": "message",
-            "ordinal": record["ordinal"],
-            "id": record["message_id"],
-            "seq": record["message__seq"],
-            "role": record["message__role"],
-            "tokens": tokens,
-        }
+def _describe_message(item: tuple, message: tuple) -> dict:
+    return {
+        "type": "message",
+        "ordinal": item[_ORDINAL],
+        "id": item[_MESSAGE],
+        "seq": message[0],
+        "role": message[1],
+        "tokens": item[_TOKENS],
+    }
+
+
+def _describe_summary(item: tuple, rendered: tuple) -> dict:
     return {
         "type": "summary",
-        "ordinal": record["ordinal"],
-        "id": record["summary_id"],
-        "kind": record["summary__kind"],
-        "depth": record["summary__depth"],
-        "tokens": tokens,
+        "ordinal": item[_ORDINAL],
+        "id": item[_SUMMARY],
+        "kind": rendered[2],
+        "depth": rendered[3],
+        "tokens": rendered[1],
     }
+
+
+def _describe_all(items: Sequence[tuple], messages: dict[int, tuple]) -> list[dict]:
+    missing = [
+        i[_MESSAGE] for i in items if i[_MESSAGE] is not None and i[_MESSAGE] not in messages
+    ]
+    if missing:
+        messages = {**messages, **_message_rows(missing, content=False)}
+    summaries = _summary_renderings(items)
+    return [
+        _describe_message(i, messages[i[_MESSAGE]])
+        if i[_MESSAGE] is not None
+        else _describe_summary(i, summaries[i[_SUMMARY]])
+        for i in items
+    ]
+
+
+class _Costs:
+    """Each item's cost in the budget: a message its token count, a summary its rendered
+    XML's. Summaries are rendered (or found in the cache) a stretch at a time, newest
+    first, so a walk that stops early renders only what it passed."""
+
+    def __init__(self, items: list[tuple]):
+        self.items = items
+        self.rendered: dict[str, tuple[str, int, str, int]] = {}
+
+    def __call__(self, index: int) -> int:
+        item = self.items[index]
+        summary_id = item[_SUMMARY]
+        if summary_id is None:
+            return item[_TOKENS]
+        if summary_id not in self.rendered:
+            self.rendered.update(_summary_renderings(self.items[max(0, index - 1023) : index + 1]))
+        return self.rendered[summary_id][1]
+
+
+def _decided(items: list[tuple], messages: dict, tail_start: int, first: int, tail: int) -> bool:
+    """Whether a newest slice of the context gives the same answer as the whole would: the
+    walk stopped inside it, and the tail rule found its answer in it (enough messages, and
+    a user message at or after the tail's start)."""
+    if first == 0:
+        return False
+    count = sum(1 for i in items if i[_MESSAGE] is not None)
+    if count < tail:
+        return False
+    return any(
+        i[_MESSAGE] is not None and messages[i[_MESSAGE]][1] == Role.USER
+        for i in items[tail_start:]
+    )
 
 
 def assemble_context(
@@ -180,6 +367,7 @@ def assemble_context(
     token_budget: int | None = None,
     system: str | None = None,
     fmt: Literal["neutral", "anthropic", "openai"] = "neutral",
+    describe_dropped: bool = True,
 ) -> AssembledContext:
     if fmt not in FORMATS:
         raise InvalidInput(f"format must be one of {', '.join(FORMATS)}", extra={"field": "format"})
@@ -188,63 +376,106 @@ def assemble_context(
         raise InvalidInput(
             "token_budget must be a positive integer", extra={"field": "token_budget"}
         )
-    records = list(
-        ContextItem.objects.filter(conversation=conversation)
-        .order_by("ordinal")
-        .annotate(item_created=Cast("created_at", CharField()))
-        .values(*_ITEM_FIELDS, "item_created")
-    )
-    summaries = _summary_renderings(records)
-    rows = [
-        Row(
-            r["id"],
-            r["ordinal"],
-            r["item_type"],
-            r["message_id"],
-            r["summary_id"],
-            r["token_count"],
-            r["message__role"],
-            r["summary__depth"],
-        )
-        for r in records
-    ]
-    tail_start = fresh_tail_start(rows, settings.LCM_FRESH_TAIL_COUNT)
+    tail_count = settings.LCM_FRESH_TAIL_COUNT
     system_tokens = estimate(system) if system else 0
-
-    xml = {summary_id: entry[0] for summary_id, entry in summaries.items()}
-    costs = [
-        r["token_count"] if r["item_type"] == ItemType.MESSAGE else summaries[r["summary_id"]][1]
-        for r in records
-    ]
-    used = system_tokens + sum(costs[tail_start:])
-    first_included = tail_start
-    for index in range(tail_start - 1, -1, -1):
-        if used + costs[index] > budget:
+    newest = None
+    if not describe_dropped:
+        newest = budget // _GUESS_TOKENS_PER_ITEM + 2 * tail_count + 16
+    items = _context_items(conversation.pk, newest)
+    messages: dict[int, tuple] = {}  # message id -> (seq, role, content)
+    while True:
+        complete = newest is None or len(items) < newest
+        count = len(items)
+        # A first guess at what is included, from the stored token counts (a summary's
+        # rendering only adds to it), so that one lookup usually reads every included
+        # message: the newest `tail_count` messages, then back while they fit.
+        guess, seen = count, 0
+        for index in range(count - 1, -1, -1):
+            if seen >= tail_count:
+                break
+            if items[index][_MESSAGE] is not None:
+                seen += 1
+                guess = index
+        used = system_tokens + sum(items[i][_TOKENS] for i in range(guess, count))
+        guess, _ = _first_fitting([i[_TOKENS] for i in items], guess, used, budget)
+        messages.update(
+            _message_rows(
+                [
+                    i[_MESSAGE]
+                    for i in items[guess:]
+                    if i[_MESSAGE] is not None and i[_MESSAGE] not in messages
+                ],
+                content=True,
+            )
+        )
+        # The real walk: the tail as planning defines it, summaries at their rendered size.
+        tail_start = fresh_tail_start(_TailRows(items, messages), tail_count)
+        cost = _Costs(items)
+        used = system_tokens + sum(cost(i) for i in range(tail_start, count))
+        first = tail_start
+        for index in range(tail_start - 1, -1, -1):
+            item = items[index]
+            step = item[_TOKENS] if item[_SUMMARY] is None else cost(index)
+            if used + step > budget:
+                break
+            used += step
+            first = index
+        if complete or _decided(items, messages, tail_start, first, tail_count):
             break
-        used += costs[index]
-        first_included = index
-    included = records[first_included:]
+        newest = None  # the newest slice was too short to decide: read the whole context
+        items = _context_items(conversation.pk, None)
 
-    message_ids = [r["message_id"] for r in included if r["item_type"] == ItemType.MESSAGE]
-    parts: dict[int, list[dict]] = {}
-    if fmt != "neutral" and message_ids:
-        for part in (
-            MessagePart.objects.filter(message_id__in=message_ids)
-            .exclude(part_type__in=[PartType.REASONING, PartType.COMPACTION])
-            .order_by("message_id", "ordinal")
-            .values(*_PART_FIELDS)
-        ):
-            parts.setdefault(part["message_id"], []).append(part)
+    included = items[first:]
+    missing = [
+        i[_MESSAGE] for i in included if i[_MESSAGE] is not None and i[_MESSAGE] not in messages
+    ]
+    if missing:
+        messages.update(_message_rows(missing, content=True))
+    rendered = cost.rendered
+    xml = {summary_id: entry[0] for summary_id, entry in rendered.items()}
+    if fmt == "neutral":
+        rows = [
+            (i[_MESSAGE], None, *messages[i[_MESSAGE]])
+            if i[_MESSAGE] is not None
+            else (None, i[_SUMMARY], None, None, None)
+            for i in included
+        ]
+        output = rendering.neutral(rows, xml, system)
+    else:
+        records = [
+            {
+                "item_type": ItemType.MESSAGE,
+                "message_id": i[_MESSAGE],
+                "summary_id": None,
+                "message__seq": messages[i[_MESSAGE]][0],
+                "message__role": messages[i[_MESSAGE]][1],
+                "message__content": messages[i[_MESSAGE]][2],
+            }
+            if i[_MESSAGE] is not None
+            else {"item_type": ItemType.SUMMARY, "summary_id": i[_SUMMARY], "message_id": None}
+            for i in included
+        ]
+        ids = [i[_MESSAGE] for i in included if i[_MESSAGE] is not None]
+        parts = _parts(ids) if ids else {}
+        output = rendering.render(fmt, records, parts=parts, xml=xml, system=system)
 
-    output = rendering.render(fmt, included, parts=parts, xml=xml, system=system)
+    def described() -> list[dict]:
+        return [
+            _describe_message(i, messages[i[_MESSAGE]])
+            if i[_MESSAGE] is not None
+            else _describe_summary(i, rendered[i[_SUMMARY]])
+            for i in included
+        ]
+
+    dropped = None
+    if describe_dropped:
+        older = items[:first]
+        dropped = lambda: _describe_all(older, messages)  # noqa: E731
     return AssembledContext(
         output=output,
         token_estimate=used,
         token_budget=budget,
         format=fmt,
-        items=[_describe(r, c) for r, c in zip(included, costs[first_included:], strict=True)],
-        dropped=[
-            _describe(r, c)
-            for r, c in zip(records[:first_included], costs[:first_included], strict=True)
-        ],
+        items=described,
+        dropped=dropped,
     )

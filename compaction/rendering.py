@@ -160,30 +160,45 @@ def _paired_turns(records: list[dict], parts: dict, xml: dict) -> list[tuple[str
     return merged
 
 
-def _neutral(records: list[dict], xml: dict, system: str | None) -> dict:
+def neutral(rows, xml: dict, system: str | None) -> dict:
+    """The neutral format from rows (message_id, summary_id, seq, role, content): the
+    assembler's tuples, no intermediate record per item."""
     messages = []
-    for record in records:
-        if record["item_type"] == ItemType.SUMMARY:
+    for message_id, summary_id, seq, role, content in rows:
+        if message_id is None:
             messages.append(
                 {
                     "role": "user",
-                    "content": xml[record["summary_id"]],
-                    "ref": {"type": "summary", "id": record["summary_id"]},
+                    "content": xml[summary_id],
+                    "ref": {"type": "summary", "id": summary_id},
                 }
             )
         else:
             messages.append(
                 {
-                    "role": record["message__role"],
-                    "content": record["message__content"],
-                    "ref": {
-                        "type": "message",
-                        "id": record["message_id"],
-                        "seq": record["message__seq"],
-                    },
+                    "role": role,
+                    "content": content,
+                    "ref": {"type": "message", "id": message_id, "seq": seq},
                 }
             )
     return {"system": system, "messages": messages}
+
+
+def _neutral(records: list[dict], xml: dict, system: str | None) -> dict:
+    return neutral(
+        (
+            (
+                r["message_id"] if r["item_type"] != ItemType.SUMMARY else None,
+                r["summary_id"],
+                r.get("message__seq"),
+                r.get("message__role"),
+                r.get("message__content"),
+            )
+            for r in records
+        ),
+        xml,
+        system,
+    )
 
 
 def _anthropic(turns, system: str | None) -> dict:

@@ -5,19 +5,11 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from compaction.models import CompactionJob, Mode
+from lcmsite.api.requests import RequestSerializer
+from lcmsite.api.schema import ItemIdField
 
 
-class _Strict(serializers.Serializer):
-    """Unknown fields are an error, so a misspelt option never silently falls back."""
-
-    def validate(self, attrs):
-        unknown = sorted(set(self.initial_data) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
-        return attrs
-
-
-class CompactRequestSerializer(_Strict):
+class CompactRequestSerializer(RequestSerializer):
     mode = serializers.ChoiceField(choices=Mode.choices, default=Mode.FULL)
     target_tokens = serializers.IntegerField(required=False, min_value=0, max_value=100_000_000)
     wait = serializers.BooleanField(required=False, default=False)
@@ -59,7 +51,7 @@ class CompactionJobSerializer(serializers.ModelSerializer):
         ]
 
 
-class AssembleRequestSerializer(_Strict):
+class AssembleRequestSerializer(RequestSerializer):
     token_budget = serializers.IntegerField(required=False, min_value=1, max_value=10_000_000)
     system = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     format = serializers.ChoiceField(
@@ -70,7 +62,7 @@ class AssembleRequestSerializer(_Strict):
 class AssembledItemSerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=["message", "summary"])
     ordinal = serializers.IntegerField()
-    id = serializers.CharField()
+    id = ItemIdField(help_text="A message id (integer) or a summary id (sum_..., string).")
     seq = serializers.IntegerField(required=False)
     role = serializers.CharField(required=False)
     kind = serializers.CharField(required=False)

@@ -34,7 +34,13 @@ def _enqueue(job_id: int) -> None:
     from django_q.tasks import async_task
 
     # Read `sync` at call time (django-q reads Q_CLUSTER once, at import).
-    async_task(TASK, job_id, sync=bool(settings.Q_CLUSTER.get("sync", False)))
+    if settings.Q_CLUSTER.get("sync", False):
+        async_task(TASK, job_id, sync=True)
+        return
+    # In a transaction: django-q's ORM broker closes the connection before an enqueue made
+    # outside one (a reconnect per job with CONN_MAX_AGE 0).
+    with transaction.atomic():
+        async_task(TASK, job_id, sync=False)
 
 
 def job_request(
@@ -78,7 +84,9 @@ def schedule_after_append(conversation_id: int) -> None:
     try:
         # One statement: the figures, the budget, and whether a job is already pending
         # (that job will see these messages too).
-        figures = context_figures(conversation_id, settings.LCM_FRESH_TAIL_COUNT)
+        figures = context_figures(
+            conversation_id, settings.LCM_FRESH_TAIL_COUNT, unless_pending=True
+        )
         if figures["token_budget"] is None or figures["pending_jobs"]:
             return
         decision = decide(figures, token_budget=figures["token_budget"])

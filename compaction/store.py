@@ -10,10 +10,14 @@ the summary already in place and writes nothing.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -32,6 +36,55 @@ from conversations.models import (
 )
 
 _CONTEXT = ContextItem._meta.db_table
+logger = logging.getLogger("lcm.compaction")
+
+# Called (on commit) with the conversation id after apply_summary wrote a summary; the
+# memory app registers its summary indexing here, so compaction does not import it.
+_after_summary_hooks: list[Callable[[int], None]] = []
+
+
+def register_after_summary(hook: Callable[[int], None]) -> None:
+    if hook not in _after_summary_hooks:
+        _after_summary_hooks.append(hook)
+
+
+# Set by `after_summary_hooks_once()`: the conversations whose hooks are held back.
+_held_back: ContextVar[set[int] | None] = ContextVar("lcm_after_summary_held", default=None)
+
+
+def _run_after_summary_hooks(conversation_id: int) -> None:
+    """In one transaction (not with `sync` jobs, which run outermost transactions of
+    their own): django-q's ORM broker closes the connection before an enqueue made
+    outside one. A savepoint per hook, so one hook's database error spares the others."""
+    if settings.Q_CLUSTER.get("sync"):
+        for hook in _after_summary_hooks:
+            hook(conversation_id)
+        return
+    with transaction.atomic():
+        for hook in _after_summary_hooks:
+            try:
+                with transaction.atomic():
+                    hook(conversation_id)
+            except Exception:
+                logger.exception("after-summary hook %s failed", getattr(hook, "__name__", hook))
+
+
+@contextmanager
+def after_summary_hooks_once():
+    """Within the block, applied summaries do not fire the after-summary hooks one by
+    one: they fire once per conversation when the block ends (a compaction run of 40
+    passes queued 40 indexing jobs, each reconnecting to the database; the hooks'
+    jobs read everything new anyway)."""
+    held: set[int] = set()
+    token = _held_back.set(held)
+    try:
+        yield
+    finally:
+        _held_back.reset(token)
+        for conversation_id in sorted(held):
+            transaction.on_commit(
+                lambda conversation_id=conversation_id: _run_after_summary_hooks(conversation_id)
+            )
 
 
 class RangeChanged(Exception):
@@ -204,4 +257,9 @@ def apply_summary(
             compaction_event_record(event)
         if on_applied is not None:
             on_applied(row)
+        held = _held_back.get()
+        if held is not None:
+            held.add(summary.conversation_id)
+        elif _after_summary_hooks:
+            transaction.on_commit(lambda: _run_after_summary_hooks(summary.conversation_id))
     return Applied(summary.id, ordinal, item_id, already_applied=False)

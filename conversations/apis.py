@@ -87,6 +87,13 @@ class ConversationDetailApi(APIView):
         return conversation_hard_delete(request, conversation_id)  # security/apis.py
 
 
+_APPEND_RESPONSE = PolymorphicProxySerializer(
+    component_name="MessageAppendResponse",
+    serializers=[serializers.AppendedMessageSerializer, serializers.AppendedBatchSerializer],
+    resource_type_field_name=None,
+)
+
+
 class MessageListCreateApi(APIView):
     @extend_schema(
         operation_id="messages_list",
@@ -114,15 +121,10 @@ class MessageListCreateApi(APIView):
             resource_type_field_name=None,
         ),
         responses={
-            201: PolymorphicProxySerializer(
-                component_name="MessageAppendResponse",
-                serializers=[
-                    serializers.AppendedMessageSerializer,
-                    serializers.AppendedBatchSerializer,
-                ],
-                resource_type_field_name=None,
-            ),
-            200: serializers.AppendedMessageSerializer,
+            # 201 when anything was stored; 200 when every external_id was already stored
+            # (one message or a batch: the answer has the request's shape either way).
+            201: _APPEND_RESPONSE,
+            200: _APPEND_RESPONSE,
             **WRITE_ERRORS,
         },
         description=(

@@ -302,8 +302,13 @@ class ContextItem(models.Model):
 
     class Meta:
         constraints = [
+            # PostgreSQL: the unique index also carries what assembly reads, so reading a
+            # context is an index-only scan (compaction leaves the heap sparse, and at the
+            # default random_page_cost the planner preferred scanning all of it).
             models.UniqueConstraint(
-                fields=["conversation", "ordinal"], name="context_item_ordinal_unique"
+                fields=["conversation", "ordinal"],
+                include=["token_count", "message", "summary", "created_at"],
+                name="context_item_ordinal_unique",
             ),
             models.CheckConstraint(
                 condition=_in("item_type", ItemType), name="context_item_type_valid"

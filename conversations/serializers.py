@@ -6,24 +6,20 @@ callers); the request serializers here document that contract in the schema.
 
 from __future__ import annotations
 
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from conversations.inputs import INT_MAX, INT_MIN, PART_FIELDS
+from conversations.inputs import DECIMAL_LIMIT, INT_MAX, INT_MIN, PART_FIELDS
 from conversations.models import ContextItem, Conversation, Message, MessagePart, PartType, Role
+from lcmsite.api.requests import RequestSerializer
 from lcmsite.api.schema import cursor_page
 
 
-class ConversationCreateSerializer(serializers.Serializer):
+class ConversationCreateSerializer(RequestSerializer):
     session_id = serializers.CharField(max_length=255)
     title = serializers.CharField(required=False, allow_blank=True, default="")
     token_budget = serializers.IntegerField(required=False, min_value=1, max_value=10_000_000)
-
-    def validate(self, attrs):
-        # A misspelt optional field (token_budge) must not silently fall back to a default.
-        unknown = sorted(set(self.initial_data) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError({name: ["unknown field"] for name in unknown})
-        return attrs
 
 
 class SummaryCountsSerializer(serializers.Serializer):
@@ -83,57 +79,101 @@ class MessageSerializer(serializers.ModelSerializer):
         ]
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {
+                "type": "number",
+                "exclusiveMinimum": True,
+                "minimum": -int(DECIMAL_LIMIT),
+                "exclusiveMaximum": True,
+                "maximum": int(DECIMAL_LIMIT),
+            },
+            {"type": "string", "pattern": r"^-?[0-9]{1,12}(\.[0-9]{1,8})?$"},
+        ],
+        "nullable": True,
+    }
+)
+class DecimalInputField(serializers.JSONField):
+    """A number, or a decimal string for an exact value (validated in conversations.inputs)."""
+
+
 def _part_input_field(kind: str, limit: int | None) -> serializers.Field:
     """The schema field for one `inputs.PART_FIELDS` entry (validation stays in inputs)."""
+    # null is "not given" for every part column (conversations.inputs skips it).
     if kind == "string":
-        return serializers.CharField(required=False, max_length=limit)
+        return serializers.CharField(
+            required=False, allow_null=True, allow_blank=True, max_length=limit
+        )
     if kind == "boolean":
-        return serializers.BooleanField(required=False)
+        return serializers.BooleanField(required=False, allow_null=True)
     if kind == "integer":
-        return serializers.IntegerField(required=False, min_value=INT_MIN, max_value=INT_MAX)
+        return serializers.IntegerField(
+            required=False, allow_null=True, min_value=INT_MIN, max_value=INT_MAX
+        )
     if kind == "number":
-        return serializers.FloatField(required=False)
+        return DecimalInputField(required=False, allow_null=True)
     if kind == "list of strings":
-        return serializers.ListField(child=serializers.CharField(), required=False)
+        return serializers.ListField(
+            child=serializers.CharField(allow_blank=True), required=False, allow_null=True
+        )
     if kind == "object":
-        return serializers.DictField(required=False)
-    return serializers.JSONField(required=False)
+        return serializers.DictField(required=False, allow_null=True)
+    return serializers.JSONField(required=False, allow_null=True)
 
 
 # Every part column a client may send, derived from the one table in conversations.inputs.
 MessagePartInputSerializer = type(
     "MessagePartInputSerializer",
-    (serializers.Serializer,),
+    (RequestSerializer,),
     {
         "part_type": serializers.ChoiceField(choices=PartType.choices),
         "ordinal": serializers.IntegerField(
-            required=False, min_value=0, help_text="Assigned in order when omitted."
+            required=False,
+            allow_null=True,
+            min_value=0,
+            max_value=INT_MAX,
+            help_text="Assigned in order when omitted.",
         ),
         **{name: _part_input_field(kind, limit) for name, (kind, limit) in PART_FIELDS.items()},
     },
 )
 
 
-class MessageInputSerializer(serializers.Serializer):
+class MessageInputSerializer(RequestSerializer):
     role = serializers.ChoiceField(choices=Role.choices)
     content = serializers.CharField(
-        required=False, allow_blank=True, help_text="May be empty when parts are given."
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="May be empty when parts are given.",
     )
     parts = MessagePartInputSerializer(
         many=True,
         required=False,
+        allow_null=True,
         help_text="Every column of the spec's message_parts table is accepted.",
     )
     external_id = serializers.CharField(
         required=False,
+        allow_null=True,
         max_length=255,
         help_text="Client id; re-sending it returns the stored message.",
     )
-    created_at = serializers.DateTimeField(required=False)
+    created_at = serializers.DateTimeField(required=False, allow_null=True)
+
+    # Not blank: text in content, or at least one part.
+    schema_rules = {
+        # Refused: blank (or null, or no) content together with no parts. Stated with
+        # `not` so that generated clients, which read anyOf as a union, keep one model.
+        "not": {"properties": {"content": {"pattern": r"^\s*$"}, "parts": {"maxItems": 0}}},
+    }
 
 
-class MessageBatchInputSerializer(serializers.Serializer):
-    messages = MessageInputSerializer(many=True)
+class MessageBatchInputSerializer(RequestSerializer):
+    messages = MessageInputSerializer(
+        many=True, min_length=1, max_length=settings.LCM_MAX_BATCH_MESSAGES
+    )
 
 
 class AppendedMessageSerializer(serializers.Serializer):

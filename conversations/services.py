@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from conversations import bulk
@@ -107,14 +107,12 @@ def messages_append(
         large_files_staged(conversation_id=conversation_id, batch=batch) as files,
         transaction.atomic(durable=True),
     ):
-        conversation = (
-            Conversation.objects.select_for_update()
-            .only("id", "session_id", "last_seq", "last_context_ordinal")
-            .filter(pk=conversation_id)
-            .first()
-        )
-        if conversation is None:
+        with connection.cursor() as cursor:
+            cursor.execute(_LOCK_SQL[connection.vendor == "postgresql"], [conversation_id])
+            locked = cursor.fetchone()
+        if locked is None:
             raise NotFound(f"conversation {conversation_id} does not exist")
+        session_id, last_seq, last_ordinal = locked
         existing = (
             {
                 m.external_id: m
@@ -125,8 +123,7 @@ def messages_append(
             if external_ids
             else {}
         )
-        seq = conversation.last_seq
-        ordinal = conversation.last_context_ordinal
+        seq, ordinal = last_seq, last_ordinal
         results: list[AppendedMessage] = []
         new_rows: list[tuple[Message, MessageInput]] = []
         for index, (item, (content, tokens)) in enumerate(zip(messages, prepared, strict=True)):
@@ -151,15 +148,82 @@ def messages_append(
         files.record(used={f for m, _ in new_rows for f in m.file_ids})
         if batch is not None and batch.remapped:
             new_rows = [_swap_ids(m, item, batch.remapped) for m, item in new_rows]
-        _insert_new_messages(conversation_id, conversation.session_id, new_rows, ordinal, now)
+        _insert_new_messages(conversation_id, session_id, new_rows, ordinal, now)
         ordinal += len(new_rows)
-        Conversation.objects.filter(pk=conversation_id).update(
-            last_seq=seq, last_context_ordinal=ordinal, updated_at=now
-        )
-        for hook in _after_append_hooks:
-            transaction.on_commit(lambda hook=hook: hook(conversation_id))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _ADVANCE_SQL,
+                [seq, ordinal, _db_datetime(now), conversation_id],
+            )
+        if _after_append_hooks:
+            transaction.on_commit(lambda: _run_after_append_hooks(conversation_id))
     logger.debug("appended %d message(s) to conversation %s", len(new_rows), conversation_id)
     return results
+
+
+_CONVERSATION = Conversation._meta.db_table
+# The append lock: the conversation row, FOR UPDATE on PostgreSQL (SQLite's IMMEDIATE
+# transaction already holds the database's write lock). Raw SQL: the ORM spent more
+# time building these two statements than the database spent running them.
+_LOCK_SQL = {
+    False: f"SELECT session_id, last_seq, last_context_ordinal FROM {_CONVERSATION} WHERE id = %s",
+    True: f"SELECT session_id, last_seq, last_context_ordinal FROM {_CONVERSATION} WHERE id = %s"
+    " FOR UPDATE",
+}
+_ADVANCE_SQL = (
+    f"UPDATE {_CONVERSATION} SET last_seq = %s, last_context_ordinal = %s, updated_at = %s"
+    " WHERE id = %s"
+)
+
+
+def _db_datetime(value):
+    return (
+        connection.ops.adapt_datetimefield_value(value) if connection.vendor == "sqlite" else value
+    )
+
+
+def _transaction_failed() -> bool:
+    """PostgreSQL refuses every statement after an error until rollback; psycopg knows
+    without a round trip. (SQLite has no such state.)"""
+    if connection.vendor != "postgresql" or connection.connection is None:
+        return False
+    from psycopg.pq import TransactionStatus
+
+    return connection.connection.info.transaction_status == TransactionStatus.INERROR
+
+
+class _HookSpoiledTransaction(Exception):
+    pass
+
+
+def _run_after_append_hooks(conversation_id: int) -> None:
+    """Run the hooks after commit, inside one transaction of their own: their reads and
+    enqueues commit once, and django-q's ORM broker, which closes the connection before
+    every enqueue made outside a transaction (a reconnect each time with CONN_MAX_AGE 0),
+    keeps it. Hooks swallow their errors; if one left the transaction failed, it is
+    rolled back and each hook runs again alone, so one cannot spoil the others (no
+    savepoints on the common path: on PostgreSQL each is two round trips). With `sync`
+    jobs the hooks run bare: a synchronous job runs the engine, whose transactions must
+    be outermost."""
+    if settings.Q_CLUSTER.get("sync"):
+        for hook in _after_append_hooks:
+            hook(conversation_id)
+        return
+    try:
+        with transaction.atomic():
+            for hook in _after_append_hooks:
+                hook(conversation_id)
+                if _transaction_failed():
+                    raise _HookSpoiledTransaction(getattr(hook, "__name__", repr(hook)))
+        return
+    except Exception:
+        logger.exception("after-append hooks failed together; running them one by one")
+    for hook in _after_append_hooks:
+        try:
+            with transaction.atomic():
+                hook(conversation_id)
+        except Exception:
+            logger.exception("after-append hook %s failed", getattr(hook, "__name__", hook))
 
 
 def _swap_ids(
@@ -211,6 +275,23 @@ def _part_ordinals(item: MessageInput) -> list[int]:
     return ordinals
 
 
+# Up to this many messages, PostgreSQL gets one INSERT ... RETURNING (COPY is faster
+# for more, but takes an extra statement to reserve the keys and two round trips).
+_FEW = 32
+
+
+def _insert_many_messages(messages: list[Message], values: list) -> None:
+    """A PostgreSQL batch: keys reserved from the sequence in one statement, then COPY."""
+    ids = bulk.allocate_ids(Message, len(messages))
+    for message, pk in zip(messages, ids, strict=True):
+        message.pk = pk
+    bulk.insert_rows(
+        Message,
+        ("id", *_MESSAGE_COLUMNS),
+        [(pk, *row) for pk, row in zip(ids, values, strict=True)],
+    )
+
+
 def _insert_new_messages(
     conversation_id: int,
     session_id: str,
@@ -220,38 +301,25 @@ def _insert_new_messages(
 ) -> None:
     """Insert messages, their parts and their context items; sets each message's pk."""
     messages = [m for m, _ in new_rows]
-    ids = bulk.allocate_ids(Message, len(messages))
-    columns = _MESSAGE_COLUMNS
-    if ids is not None:
-        for message, pk in zip(messages, ids, strict=True):
-            message.pk = pk
-        columns = ("id", *columns)
-    bulk.insert_rows(
-        Message,
-        columns,
+    values = [
         (
-            ((m.pk,) if ids is not None else ())
-            + (
-                conversation_id,
-                m.seq,
-                m.role,
-                m.content,
-                m.token_count,
-                m.created_at,
-                m.external_id,
-                m.file_ids,
-            )
-            for m in messages
-        ),
-    )
-    if ids is None:  # the database assigned the keys: read them back by seq
-        by_seq = dict(
-            Message.objects.filter(
-                conversation_id=conversation_id, seq__range=(messages[0].seq, messages[-1].seq)
-            ).values_list("seq", "id")
+            conversation_id,
+            m.seq,
+            m.role,
+            m.content,
+            m.token_count,
+            m.created_at,
+            m.external_id,
+            m.file_ids,
         )
+        for m in messages
+    ]
+    if connection.vendor == "postgresql" and len(messages) > _FEW:
+        _insert_many_messages(messages, values)  # keys reserved, then COPY
+    else:  # INSERT ... RETURNING: no separate statement to learn the keys
+        ids = bulk.insert_returning(Message, _MESSAGE_COLUMNS, values, key="seq")
         for message in messages:
-            message.pk = by_seq[message.seq]
+            message.pk = ids[message.seq]
 
     # Only the part columns this batch uses: the rest default to NULL.
     used = sorted({name for _, item in new_rows for part in item.parts for name in part.columns})
@@ -266,8 +334,8 @@ def _insert_new_messages(
     bulk.insert_rows(
         ContextItem,
         _CONTEXT_COLUMNS,
-        (
+        [
             (conversation_id, last_ordinal + i, ItemType.MESSAGE.value, m.pk, m.token_count, now)
             for i, m in enumerate(messages, start=1)
-        ),
+        ],
     )

@@ -85,9 +85,12 @@ class ConversationExportApi(APIView):
             )
         ],
         responses={
-            200: OpenApiResponse(
-                OpenApiTypes.BINARY,
-                description="application/x-ndjson for jsonl, application/json otherwise.",
+            (200, "application/x-ndjson"): OpenApiResponse(
+                OpenApiTypes.STR, description="format=jsonl: one JSON message per line."
+            ),
+            (200, "application/json"): OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description="format=anthropic or openai: a JSON object of messages.",
             ),
             **ERRORS,
         },
@@ -95,7 +98,8 @@ class ConversationExportApi(APIView):
     def get(self, request, conversation_id: int):
         conversation = conversation_get_for_user(user=request.user, conversation_id=conversation_id)
         query = serializers.ExportFormatSerializer(data=request.query_params)
-        if not query.is_valid():
+        # DRF reads an empty form value as "not given": `?format=` must not mean jsonl.
+        if request.query_params.get("format") == "" or not query.is_valid():
             raise InvalidInput(
                 f"format must be one of: {', '.join(exporters.FORMATS)}",
                 extra={"field": "format"},

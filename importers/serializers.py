@@ -4,10 +4,14 @@ from rest_framework import serializers
 
 from importers.exporters import FORMATS
 from importers.models import Format, ImportJob
+from lcmsite.api.requests import RequestSerializer
 
 
-class ImportUploadSerializer(serializers.Serializer):
-    file = serializers.FileField(help_text="The transcript or lossless-claw database to import.")
+class ImportUploadSerializer(RequestSerializer):
+    file = serializers.FileField(
+        allow_empty_file=True,  # an empty file imports nothing; its job reports it
+        help_text="The transcript or lossless-claw database to import.",
+    )
     format = serializers.ChoiceField(choices=Format.values)
     session_id = serializers.CharField(
         required=False,

@@ -7,9 +7,10 @@ from rest_framework import serializers
 
 from integrity import selectors
 from integrity.models import IntegrityReport, RepairPlan, ScanMode
+from lcmsite.api.requests import RequestSerializer
 
 
-class IntegrityScanRequestSerializer(serializers.Serializer):
+class IntegrityScanRequestSerializer(RequestSerializer):
     conversation_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     mode = serializers.ChoiceField(choices=ScanMode.choices, default=ScanMode.SCAN)
 

@@ -302,6 +302,38 @@ SETTINGS: tuple[Setting, ...] = (
         prefixes=("redis://", "rediss://", "unix://"),
     ),
     Setting(
+        "LCM_QUEUE_NAME",
+        str,
+        "lcm",
+        "Name of the background job queue (the django-q cluster): web processes and workers "
+        "that share a broker and this name share the jobs (docs/deploy.md).",
+    ),
+    # Shared storage for several hosts (docs/deploy.md): an S3-compatible object store.
+    Setting(
+        "LCM_S3_BUCKET",
+        str,
+        "",
+        "When set, large-file objects and finished stream journals and turn event logs are "
+        "kept in this S3 bucket (django-storages, `pip install .[s3]`) instead of under "
+        "LCM_DATA_DIR. Credentials come from the usual AWS variables "
+        "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or the instance's role.",
+    ),
+    Setting(
+        "LCM_S3_ENDPOINT_URL",
+        str,
+        "",
+        "Endpoint of an S3-compatible store (MinIO, Ceph, R2...); empty: AWS S3.",
+        prefixes=("http://", "https://"),
+    ),
+    Setting("LCM_S3_REGION", str, "", "Region of the bucket (empty: the AWS default)."),
+    Setting(
+        "LCM_S3_PREFIX",
+        str,
+        "lcm",
+        "Key prefix of every object LCM writes in the bucket (`<prefix>/large-files/...`, "
+        "`<prefix>/streams/...`).",
+    ),
+    Setting(
         "LCM_SECRET_KEY",
         str,
         "",

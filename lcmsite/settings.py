@@ -11,6 +11,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from lcmsite.config import SETTINGS_BY_NAME, load_lcm_settings
+from lcmsite.object_storage import storages_setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -141,6 +142,38 @@ else:
     # many clients already"). Django's ASGI advice: no persistent connections.
     _db.setdefault("CONN_MAX_AGE", 0)
     _db["CONN_HEALTH_CHECKS"] = True
+    if _db["CONN_MAX_AGE"] == 0:
+        # A pool per process instead (psycopg_pool, Django's `pool` option): "closing"
+        # at the end of a request hands the connection back, and the next request's
+        # thread takes it, checked alive first (CONN_HEALTH_CHECKS). Without it every
+        # request paid a new PostgreSQL connection, 3-17 ms on the 2-core machine: most
+        # of one message's API time (docs/benchmarks.md, "Reference workload"). The
+        # bound leaves room for every turn thread (each holds a connection for its turn)
+        # plus 40 requests at once; past it, a request waits up to `timeout` seconds.
+        # Idle connections above `min_size` are closed after `max_idle` seconds.
+        _db.setdefault("OPTIONS", {}).setdefault(
+            "pool",
+            {
+                "min_size": 1,
+                "max_size": LCM["LCM_TURN_THREADS"] + 40,
+                "timeout": 30,
+                "max_idle": 300,
+            },
+        )
+
+        def _forget_inherited_pools() -> None:
+            """A forked child (qcluster's workers) must not use its parent's pooled
+            sockets: it builds its own pool. The inherited ones are kept referenced, never
+            closed, so garbage collection cannot end the parent's sessions."""
+            import sys
+
+            backend = sys.modules.get("django.db.backends.postgresql.base")
+            if backend is not None and backend.DatabaseWrapper._connection_pools:
+                _inherited_pools.append(dict(backend.DatabaseWrapper._connection_pools))
+                backend.DatabaseWrapper._connection_pools.clear()
+
+        _inherited_pools: list = []
+        os.register_at_fork(after_in_child=_forget_inherited_pools)
     if os.environ.get("LCM_TEST_DB_NAME"):
         _db["TEST"] = {"NAME": os.environ["LCM_TEST_DB_NAME"]}
 DATABASES = {"default": _db}
@@ -148,7 +181,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Background jobs (django-q2) -------------------------------------------
 Q_CLUSTER = {
-    "name": "lcm",
+    # Processes that share the broker and this name share one queue (docs/deploy.md).
+    "name": LCM["LCM_QUEUE_NAME"],
     "workers": LCM["LCM_WORKERS"],
     "timeout": LCM["LCM_COMPACTION_MAX_SECONDS"] + 60,
     "retry": LCM["LCM_COMPACTION_MAX_SECONDS"] + 120,
@@ -165,16 +199,12 @@ else:
 
 # --- Files -----------------------------------------------------------------
 MEDIA_ROOT = DATA_DIR / "files"
+
+
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    # Encrypts at rest when LCM_ENCRYPTION_KEY is set, around the real backend (docs/security.md).
-    "large_files": {
-        "BACKEND": "security.storage.EncryptedStorage",
-        "OPTIONS": {
-            "backend": "django.core.files.storage.FileSystemStorage",
-            "options": {"location": str(DATA_DIR / "large-files")},
-        },
-    },
+    # large_files and stream_journals: under DATA_DIR, or in LCM_S3_BUCKET (docs/deploy.md).
+    **storages_setting(lcm=LCM, data_dir=DATA_DIR),
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 STATIC_URL = "/static/"
@@ -219,10 +249,17 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Error responses and closed request objects, stated once (lcmsite/api/schema.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "lcmsite.api.schema.contract_hook",
+    ],
     # Two endpoints take a "mode" with different choices: name each enum explicitly.
     "ENUM_NAME_OVERRIDES": {
         "CompactionModeEnum": "compaction.models.Mode",
         "IntegrityScanModeEnum": "integrity.models.ScanMode",
+        "GrepModeEnum": ["full_text", "regex", "semantic", "hybrid"],
+        "ToolNameEnum": "retrieval.serializers.TOOL_NAMES",
     },
 }
 
@@ -238,6 +275,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
         "lcm": {"handlers": ["console"], "level": LCM["LCM_LOG_LEVEL"], "propagate": False},
-        "django_q": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        # django-q2 logs as "django-q" (an INFO line per enqueued task: one per ingested
+        # message, 2 ms each to a busy terminal).
+        "django-q": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }

@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from lcmsite.api.views import api_not_found
@@ -16,7 +16,8 @@ api_v1 = [
     path("", include("security.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("<path:unknown>", api_not_found),
+    # Any character, newlines too (`<path:>` stops at them and Django would answer HTML).
+    re_path(r"^(?P<unknown>[\s\S]+)$", api_not_found),
 ]
 
 urlpatterns = [

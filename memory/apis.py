@@ -47,7 +47,11 @@ class BranchChunksApi(APIView):
         operation_id="branches_chunks_list",
         parameters=[
             OpenApiParameter("q", str, description="Full-text filter (any word)."),
-            OpenApiParameter("limit", int, description=f"1 to {MAX_CHUNK_LIST}, default 50."),
+            OpenApiParameter(
+                "limit",
+                {"type": "integer", "minimum": 1, "maximum": MAX_CHUNK_LIST},
+                description=f"1 to {MAX_CHUNK_LIST}, default 50.",
+            ),
         ],
         responses=serializers.MemoryChunkListResponseSerializer,
         description="The chunks a branch can retrieve, newest first (or best match with q).",

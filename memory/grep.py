@@ -1,21 +1,35 @@
 """grep's `semantic` and `hybrid` modes (POST /api/v1/grep/), called by retrieval.grep.
 
-- semantic: chunks ranked by the hybrid pipeline's vector leg (type "chunk", with the
-  message seq range they cover);
-- hybrid: the hybrid retrieval over chunks (vector + full text over chunks) fused by
-  reciprocal rank with grep's own full-text hits over messages and/or summaries.
+What is searched follows grep's `scope`: `messages` searches chunks (the messages cut
+into pieces; each hit names the message seq range it covers), `summaries` searches
+compaction summaries (their vectors, see memory.summaries), `both` searches the two.
 
-Summaries are not embedded: in semantic mode only chunks answer; in hybrid mode
-summaries come from the full-text leg.
+- semantic: chunks and summaries by meaning, one list ordered by calibrated similarity
+  (one model, one namespace: the scores compare); below the similarity threshold is
+  left out.
+- hybrid: three ranked lists fused by reciprocal rank: the chunks of the hybrid
+  retrieval (vector + full text over chunks), the summaries by vector, and grep's own
+  full-text hits over messages and/or summaries (`full_text_rows`). A summary found by
+  both its vector and full text is one row.
+
+Rows have grep's shape. `type` says what a row is: `chunk` (id: a chunk id, with `seq`,
+`seq_end`, `chunk_type`), `summary` (id: `sum_…`, which describe and expand accept; with
+`depth` and `kind`) or `message` (hybrid's full-text leg).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from conversations.search import Scope
+from memory.embeddings import embed_query
+from memory.namespaces import backend_for_namespace, search_namespace
 from memory.retrieval import RRF_K, RetrievalParams, hybrid_search
+from memory.summaries import search_summaries
 from memory.vectors import ScopeFilter
 
 SNIPPET_CHARS = 240
+KINDS = {"messages": ("chunk",), "summaries": ("summary",), "both": ("chunk", "summary")}
 
 
 def scope_filter(scope: Scope) -> ScopeFilter:
@@ -24,13 +38,48 @@ def scope_filter(scope: Scope) -> ScopeFilter:
     return ScopeFilter(owner_id=scope.owner_id)
 
 
-def chunk_hits(*, scope: Scope, query: str, limit: int, mode: str) -> list[dict]:
+def _snippet(text: str) -> str:
+    return " ".join(text.split())[:SNIPPET_CHARS]
+
+
+def grep_memory(
+    *,
+    scope: Scope,
+    query: str,
+    limit: int,
+    mode: str,
+    scope_name: str = "both",
+    full_text_rows: Callable[[], list[dict]] | None = None,
+) -> list[dict]:
+    """grep rows for `mode` semantic or hybrid over the kinds `scope_name` names."""
+    kinds = KINDS[scope_name]
+    namespace = search_namespace()  # read once: chunks and summaries from one model
+    params = RetrievalParams.from_settings(top_k=limit, overfetch_k=max(limit, 16))
+    chunks = (
+        chunk_hits(scope=scope, query=query, limit=limit, mode=mode, namespace=namespace)
+        if "chunk" in kinds
+        else []
+    )
+    summaries = (
+        summary_hits(scope=scope, query=query, limit=limit, namespace=namespace, params=params)
+        if "summary" in kinds
+        else []
+    )
+    if mode == "semantic":
+        ranked = sorted(chunks + summaries, key=lambda row: (-row["score"], str(row["id"])))
+        return ranked[:limit]
+    text = full_text_rows() if full_text_rows is not None else []
+    return fuse([chunks, summaries, text], limit)
+
+
+def chunk_hits(*, scope: Scope, query: str, limit: int, mode: str, namespace=None) -> list[dict]:
     params = RetrievalParams.from_settings(top_k=limit, overfetch_k=max(limit, 16))
     result = hybrid_search(
         scope=scope_filter(scope),
         query=query,
         mode="semantic" if mode == "semantic" else "hybrid",
         params=params,
+        namespace=namespace,
     )
     return [
         {
@@ -38,7 +87,7 @@ def chunk_hits(*, scope: Scope, query: str, limit: int, mode: str) -> list[dict]
             "id": c.chunk.pk,
             "conversation_id": c.chunk.conversation_id,
             "created_at": c.chunk.source_created_at,
-            "snippet": " ".join(c.chunk.rendered_text.split())[:SNIPPET_CHARS],
+            "snippet": _snippet(c.chunk.rendered_text),
             "score": round(c.similarity, 4),
             "seq": c.chunk.seq_start,
             "seq_end": c.chunk.seq_end,
@@ -48,13 +97,44 @@ def chunk_hits(*, scope: Scope, query: str, limit: int, mode: str) -> list[dict]
     ]
 
 
-def fuse(chunk_rows: list[dict], text_rows: list[dict], limit: int) -> list[dict]:
-    """Reciprocal rank fusion of two ranked lists; `score` becomes the fused score."""
+def summary_hits(
+    *, scope: Scope, query: str, limit: int, namespace=None, params=None
+) -> list[dict]:
+    """Summaries by vector, best first, at or above the similarity threshold."""
+    namespace = namespace or search_namespace()
+    params = params or RetrievalParams.from_settings(top_k=limit)
+    backend = backend_for_namespace(namespace)
+    hits = search_summaries(
+        namespace=namespace,
+        backend=backend,
+        query_vector=embed_query(backend, query),
+        scope=scope_filter(scope),
+        k=limit,
+    )
+    return [
+        {
+            "type": "summary",
+            "id": hit.summary.pk,
+            "conversation_id": hit.summary.conversation_id,
+            "created_at": hit.summary.created_at,
+            "snippet": _snippet(hit.summary.content),
+            "score": round(hit.similarity, 4),
+            "depth": hit.summary.depth,
+            "kind": hit.summary.kind,
+        }
+        for hit in hits
+        if hit.similarity >= params.threshold
+    ]
+
+
+def fuse(ranked_lists: list[list[dict]], limit: int) -> list[dict]:
+    """Reciprocal rank fusion of ranked lists; `score` becomes the fused score. Rows of
+    the same (type, id) merge (the first list's row is kept)."""
     fused: dict[tuple[str, str], tuple[float, dict]] = {}
-    for ranked in (chunk_rows, text_rows):
+    for ranked in ranked_lists:
         for rank, row in enumerate(ranked, start=1):
             key = (row["type"], str(row["id"]))
-            score, _ = fused.get(key, (0.0, row))
-            fused[key] = (score + 1.0 / (RRF_K + rank), row)
-    ordered = sorted(fused.values(), key=lambda pair: -pair[0])[:limit]
+            score, kept = fused.get(key, (0.0, row))
+            fused[key] = (score + 1.0 / (RRF_K + rank), kept)
+    ordered = sorted(fused.values(), key=lambda pair: (-pair[0], str(pair[1]["id"])))[:limit]
     return [{**row, "score": round(score, 6)} for score, row in ordered]

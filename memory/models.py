@@ -2,7 +2,7 @@
 what each turn retrieved, and where message indexing has got to.
 
 The database enforces: one chunk per (source key, chunk type, content hash), one vector
-per (chunk, namespace), one namespace per (model, dim), one retrieval row per (turn,
+per (chunk, namespace) and per (summary, namespace), one namespace per (model, dim), one retrieval row per (turn,
 chunk). Migration 0002 makes chunks and vectors refuse UPDATE (they are immutable; a
 model change writes a new namespace instead) and gives chunks a full-text index.
 """
@@ -138,6 +138,28 @@ class ChunkVector(models.Model):
 
     def __str__(self) -> str:
         return f"vector of {self.chunk_id} in namespace {self.namespace_id}"
+
+
+class SummaryVector(models.Model):
+    """A compaction summary's embedding in one namespace (grep's semantic and hybrid modes
+    search summaries too). Written by `memory.summaries` after a compaction commits;
+    float32 little-endian bytes, L2-normalised, immutable like ChunkVector."""
+
+    namespace = models.ForeignKey(EmbeddingNamespace, on_delete=models.PROTECT, related_name="+")
+    summary = models.ForeignKey("conversations.Summary", on_delete=models.PROTECT, related_name="+")
+    vector = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["summary", "namespace"], name="summary_vector_ns_unique"
+            ),
+        ]
+        indexes = [models.Index(fields=["namespace", "id"], name="summary_vector_namespace_id")]
+
+    def __str__(self) -> str:
+        return f"vector of {self.summary_id} in namespace {self.namespace_id}"
 
 
 class Retrieval(models.Model):

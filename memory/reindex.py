@@ -1,23 +1,51 @@
-"""Re-index after a model change: embed every chunk that lacks a vector in the namespace
-being built, in batches (progress in chunks_done / chunks_total), then swap it in.
-Resumable and idempotent: a restart continues with the chunks still missing."""
+"""Re-index after a model change: embed every chunk and every summary that lacks a vector
+in the namespace being built, in batches (progress in chunks_done / chunks_total, which
+count chunks and summaries together), then swap it in.
+
+Resumable and idempotent: a restart continues with what is still missing, and vectors are
+unique per (item, namespace). Searches keep reading the active namespace until the swap,
+which is one transaction (memory.namespaces.activate): never half of each.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
-from memory.models import Chunk, ChunkVector, EmbeddingNamespace, NamespaceStatus
+from memory.models import (
+    Chunk,
+    ChunkVector,
+    EmbeddingNamespace,
+    NamespaceStatus,
+    SummaryVector,
+)
 from memory.namespaces import activate, backend_for_namespace
+from memory.summaries import embed_into, missing_summaries
 
 logger = logging.getLogger("lcm.memory")
 
 BATCH = 256
+_MAX_PASSES = 5
 
 
-def reindex_namespace(*, namespace_id: int, batch: int = BATCH) -> EmbeddingNamespace:
+def _done(namespace_id: int) -> int:
+    return (
+        ChunkVector.objects.filter(namespace_id=namespace_id).count()
+        + SummaryVector.objects.filter(namespace_id=namespace_id).count()
+    )
+
+
+def reindex_namespace(
+    *,
+    namespace_id: int,
+    batch: int = BATCH,
+    on_batch: Callable[[EmbeddingNamespace], None] | None = None,
+) -> EmbeddingNamespace:
+    """Fill the namespace, then activate it. `on_batch(namespace)` runs after each batch
+    with the progress just recorded (the command's progress bar)."""
     namespace = EmbeddingNamespace.objects.get(pk=namespace_id)
     if namespace.status == NamespaceStatus.ACTIVE:
         return namespace
@@ -25,29 +53,62 @@ def reindex_namespace(*, namespace_id: int, batch: int = BATCH) -> EmbeddingName
     missing = Chunk.objects.filter(
         ~Exists(ChunkVector.objects.filter(chunk_id=OuterRef("pk"), namespace_id=namespace_id))
     )
-    total = Chunk.objects.count()
-    EmbeddingNamespace.objects.filter(pk=namespace_id).update(
-        chunks_total=total, chunks_done=total - missing.count()
-    )
-    while True:
-        rows = list(missing.order_by("id").values_list("id", "rendered_text")[:batch])
-        if not rows:
-            break
-        matrix = backend.embed([text for _, text in rows])
-        with transaction.atomic():
-            ChunkVector.objects.bulk_create(
-                [
-                    ChunkVector(
-                        namespace_id=namespace_id,
-                        chunk_id=chunk_id,
-                        vector=matrix[i].astype("<f4").tobytes(),
-                    )
-                    for i, (chunk_id, _) in enumerate(rows)
-                ],
-                ignore_conflicts=True,
+    from conversations.models import Summary
+
+    total = Chunk.objects.count() + Summary.objects.count()
+    done = _done(namespace_id)
+
+    def record(done: int) -> None:
+        EmbeddingNamespace.objects.filter(pk=namespace_id).update(
+            chunks_total=max(total, done), chunks_done=done
+        )
+        namespace.chunks_total, namespace.chunks_done = max(total, done), done
+        if on_batch is not None:
+            on_batch(namespace)
+
+    record(done)
+    # Passes until nothing is missing: a chunk written meanwhile by a process that did
+    # not yet see this namespace may sort before where a pass has got to.
+    for _ in range(_MAX_PASSES):
+        after = ""
+        while True:
+            rows = list(
+                missing.filter(pk__gt=after)
+                .order_by("id")
+                .values_list("id", "rendered_text")[:batch]
             )
-            done = ChunkVector.objects.filter(namespace_id=namespace_id).count()
-            EmbeddingNamespace.objects.filter(pk=namespace_id).update(chunks_done=done)
+            if not rows:
+                break
+            matrix = backend.embed([text for _, text in rows])
+            with transaction.atomic():
+                ChunkVector.objects.bulk_create(
+                    [
+                        ChunkVector(
+                            namespace_id=namespace_id,
+                            chunk_id=chunk_id,
+                            vector=matrix[i].astype("<f4").tobytes(),
+                        )
+                        for i, (chunk_id, _) in enumerate(rows)
+                    ],
+                    ignore_conflicts=True,
+                )
+            after = rows[-1][0]
+            record(_done(namespace_id))
+        after = ""
+        while True:
+            rows = list(
+                missing_summaries(namespace_id)
+                .filter(pk__gt=after)
+                .order_by("pk")
+                .values_list("pk", "content")[:batch]
+            )
+            if not rows:
+                break
+            embed_into(namespace, rows, backend)
+            after = rows[-1][0]
+            record(_done(namespace_id))
+        if not missing.exists() and not missing_summaries(namespace_id).exists():
+            break
     activate(namespace_id)
     namespace.refresh_from_db()
     return namespace

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -24,7 +25,7 @@ from django.db import transaction
 from conversations.tokens import estimate
 from lcmsite.api.errors import InvalidInput
 from memory.chunker import ChunkingOptions, Segment, chunk_segments
-from memory.embeddings import EmbeddingBackend, calibrate
+from memory.embeddings import EmbeddingBackend, calibrate, embed_query
 from memory.fulltext import query_terms, search_chunks
 from memory.models import Chunk, ChunkVector, EmbeddingNamespace, Retrieval, RetrievalStats
 from memory.namespaces import backend_for_namespace, search_namespace
@@ -33,6 +34,8 @@ from memory.vectors import ScopeFilter, vector_index
 logger = logging.getLogger("lcm.memory")
 
 RRF_K = 60
+# Embeds queries alongside the full-text leg (no database work on these threads).
+_EMBED_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lcm-embed-query")
 # Tokens the untrusted wrapper adds around each packed item.
 WRAPPER_TOKENS = 40
 MIN_SLICE_TOKENS = 48
@@ -180,9 +183,32 @@ def hybrid_search(
     candidates: dict[str, _Candidate] = {}
     vector_ranked: list[str] = []
     text_ranked: list[str] = []
-    if mode in ("hybrid", "semantic"):
-        query_vector = backend.embed([query])[0]
-        hits = vector_index().search(
+    index = vector_index()
+    pending = None
+    if mode == "hybrid" and hasattr(index, "searcher"):
+        # The query is embedded and the vectors scanned on a pool thread (numpy and the
+        # tokenizer release the GIL; no database work there) while this thread runs the
+        # full-text leg: the legs overlap.
+        scan = index.searcher(
+            namespace_id=namespace.pk, scope=scope, k=params.overfetch_k, dim=namespace.dim
+        )
+
+        def embed_and_scan():
+            vector = embed_query(backend, query)
+            return vector, scan(vector)
+
+        pending = _EMBED_POOL.submit(embed_and_scan)
+    if mode in ("hybrid", "full_text"):
+        text_ranked = [
+            chunk_id
+            for chunk_id, _ in search_chunks(query=query, scope=scope, k=params.overfetch_k)
+        ]
+    if pending is not None:
+        query_vector, hits = pending.result()
+        vector_ranked = [hit.chunk_id for hit in hits]
+    elif mode in ("hybrid", "semantic"):
+        query_vector = embed_query(backend, query)
+        hits = index.search(
             namespace_id=namespace.pk,
             query=query_vector,
             scope=scope,
@@ -190,11 +216,6 @@ def hybrid_search(
             dim=namespace.dim,
         )
         vector_ranked = [hit.chunk_id for hit in hits]
-    if mode in ("hybrid", "full_text"):
-        text_ranked = [
-            chunk_id
-            for chunk_id, _ in search_chunks(query=query, scope=scope, k=params.overfetch_k)
-        ]
     ids = list(dict.fromkeys(vector_ranked + text_ranked))
     chunks = Chunk.objects.in_bulk(ids)
     vectors = _vectors_for(namespace.pk, ids) if query_vector is not None else {}

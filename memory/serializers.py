@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from lcmsite.api.requests import RequestSerializer
 from retrieval.grep import MAX_QUERY_CHARS
 
 
-class MemoryRetrieveInputSerializer(serializers.Serializer):
+class MemoryRetrieveInputSerializer(RequestSerializer):
     query = serializers.CharField(max_length=MAX_QUERY_CHARS)
     top_k = serializers.IntegerField(min_value=1, max_value=50, required=False, allow_null=True)
     mode = serializers.ChoiceField(

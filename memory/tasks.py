@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from memory.indexing import index_conversation_messages
 from memory.reindex import reindex_namespace as _reindex_namespace
+from memory.summaries import index_summaries as _index_summaries
 
 
 def index_conversation(conversation_id: int) -> int:
@@ -12,3 +13,7 @@ def index_conversation(conversation_id: int) -> int:
 
 def reindex_namespace(namespace_id: int) -> float:
     return _reindex_namespace(namespace_id=namespace_id).progress
+
+
+def index_summaries(conversation_id: int) -> int:
+    return _index_summaries(conversation_id=conversation_id)

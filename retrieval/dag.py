@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import NamedTuple
 
 from django.db import connection
 
@@ -24,6 +26,13 @@ def _pad(column: str) -> str:
     if connection.vendor == "postgresql":
         return f"lpad(CAST({column} AS text), {_PAD}, '0')"
     return f"substr('{'0' * _PAD}' || {column}, -{_PAD}, {_PAD})"
+
+
+def _as_text(column: str) -> str:
+    """A timestamp read as text on PostgreSQL: psycopg's Python-level timestamptz loader
+    (as Django configures it) cost more than the rest of a 10,000-row expansion; the
+    caller parses each distinct value once (`as_datetime`). SQLite stores text already."""
+    return f"CAST({column} AS TEXT)" if connection.vendor == "postgresql" else column
 
 
 def _then() -> str:
@@ -69,16 +78,17 @@ def covering_summary_rows(
     if conversation_id is not None:
         conv_sm, conv_ci = " AND sm.conversation_id = %s", " AND ci.conversation_id = %s"
         conv_params = [conversation_id]
+    then = _then()
     sql = f"""
         WITH RECURSIVE up(message_id, summary_id) AS (
             SELECT sm.message_id, sm.summary_id FROM conversations_summarymessage sm
             WHERE sm.message_id IN ({_marks(ids)}){conv_sm}
             UNION
             SELECT up.message_id, sp.summary_id
-            FROM up {_then()} conversations_summaryparent sp ON sp.parent_summary_id = up.summary_id
+            FROM up {then} conversations_summaryparent sp ON sp.parent_summary_id = up.summary_id
         )
         SELECT up.message_id, up.summary_id
-        FROM up {_then()} conversations_contextitem ci ON ci.summary_id = up.summary_id
+        FROM up {then} conversations_contextitem ci ON ci.summary_id = up.summary_id
         UNION ALL
         SELECT ci.message_id, NULL FROM conversations_contextitem ci
         WHERE ci.message_id IN ({_marks(ids)}){conv_ci}
@@ -209,8 +219,8 @@ def neighbour_rows(summary_id: str) -> list[tuple[str, str, str, int, int]]:
 # Expansion (down, with a token cap applied by the database)
 
 
-@dataclass(frozen=True)
-class ExpandRow:
+class ExpandRow(NamedTuple):
+    # A tuple, not a dataclass: an uncapped expansion builds one per source message.
     item: str  # "summary", "message", or "leaf_messages" (all messages of a leaf, omitted)
     summary_id: str | None
     message_id: int | None
@@ -233,18 +243,25 @@ def expand_rows(
 
     Leaves whose stored `source_token_count` says they start past the cap are not read at
     all: each comes back as one 'leaf_messages' row (the leaf id, its message count in
-    `seq`), so the cost follows what is returned, not the subtree's size. (If a stored
-    count were wrong the cap still holds: the exact running total over the messages read
-    decides.)"""
+    `seq`), so the cost follows what is returned, not the subtree's size. The exact running
+    total over what was read decides what is cut (so a wrong stored count cannot break the
+    cap); it is added up here rather than by a window over every row in SQL, which cost
+    more than the rest of the statement. Summaries (few) are cut by a window in SQL, so
+    their text past the cap is not read; the message text read and then cut here is at
+    most the rest of one leaf."""
     tree, params = _tree_cte(max_level)
     then = _then()
+    created = _as_text("m.created_at")
+    # SQLite sorts the rows itself (cheaply, in C); PostgreSQL's sort of 10,000 rows with
+    # their text cost a third of the statement, so they are sorted here instead.
+    order = "" if connection.vendor == "postgresql" else "ORDER BY grp, path, ord"
     messages, message_params = "", []
     if include_messages:
         messages = f"""
             UNION ALL
             SELECT 1, l.path, sm.ordinal, 'message', CAST(NULL AS TEXT), m.id,
                    CAST(NULL AS TEXT), CAST(NULL AS INTEGER), m.role, m.seq, m.token_count,
-                   l.level + 1, m.created_at
+                   m.content, l.level + 1, {created}
             FROM leaves l CROSS JOIN head h
             {then} conversations_summarymessage sm ON sm.summary_id = l.id
             {then} conversations_message m ON m.id = sm.message_id
@@ -254,7 +271,7 @@ def expand_rows(
                    CAST(NULL AS TEXT), CAST(NULL AS INTEGER), CAST(NULL AS TEXT),
                    (SELECT COUNT(*) FROM conversations_summarymessage sm
                     WHERE sm.summary_id = l.id),
-                   %s, l.level + 1, NULL
+                   %s, CAST(NULL AS TEXT), l.level + 1, NULL
             FROM leaves l CROSS JOIN head h
             WHERE l.before + h.tokens >= %s
         """
@@ -263,7 +280,7 @@ def expand_rows(
         WITH RECURSIVE {tree},
         nodes AS (
             SELECT t.path, t.level, s.id, s.kind, s.depth, s.token_count, s.content,
-                   s.created_at, s.source_token_count
+                   {_as_text("s.created_at")} AS created_at, s.source_token_count
             FROM tree t {_then()} conversations_summary s ON s.id = t.summary_id
         ),
         head AS (SELECT COALESCE(SUM(token_count), 0) AS tokens FROM nodes WHERE level > 0),
@@ -274,28 +291,30 @@ def expand_rows(
             FROM nodes WHERE kind = 'leaf'
         ),
         items(grp, path, ord, item, summary_id, message_id, kind, depth, role, seq,
-              token_count, level, created_at) AS (
+              token_count, content, level, created_at) AS (
             SELECT 0, path, 0, 'summary', id, CAST(NULL AS BIGINT), kind, depth,
-                   CAST(NULL AS TEXT), CAST(NULL AS BIGINT), token_count, level, created_at
+                   CAST(NULL AS TEXT), CAST(NULL AS BIGINT), token_count,
+                   CASE WHEN SUM(token_count) OVER (
+                       ORDER BY path ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+                   ) <= %s THEN content END,
+                   level, created_at
             FROM nodes WHERE level > 0
             {messages}
-        ),
-        ranked AS (
-            SELECT items.*, SUM(token_count) OVER (
-                ORDER BY grp, path, ord ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-            ) AS running
-            FROM items
         )
-        -- The text is joined last, only for what fits: the window sorts narrow rows.
-        SELECT r.item, r.summary_id, r.message_id, r.kind, r.depth, r.role, r.seq,
-               r.token_count, COALESCE(m.content, s.content), r.level, r.created_at
-        FROM ranked r
-        LEFT JOIN conversations_message m
-            ON r.item = 'message' AND r.running <= %s AND m.id = r.message_id
-        LEFT JOIN conversations_summary s
-            ON r.item = 'summary' AND r.running <= %s AND s.id = r.summary_id
-        ORDER BY r.grp, r.path, r.ord
+        SELECT item, summary_id, message_id, kind, depth, role, seq, token_count, content,
+               level, created_at, grp, path, ord
+        FROM items {order}
     """
     with connection.cursor() as cursor:
-        cursor.execute(sql, [summary_id, *params, *message_params, token_cap, token_cap])
-        return [ExpandRow(*row) for row in cursor.fetchall()]
+        cursor.execute(sql, [summary_id, *params, token_cap, *message_params])
+        rows = cursor.fetchall()
+    if not order:  # PostgreSQL: a sort here beats the server's sort of the wide rows
+        rows.sort(key=itemgetter(11, 12, 13))
+    running, cut = 0, False
+    out = []
+    for row in rows:
+        running += row[7]
+        if not cut and running > token_cap:
+            cut = True
+        out.append(ExpandRow(*row[:8], None, *row[9:11]) if cut else ExpandRow._make(row[:11]))
+    return out

@@ -62,8 +62,8 @@ class GrepRequest:
             raise InvalidInput("sort must be recency or relevance", extra={"field": "sort"})
         if not 1 <= self.limit <= MAX_LIMIT:
             raise InvalidInput(f"limit must be from 1 to {MAX_LIMIT}", extra={"field": "limit"})
-        if self.since and self.before and self.since >= self.before:
-            raise InvalidInput("since must be earlier than before", extra={"field": "since"})
+        # since >= before is an empty window: it matches nothing (no error, as the schema
+        # cannot state an order between two fields).
 
 
 def scope_for_user(*, user, conversation_id: int | None) -> Scope:
@@ -102,16 +102,21 @@ def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> 
 
 
 def _grep_memory(*, scope: Scope, request: GrepRequest) -> list[dict]:
-    """Chunks by meaning (semantic), fused with full-text message/summary hits (hybrid)."""
+    """Chunks and summaries by meaning (semantic), fused with full-text hits (hybrid)."""
     from dataclasses import replace
 
-    from memory.grep import chunk_hits, fuse
+    from memory.grep import grep_memory
 
-    chunks = chunk_hits(scope=scope, query=request.query, limit=request.limit, mode=request.mode)
-    if request.mode == "semantic":
-        return chunks
-    text = _grep_rows(scope=scope, request=replace(request, mode="full_text", sort="relevance"))
-    return fuse(chunks, text, request.limit)
+    return grep_memory(
+        scope=scope,
+        query=request.query,
+        limit=request.limit,
+        mode=request.mode,
+        scope_name=request.scope,
+        full_text_rows=lambda: _grep_rows(
+            scope=scope, request=replace(request, mode="full_text", sort="relevance")
+        ),
+    )
 
 
 def _grep_rows(*, scope: Scope, request: GrepRequest) -> list[dict]:

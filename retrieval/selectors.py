@@ -224,6 +224,14 @@ def expand_summary(
         summary.pk, max_level=depth, include_messages=include_messages, token_cap=token_cap
     )
     result = ExpandResult(summary_id=summary.pk, depth=depth, token_cap=token_cap)
+    times: dict = {}  # raw created_at -> aware datetime: a batch of messages shares one
+
+    def when(value):
+        found = times.get(value)
+        if found is None:
+            found = times[value] = as_datetime(value)
+        return found
+
     for row in rows:
         if row.content is None:
             result.truncated = True
@@ -245,7 +253,7 @@ def expand_summary(
                     "depth": row.depth,
                     "level": row.level,
                     "token_count": row.token_count,
-                    "created_at": as_datetime(row.created_at),
+                    "created_at": when(row.created_at),
                     "content": row.content,
                 }
             )
@@ -256,7 +264,7 @@ def expand_summary(
                     "seq": row.seq,
                     "role": row.role,
                     "token_count": row.token_count,
-                    "created_at": as_datetime(row.created_at),
+                    "created_at": when(row.created_at),
                     "content": row.content,
                 }
             )

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from lcmsite.api.requests import RequestSerializer
+from lcmsite.api.schema import ItemIdField
 from retrieval.grep import MAX_LIMIT, MAX_QUERY_CHARS
 from retrieval.selectors import MAX_EXPAND_DEPTH
+from retrieval.tools import TOOL_DEFINITIONS
 
 # ---------------------------------------------------------------------------------------
 # describe
@@ -94,14 +97,15 @@ class DescribeFileSerializer(serializers.Serializer):
 # grep
 
 
-class GrepQuerySerializer(serializers.Serializer):
+class GrepQuerySerializer(RequestSerializer):
     query = serializers.CharField(max_length=MAX_QUERY_CHARS, trim_whitespace=False)
-    # Plain strings (checked by the service): a `mode` enum here would collide in the
-    # schema with compaction's `mode`.
-    mode = serializers.CharField(
+    # The enum is named GrepModeEnum in the schema (SPECTACULAR_SETTINGS).
+    mode = serializers.ChoiceField(
+        choices=["full_text", "regex", "semantic", "hybrid"],
         default="full_text",
-        help_text="full_text, regex, semantic (chunks by meaning) or hybrid (chunks by "
-        "meaning fused with full-text message/summary hits); see docs/memory.md",
+        help_text="full_text, regex, semantic (chunks and/or summaries by meaning, per "
+        "scope) or hybrid (those fused with full-text message/summary hits); see "
+        "docs/memory.md",
     )
     scope = serializers.ChoiceField(
         choices=["messages", "summaries", "both", "files"],
@@ -117,12 +121,30 @@ class GrepQuerySerializer(serializers.Serializer):
         default=False, help_text="regex only (full text is always case-insensitive)"
     )
 
+    # The query keeps its spaces (a regex may need them) but must not be blank.
+    # Semantic and hybrid modes do not search files.
+    schema_rules = {
+        "not": {
+            "anyOf": [
+                {"properties": {"query": {"pattern": r"^\s*$"}}},
+                {
+                    "required": ["mode", "scope"],
+                    "properties": {
+                        "mode": {"enum": ["semantic", "hybrid"]},
+                        "scope": {"enum": ["files"]},
+                    },
+                },
+            ]
+        }
+    }
+
 
 class GrepHitSerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=["message", "summary", "file", "chunk"])
-    id = serializers.CharField(
+    id = ItemIdField(
         help_text="A message id (integer), a summary id (sum_...), a file id (file_...) or "
-        "a memory chunk id (semantic/hybrid modes)."
+        "a memory chunk id (semantic/hybrid modes; summary hits of those modes are "
+        "sum_... ids, which describe and expand accept)."
     )
     conversation_id = serializers.IntegerField()
     created_at = serializers.DateTimeField()
@@ -161,7 +183,7 @@ class GrepResponseSerializer(serializers.Serializer):
 # expand
 
 
-class ExpandInputSerializer(serializers.Serializer):
+class ExpandInputSerializer(RequestSerializer):
     summary_id = serializers.CharField(max_length=64)
     depth = serializers.IntegerField(min_value=1, max_value=MAX_EXPAND_DEPTH, default=1)
     include_messages = serializers.BooleanField(default=False)
@@ -204,7 +226,7 @@ class ExpandResponseSerializer(serializers.Serializer):
     token_cap = serializers.IntegerField()
     truncated = serializers.BooleanField()
     omitted_ids = serializers.ListField(
-        child=serializers.JSONField(),
+        child=ItemIdField(),
         help_text=(
             "What to expand next to read what the cap cut: summary ids (a cut summary, or a "
             "leaf none of whose messages fit) and message ids of a leaf cut part way."
@@ -219,7 +241,7 @@ class ExpandResponseSerializer(serializers.Serializer):
 # expansions
 
 
-class ExpansionInputSerializer(serializers.Serializer):
+class ExpansionInputSerializer(RequestSerializer):
     prompt = serializers.CharField(max_length=20_000)
     summary_ids = serializers.ListField(
         child=serializers.CharField(max_length=64), required=False, allow_null=True, max_length=50
@@ -237,6 +259,12 @@ class ExpansionInputSerializer(serializers.Serializer):
     max_depth = serializers.IntegerField(
         min_value=1, max_value=MAX_EXPAND_DEPTH, required=False, allow_null=True
     )
+
+    # summary_ids to read, or a query to find them.
+    schema_rules = {
+        # Refused: no summary_ids together with a blank (or no) query (see MessageInput).
+        "not": {"properties": {"summary_ids": {"maxItems": 0}, "query": {"pattern": r"^\s*$"}}},
+    }
 
 
 class ExpansionUsageSerializer(serializers.Serializer):
@@ -270,9 +298,17 @@ class ToolListResponseSerializer(serializers.Serializer):
     tools = ToolDefinitionSerializer(many=True)
 
 
-class ToolCallInputSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=64)
-    input = serializers.JSONField()
+TOOL_NAMES = [tool["name"] for tool in TOOL_DEFINITIONS]
+
+
+class ToolCallInputSerializer(RequestSerializer):
+    name = serializers.ChoiceField(
+        choices=TOOL_NAMES,
+        error_messages={
+            "invalid_choice": f"unknown tool {{input!r}}; known: {', '.join(TOOL_NAMES)}"
+        },
+    )
+    input = serializers.DictField(help_text="The tool's input object (see GET /tools/).")
     conversation_id = serializers.IntegerField()
 
 

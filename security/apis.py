@@ -14,18 +14,26 @@ from lcmsite.api.schema import ERRORS, ErrorSerializer
 from security import exports, hard_delete
 from security.serializers import (
     ExportRequestSerializer,
-    HardDeleteRequestSerializer,
     HardDeleteResultSerializer,
 )
 
 HARD_DELETE_SCHEMA = {
     "parameters": [
         OpenApiParameter(
-            "hard", bool, required=True, description="Must be `true`: the only delete there is."
+            "hard",
+            {"type": "boolean", "enum": [True]},
+            required=True,
+            description="Must be `true`: the only delete there is.",
         ),
-        OpenApiParameter("confirm", str, description="The id being deleted, repeated."),
+        OpenApiParameter(
+            "confirm",
+            {"type": "string", "minLength": 1},
+            required=True,
+            description="The id being deleted, repeated; another id is a 409 "
+            "(`confirmation_mismatch`).",
+        ),
     ],
-    "request": HardDeleteRequestSerializer,
+    "request": None,
     "responses": {
         200: HardDeleteResultSerializer,
         **ERRORS,
@@ -38,7 +46,7 @@ HARD_DELETE_SCHEMA = {
     "description": "Hard delete (irreversible): removes the content, parts, summaries, "
     "lineage, context, files, memory chunks and vectors, turns, steps, states, journals and "
     "search rows; audited without content. Owner or staff; `?hard=true` and `confirm=<id>` "
-    "(query or body) are required.",
+    "are required (`confirm` may also come in a JSON body, for older clients).",
 }
 
 

@@ -35,6 +35,7 @@ from conversations.models import Conversation, LargeFile
 from importers.exporters import export_jsonl
 from lcmsite import crypto
 from security.hard_delete import _batches, _stream_paths, collect
+from turns import journal_store
 
 FORMAT = "lcm-archive"
 VERSION = 1
@@ -109,10 +110,10 @@ def build_archive(
                 }
             )
         for path in _stream_paths(collected):
-            if not path.exists():
+            if not journal_store.exists(path):  # local, or published to shared storage
                 continue
             lines = []
-            for raw in path.read_bytes().split(b"\n"):
+            for raw in journal_store.read_bytes(path).split(b"\n"):
                 try:
                     clear = crypto.decrypt_line(raw)
                 except crypto.DecryptionError:

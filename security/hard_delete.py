@@ -193,10 +193,18 @@ def _stream_paths(collected: dict[type, set]) -> list:
     return paths
 
 
+def _journal_exists(path) -> bool:
+    from turns import journal_store
+
+    return journal_store.exists(path)
+
+
 def _remove_stored(keys: list[str], paths: list) -> None:
+    from turns import journal_store
+
     delete_objects(keys)
     for path in paths:
-        path.unlink(missing_ok=True)
+        journal_store.delete(path)  # the local file and the published object
 
 
 def _hard_delete(
@@ -247,7 +255,7 @@ def _hard_delete(
                     )
                 result.counts[model._meta.label] = deleted
         result.files = len(keys)
-        result.journals = sum(1 for path in paths if path.exists())
+        result.journals = sum(1 for path in paths if _journal_exists(path))
         audit_record(
             action="hard_delete",
             via=via,
@@ -263,7 +271,21 @@ def _hard_delete(
     return result
 
 
+class ConfirmationMismatch(LcmError):
+    """The confirmation names another object than the one addressed (409: the request
+    does not fit the target, although it is well formed)."""
+
+    status = 409
+    code = "confirmation_mismatch"
+
+
 def _check_confirmation(expected: str, confirm) -> None:
+    if confirm not in (None, "") and str(confirm) != expected:
+        raise ConfirmationMismatch(
+            f"confirm={str(confirm)!r} does not name this object: repeat its id "
+            f"(confirm={expected!r}) to hard-delete it",
+            extra={"confirm": expected},
+        )
     if str(confirm or "") != expected:
         raise InvalidInput(
             f"hard delete is irreversible: repeat the id to confirm (confirm={expected!r})",

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from lcmsite.api.requests import RequestSerializer
+
 
 class HardDeleteResultSerializer(serializers.Serializer):
     conversation_ids = serializers.ListField(child=serializers.IntegerField())
@@ -16,7 +18,7 @@ class HardDeleteResultSerializer(serializers.Serializer):
         ref_name = "HardDeleteResult"
 
 
-class HardDeleteRequestSerializer(serializers.Serializer):
+class HardDeleteRequestSerializer(RequestSerializer):
     confirm = serializers.CharField(
         required=False,
         help_text="The id being deleted, repeated (or the `confirm` query parameter).",
@@ -26,9 +28,11 @@ class HardDeleteRequestSerializer(serializers.Serializer):
         ref_name = "HardDeleteRequest"
 
 
-class ExportRequestSerializer(serializers.Serializer):
+class ExportRequestSerializer(RequestSerializer):
     conversation_id = serializers.IntegerField(required=False, min_value=1)
     session_id = serializers.CharField(required=False, max_length=64)
+
+    schema_rules = {"oneOf": [{"required": ["conversation_id"]}, {"required": ["session_id"]}]}
 
     class Meta:
         ref_name = "ExportRequest"

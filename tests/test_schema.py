@@ -171,3 +171,59 @@ def test_every_swagger_ui_asset_is_served_from_our_static_files(anon_api, db):
         assert asset.status_code == 200, url
         body = b"".join(asset.streaming_content) if asset.streaming else asset.content
         assert len(body) > 100, url
+
+
+def _operations(schema):
+    for path, methods in schema["paths"].items():
+        for method, operation in methods.items():
+            yield path, method, operation
+
+
+def test_every_operation_documents_its_errors_in_the_one_shape(schema):
+    error = {"$ref": "#/components/schemas/Error"}
+    for path, method, operation in _operations(schema):
+        responses = operation["responses"]
+        expected = {"401", "429"}
+        if "{" in path:
+            expected |= {"404"}
+        if "requestBody" in operation:
+            expected |= {"400", "404", "413", "415"}
+        if method in ("post", "delete"):
+            expected |= {"403", "409"}
+        assert expected <= set(responses), (path, method, sorted(responses))
+        for status, response in responses.items():
+            if status[0] in "45":
+                body = response["content"]["application/json"]["schema"]
+                assert body == error, (path, method, status)
+
+
+def test_every_request_object_refuses_unknown_fields(schema):
+    components = schema["components"]["schemas"]
+    requests = [name for name in components if name.endswith("Request")]
+    assert len(requests) > 20
+    for name in requests:
+        component = components[name]
+        if "properties" in component:  # oneOf wrappers (MessageAppendRequest) hold refs
+            assert component["additionalProperties"] is False, name
+
+
+def test_request_strings_state_that_nul_is_refused(schema):
+    title = schema["components"]["schemas"]["ConversationCreateRequest"]["properties"]["title"]
+    assert title["pattern"] == "^[^\x00]*$"
+    session = schema["components"]["schemas"]["ConversationCreateRequest"]["properties"][
+        "session_id"
+    ]
+    assert "\\s" in session["pattern"]  # not blank either
+
+
+def test_page_limits_are_typed_integers_from_one(schema):
+    for path, _method, operation in _operations(schema):
+        for param in operation.get("parameters", []):
+            if param["name"] == "limit" and param["in"] == "query":
+                assert param["schema"]["type"] == "integer", path
+                assert param["schema"]["minimum"] == 1, path
+
+
+def test_a_message_id_and_a_summary_id_are_typed_as_they_are_returned(schema):
+    item = schema["components"]["schemas"]["AssembledItem"]["properties"]["id"]
+    assert item["oneOf"] == [{"type": "integer"}, {"type": "string"}]

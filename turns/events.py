@@ -12,6 +12,8 @@ Two places hold the log:
   as it is published and the file fsynced at the end, for subscribers in other processes,
   for resumes after the turn ended, and after a crash (the reconciler appends the closing
   event; the step journals, not this log, are the durable record of the output).
+  Once the terminal event is written the file is published to the `stream_journals`
+  storage (turns/journal_store.py), where a resume from any host reads it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lcmsite import crypto
+from turns import journal_store
 from turns.journal import streams_dir
 
 TERMINAL_EVENTS = frozenset({"done", "error"})
@@ -88,7 +91,9 @@ class TurnChannel:
                 self._file.close()
                 self.finished_at = time.monotonic()
             self._cond.notify_all()
-            return item
+        if terminal:  # live subscribers here read memory; the others, the published log
+            journal_store.publish(events_path(self.turn_id))
+        return item
 
     def after(self, last_id: int) -> list[TurnEvent]:
         with self._cond:
@@ -131,7 +136,7 @@ def _forget_old() -> None:
 def read_log(turn_id: str, after: int = 0) -> list[TurnEvent]:
     """The events on disk after `after` (a torn last line is skipped)."""
     try:
-        data = events_path(turn_id).read_bytes()
+        data = journal_store.read_bytes(events_path(turn_id))
     except FileNotFoundError:
         return []
     events = []
@@ -149,7 +154,7 @@ def read_log(turn_id: str, after: int = 0) -> list[TurnEvent]:
 
 def _last_id_on_disk(path: Path) -> int:
     try:
-        data = path.read_bytes()
+        data = journal_store.read_bytes(path)
     except FileNotFoundError:
         return 0
     last = 0
@@ -173,6 +178,7 @@ def append_terminal(turn_id: str, event: str, data: dict) -> TurnEvent | None:
         handle.write(crypto.encrypt_line(item.as_json().encode()) + b"\n")
         handle.flush()
         os.fsync(handle.fileno())
+    journal_store.publish(events_path(turn_id))
     return item
 
 

@@ -18,6 +18,10 @@ were handed to clients; `durable` is the value of `displayed` at the last fsync.
 The first line records who writes the journal (host and pid), so the reconciler can tell
 a journal whose writer died from one another live process is still writing.
 `recover_step()` rebuilds the partial output of a step from its journal after a crash.
+
+A closed journal is published to the `stream_journals` storage (turns/journal_store.py:
+a shared object store when one is configured); readers find it there once the local file
+is gone.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from django.conf import settings
 
 from lcmsite import crypto
 from providers.config import engine_config
+from turns import journal_store
 
 logger = logging.getLogger(__name__)
 
@@ -173,6 +178,7 @@ class StreamJournal:
             self._file.close()
             self.closed = True
         _FLUSHER.unregister(self)
+        journal_store.publish(self.path)  # finished: to the shared storage, if there is one
         self._notify(*result)
         return result
 
@@ -255,7 +261,7 @@ def read_entries(path: Path) -> list[dict]:
     """Every complete line of a journal; a torn last line (a crash mid-write) is skipped."""
     entries = []
     try:
-        data = path.read_bytes()
+        data = journal_store.read_bytes(path)  # the live local file, else the published one
     except FileNotFoundError:
         return entries
     for raw in data.split(b"\n"):
@@ -300,7 +306,7 @@ def writer_alive(path: Path, entries: list[dict] | None = None) -> bool:
         return _pid_alive(pid)
     try:
         return time.time() - path.stat().st_mtime < STALE_SECONDS
-    except FileNotFoundError:
+    except FileNotFoundError:  # published (finished) or never written here
         return False
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db.models import Count, Min, Q
@@ -48,12 +49,17 @@ logger = logging.getLogger("lcm.turns")
 STALE_OPEN_SECONDS = 60
 # A step this young may not have opened its journal yet: leave it alone.
 YOUNG_STEP_SECONDS = 15
+# With a shared storage (several hosts), a step with no journal here is streaming on
+# another host, whose reconciler recovers it if its writer dies (the live tail is on that
+# host's disk). Only a host that never came back leaves it: failed after this long.
+FOREIGN_STEP_SECONDS = 3600
 # A pending job nobody picked up for this long is handed to the queue again.
 UNPICKED_JOB_SECONDS = 10
 
 
 def _recover_open_steps(counts: dict, now) -> None:
-    from turns.journal import recover_step
+    from turns import journal_store
+    from turns.journal import journal_path, recover_step
     from turns.services import turn_fail
 
     steps = ProviderStep.objects.filter(
@@ -63,8 +69,12 @@ def _recover_open_steps(counts: dict, now) -> None:
         recovered = recover_step(step)
         if recovered.writer_alive:
             continue
-        if recovered.entries == 0 and step.started_at > now - timedelta(seconds=YOUNG_STEP_SECONDS):
-            continue
+        if recovered.entries == 0:
+            wait = YOUNG_STEP_SECONDS
+            if journal_store.shared_storage() is not None:
+                wait = FOREIGN_STEP_SECONDS
+            if step.started_at > now - timedelta(seconds=wait):
+                continue
         status = "failed" if recovered.error or not recovered.blocks else "incomplete"
         error = recovered.error or {}
         code = str(error.get("code") or error.get("type") or "stream_interrupted")
@@ -91,6 +101,8 @@ def _recover_open_steps(counts: dict, now) -> None:
             message=message,
             partial_blocks=recovered.blocks or None,
         )
+        # Its writer is gone: the journal is final, so it goes to the shared storage.
+        journal_store.publish(Path(step.stream_path) if step.stream_path else journal_path(step.id))
         counts["steps_recovered"] += 1
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from lcmsite.api.requests import RequestSerializer
 from lcmsite.api.schema import cursor_page
 from turns.models import ContextStrategy, ToolsMode
 
@@ -185,7 +186,7 @@ class SessionDetailSerializer(SessionSerializer):
         ref_name = "ChatSessionDetail"
 
 
-class SessionCreateSerializer(serializers.Serializer):
+class SessionCreateSerializer(RequestSerializer):
     title = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
     default_model = serializers.CharField(
         required=False,
@@ -208,7 +209,7 @@ class SessionCreateSerializer(serializers.Serializer):
         ref_name = "ChatSessionCreate"
 
 
-class ForkSerializer(serializers.Serializer):
+class ForkSerializer(RequestSerializer):
     turn_id = serializers.CharField(
         required=False,
         allow_null=True,
@@ -220,7 +221,7 @@ class ForkSerializer(serializers.Serializer):
         ref_name = "BranchForkRequest"
 
 
-class RollbackSerializer(serializers.Serializer):
+class RollbackSerializer(RequestSerializer):
     state_seq = serializers.IntegerField(min_value=0)
     label = serializers.CharField(required=False, allow_blank=True, default="", max_length=500)
 
@@ -228,7 +229,7 @@ class RollbackSerializer(serializers.Serializer):
         ref_name = "BranchRollbackRequest"
 
 
-class PinCreateSerializer(serializers.Serializer):
+class PinCreateSerializer(RequestSerializer):
     text = serializers.CharField(max_length=2000, trim_whitespace=False)
 
     class Meta:
@@ -253,7 +254,7 @@ class CommitResultSerializer(serializers.Serializer):
         ref_name = "CommitResult"
 
 
-class ActivateBranchSerializer(serializers.Serializer):
+class ActivateBranchSerializer(RequestSerializer):
     branch_id = serializers.CharField()
 
     class Meta:

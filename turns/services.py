@@ -113,7 +113,9 @@ def _model_or_error(name: str):
     try:
         return model_get(name)
     except UnknownModel as error:
-        raise InvalidInput(
+        # A model is a named resource (GET /models/): an unknown name is a 404, as an
+        # unknown id in a body is.
+        raise NotFound(
             error.message,
             code="unknown_model",
             extra={"field": "model", "configured": error.configured},
@@ -165,8 +167,9 @@ def user_message_from(content: str | list[dict]) -> dict:
                 f"content[{index}] must be a block of type {', '.join(USER_BLOCK_TYPES)}",
                 extra=where,
             )
-        if block["type"] == "text" and not isinstance(block.get("text"), str):
-            raise InvalidInput(f"content[{index}].text must be a string", extra=where)
+        text = block.get("text")
+        if block["type"] == "text" and (not isinstance(text, str) or not text.strip()):
+            raise InvalidInput(f"content[{index}].text must be a non-blank string", extra=where)
         size += len(str(block))
     message = B.message("user", [dict(b) for b in content])
     for block in message["blocks"]:

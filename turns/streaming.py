@@ -20,13 +20,19 @@ from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from lcmsite.api.errors import InvalidInput
+from lcmsite.api.requests import NON_BLANK_PATTERN, RequestSerializer
 from lcmsite.api.schema import ERRORS, WRITE_ERRORS
 from turns import events, runner, selectors, services
 from turns.apis import TurnListApi
@@ -37,6 +43,16 @@ SSE_MEDIA_TYPE = "text/event-stream"
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
+class FormatChecked:
+    """`?format=` picks json or sse (DRF's URL format override); DRF would ignore an empty
+    one, which the schema's enum does not allow."""
+
+    def perform_content_negotiation(self, request, force=False):
+        if not force and request.query_params.get("format") == "":
+            raise InvalidInput("format must be json or sse", extra={"field": "format"})
+        return super().perform_content_negotiation(request, force)
+
+
 class EventStreamRenderer(BaseRenderer):
     """Lets a client ask for `text/event-stream`; errors before the stream are JSON."""
 
@@ -45,11 +61,56 @@ class EventStreamRenderer(BaseRenderer):
     charset = "utf-8"
 
     def render(self, data, accepted_media_type=None, renderer_context=None):
+        # What this renders is JSON (an error, or a turn that was not streamed): say so.
+        # The stream itself is a StreamingHttpResponse with its own type.
+        response = (renderer_context or {}).get("response")
+        if response is not None:
+            response["Content-Type"] = "application/json"
         return JSONRenderer().render(data)
 
 
-class TurnCreateSerializer(serializers.Serializer):
-    content = serializers.JSONField(
+_TEXT = {"type": "string", "pattern": NON_BLANK_PATTERN}
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {**_TEXT, "description": "Plain text (not blank)."},
+            {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "properties": {
+                                "type": {"type": "string", "enum": ["text"]},
+                                "text": _TEXT,
+                            },
+                            "required": ["type", "text"],
+                            "additionalProperties": False,
+                        },
+                        {
+                            "type": "object",
+                            "properties": {
+                                "type": {"type": "string", "enum": ["image", "tool_result"]}
+                            },
+                            "required": ["type"],
+                            "additionalProperties": True,
+                            "description": "An image or tool_result block, with its own fields.",
+                        },
+                    ]
+                },
+            },
+        ]
+    }
+)
+class TurnContentField(serializers.JSONField):
+    """A user message: text, or a list of content blocks."""
+
+
+class TurnCreateSerializer(RequestSerializer):
+    content = TurnContentField(
         help_text="The user message: a string, or a list of content blocks "
         "(text, image, tool_result)."
     )
@@ -86,13 +147,17 @@ _SSE_RESPONSE = OpenApiResponse(
 )
 
 
-class TurnCreateApi(TurnListApi):  # GET (the history) is turns/apis.py's
+class TurnCreateApi(FormatChecked, TurnListApi):  # GET (the history) is turns/apis.py's
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(
         operation_id="turns_create",
         request=TurnCreateSerializer,
-        responses={201: TurnSerializer, 200: _SSE_RESPONSE, **WRITE_ERRORS},
+        responses={
+            (201, "application/json"): TurnSerializer,
+            (200, SSE_MEDIA_TYPE): _SSE_RESPONSE,
+            **WRITE_ERRORS,
+        },
         description="Send a user turn. With `stream` (or Accept: text/event-stream) the "
         "answer streams as Server-Sent Events; otherwise the finished turn comes back as "
         "JSON. 409 while the branch's previous turn is still responding.",
@@ -117,7 +182,7 @@ class TurnCreateApi(TurnListApi):  # GET (the history) is turns/apis.py's
         return Response(TurnSerializer(selectors.turn_detail(turn_id=finished.id)).data, status=201)
 
 
-class TurnStreamApi(APIView):
+class TurnStreamApi(FormatChecked, APIView):
     # JSON first: errors before the stream (404, 400) are JSON; EventSource clients that
     # accept only text/event-stream still get them (the stream itself is not rendered).
     renderer_classes = [JSONRenderer, EventStreamRenderer]
@@ -127,11 +192,11 @@ class TurnStreamApi(APIView):
         parameters=[
             OpenApiParameter(
                 "after",
-                int,
+                {"type": "integer", "minimum": 0},
                 description="Resume after this event id (or send Last-Event-ID); default 0.",
             ),
         ],
-        responses={200: _SSE_RESPONSE, **ERRORS},
+        responses={(200, SSE_MEDIA_TYPE): _SSE_RESPONSE, **ERRORS},
         description="Follow a turn's events from the start or from an event id. A turn "
         "that already ended replays its events from the log and closes.",
     )

@@ -55,10 +55,14 @@ class LargeFileContentApi(APIView):
         operation_id="files_content",
         description=_CONTENT_DESCRIPTION,
         parameters=[
-            OpenApiParameter("offset", int, description="First byte to return (default 0)."),
+            OpenApiParameter(
+                "offset",
+                {"type": "integer", "minimum": 0, "maximum": 2**62},
+                description="First byte to return (default 0).",
+            ),
             OpenApiParameter(
                 "limit",
-                int,
+                {"type": "integer", "minimum": 1, "maximum": settings.LCM_FILE_PREVIEW_BYTES},
                 description="Most bytes to return: 1 to LCM_FILE_PREVIEW_BYTES (the default).",
             ),
             OpenApiParameter(

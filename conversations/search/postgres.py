@@ -34,6 +34,7 @@ from conversations.search.text import (
     query_words,
     snippet_at,
     substring_hits,
+    unspaced_grams,
     websearch_literal,
     whole_match_marks,
 )
@@ -122,15 +123,34 @@ class PostgresGrep:
             " AND t.content LIKE %s" if w.lower() == w.upper() else " AND t.content ILIKE %s"
             for w in words
         )
+        params = [f"%{escape_like(w)}%" for w in words]
         scope, scope_params = q.scope.sql()
         times, time_params = q.time_sql()
+        # A word shorter than three characters has no trigram: the gram index of its
+        # unspaced-script characters picks the candidates instead, and the LIKE decides.
+        # The candidates are materialized first: the planner guesses a LIKE on two CJK
+        # characters at almost no rows and would then join the scope row by row.
+        grams = unspaced_grams([w for w in words if len(w) < 3])
+        if grams:
+            sql = f"""
+                WITH candidates AS MATERIALIZED (
+                    SELECT {_columns(table)}, t.content FROM {TABLES[table]} t
+                    WHERE t.content_cjk @> %s::text[] AND t.content_cjk IS NOT NULL
+                    {scope}{times}
+                )
+                SELECT t.id, t.conversation_id, t.created_at, t.seq, t.depth, t.kind, t.content
+                FROM candidates t WHERE TRUE{likes}
+                {q.order_sql(scored=False)}
+                LIMIT %s
+            """
+            cursor.execute(sql, [grams, *scope_params, *time_params, *params, q.limit])
+            return substring_hits(table, q, cursor.fetchall(), words)
         sql = f"""
             SELECT {_columns(table)}, t.content FROM {TABLES[table]} t
             WHERE TRUE{likes}{scope}{times}
             {q.order_sql(scored=False)}
             LIMIT %s
         """
-        params = [f"%{escape_like(w)}%" for w in words]
         cursor.execute(sql, [*params, *scope_params, *time_params, q.limit])
         return substring_hits(table, q, cursor.fetchall(), words)
 
@@ -142,6 +162,10 @@ class PostgresGrep:
         caseless = q.query.lower() == q.query.upper()
         if not _REGEX_SYNTAX.search(q.query) and (caseless or not q.ignore_case):
             plain, plain_params = "t.content LIKE %s AND ", [f"%{escape_like(q.query)}%"]
+            grams = unspaced_grams([q.query]) if len(q.query) < 3 else []
+            if grams:  # no trigram either: the gram index narrows the rows
+                plain += "t.content_cjk @> %s::text[] AND t.content_cjk IS NOT NULL AND "
+                plain_params.append(grams)
         scope, scope_params = q.scope.sql()
         times, time_params = q.time_sql()
         window = 80

@@ -38,6 +38,7 @@ from conversations.search.text import (
     required_literal,
     snippet_at,
     substring_hits,
+    unspaced_grams,
     whole_match_marks,
 )
 
@@ -76,6 +77,20 @@ def _trigram_filter(table: Table, q: GrepQuery, match: str) -> tuple[str, list]:
     )
 
 
+_GRAM_ROW = {"message": ("conversations_message_cjk", "message_id"),
+             "summary": ("conversations_summary_cjk", "summary_rowid")}  # fmt: skip
+
+
+def _gram_filter(table: Table, words: list[str]) -> tuple[str, list]:
+    """Only rows whose gram index (migration 0004) holds every gram of `words`."""
+    side, column = _GRAM_ROW[table]
+    sql, params = "", []
+    for gram in unspaced_grams(words):
+        sql += f" AND {_ROWID[table]} IN (SELECT {column} FROM {side} WHERE gram = %s)"
+        params.append(gram)
+    return sql, params
+
+
 class SqliteGrep:
     vendor = "sqlite"
 
@@ -108,9 +123,10 @@ class SqliteGrep:
             return cursor.fetchall()
 
     def _full_text(self, table: Table, q: GrepQuery) -> list[GrepHit]:
-        """Two statements: pick the hits (bm25 only when sorting by relevance: it counts
-        every row holding each word), then mark only those: snippet() over every match of
-        a common word would cost more than the search."""
+        """One statement in two steps: pick the hits (bm25 only when sorting by relevance:
+        it counts every row holding each word), then mark only those: snippet() over every
+        match of a common word would cost more than the search. (Two statements cost a
+        second round trip, about a third of a selective search.)"""
         match = fts5_literal(q.query)
         if not match:
             return []
@@ -119,41 +135,39 @@ class SqliteGrep:
         times, time_params = q.time_sql()
         bounds, bound_params = _rowid_bounds(table, q, f"{fts}.rowid")
         score = f"-bm25({fts})" if q.sort == "relevance" else "0"
-        picked = self._fetch(
+        rows = self._fetch(
             f"""
-            SELECT {_columns(table)}, {fts}.rowid, {score} AS score
-            FROM {fts} JOIN {TABLES[table]} t ON {_ROWID[table]} = {fts}.rowid
-            WHERE {fts} MATCH %s{bounds}{scope}{times}
-            {q.order_sql(scored=True)}
-            LIMIT %s
-            """,
-            [match, *bound_params, *scope_params, *time_params, q.limit],
-        )
-        if not picked:
-            return []
-        rowids = [row[6] for row in picked]
-        marks = ", ".join(["%s"] * len(rowids))
-        snippets = dict(
-            self._fetch(
-                f"""
-                SELECT rowid, snippet({fts}, 0, char(2), char(3), '…', 24)
-                FROM {fts} WHERE {fts} MATCH %s AND rowid >= %s AND rowid <= %s
-                    AND +rowid IN ({marks})
-                """,
-                # FTS5 seeks to a rowid range; an IN list handed to it would re-run the
-                # match once per id, so `+` keeps the list a plain filter.
-                [match, min(rowids), max(rowids), *rowids],
+            WITH picked AS MATERIALIZED (
+                SELECT {_columns(table)}, {fts}.rowid AS hit_rowid, {score} AS score
+                FROM {fts} JOIN {TABLES[table]} t ON {_ROWID[table]} = {fts}.rowid
+                WHERE {fts} MATCH %s{bounds}{scope}{times}
+                {q.order_sql(scored=True)}
+                LIMIT %s
             )
+            SELECT p.*, snippet({fts}, 0, char(2), char(3), '…', 24)
+            FROM {fts} CROSS JOIN picked p ON p.hit_rowid = +{fts}.rowid
+            WHERE {fts} MATCH %s
+                AND {fts}.rowid >= (SELECT MIN(hit_rowid) FROM picked)
+                AND {fts}.rowid <= (SELECT MAX(hit_rowid) FROM picked)
+            """,
+            # FTS5 seeks to the picked rowid range; the join keeps `+rowid` a plain
+            # filter (handed to FTS5, each id would re-run the match).
+            [match, *bound_params, *scope_params, *time_params, q.limit, match],
         )
+        # The picking order, restored (the marking pass reads in rowid order).
+        if q.sort == "relevance":
+            rows.sort(key=lambda row: (row[7], row[2], row[0]), reverse=True)
+        else:
+            rows.sort(key=lambda row: (row[2], row[0]), reverse=True)
         relevance, words = q.sort == "relevance", query_words(q.query)
         return [
             make_hit(
                 table,
                 row[:6],
-                snippet=whole_match_marks(from_raw_marks(snippets[row[6]]), words),
+                snippet=whole_match_marks(from_raw_marks(row[8]), words),
                 score=float(row[7]) if relevance else None,
             )
-            for row in picked
+            for row in rows
         ]
 
     def _substring(self, table: Table, q: GrepQuery) -> list[GrepHit]:
@@ -162,6 +176,10 @@ class SqliteGrep:
         where, params = "", []
         if long_words:
             where, params = _trigram_filter(table, q, fts5_literal(" ".join(long_words)))
+        # Shorter words have no trigram: the gram index narrows the rows instead.
+        gram_where, gram_params = _gram_filter(table, [w for w in words if len(w) < 3])
+        where += gram_where
+        params += gram_params
         for word in words:
             where += " AND t.content LIKE %s ESCAPE '\\'"
             params.append(f"%{escape_like(word)}%")
@@ -182,6 +200,10 @@ class SqliteGrep:
         where, params = "", []
         if literal:
             where, params = _trigram_filter(table, q, fts5_phrase(literal))
+        else:  # a 1-2 character literal of an unspaced script: the gram index
+            short = required_literal(q.query, q.ignore_case, shortest=1)
+            if short and len(short) < 3:
+                where, params = _gram_filter(table, [short])
         scope, scope_params = q.scope.sql()
         times, time_params = q.time_sql()
         # Candidates in recency order without their text (a cheap sort), then the text in

@@ -20,10 +20,11 @@ from conversations.search.query import (
 
 # Scripts written without spaces between words: a word-based full-text index keeps a
 # whole run as one token, so these queries are answered by substring (trigram) search.
-_NO_SPACE_SCRIPTS = re.compile(
+NO_SPACE_CLASS = (
     "[\u3040-\u30ff\u3100-\u312f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
     "\uf900-\ufaff\u0e00-\u0e7f\u0e80-\u0eff\u1000-\u109f\u1780-\u17ff]"
-)
+)  # the same ranges are in migration conversations/0004 (the gram index)
+_NO_SPACE_SCRIPTS = re.compile(NO_SPACE_CLASS)
 
 SNIPPET_CONTEXT = 80
 
@@ -34,6 +35,20 @@ def escape_like(text: str) -> str:
 
 def needs_substring_search(query: str) -> bool:
     return bool(_NO_SPACE_SCRIPTS.search(query))
+
+
+def unspaced_grams(words: list[str]) -> list[str]:
+    """What the gram index (`content_cjk`, migration 0004) must hold for a row to contain
+    every word: each pair of adjacent unspaced-script characters of a word, and each such
+    character that has no neighbour of its script. Empty when no word has any."""
+    grams: list[str] = []
+    for word in words:
+        runs = re.findall(f"{NO_SPACE_CLASS}+", word)
+        for run in runs:
+            if len(run) == 1:
+                grams.append(run)
+            grams.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return list(dict.fromkeys(grams))
 
 
 def query_words(query: str) -> list[str]:
@@ -70,13 +85,13 @@ def compile_regex(pattern: str, ignore_case: bool) -> regex.Pattern:
 
 # A « or » in the content itself is shown as ‹ or › in a snippet, so that « and » in a
 # snippet are always our markers and a client can render them without guessing.
-_CONTENT_GUILLEMETS = str.maketrans({MARK_START: "‹", MARK_END: "›"})
 # What SQLite's snippet() marks with, turned into « » once the content's own are replaced.
 RAW_START, RAW_END = "\x02", "\x03"
 
 
 def snippet_text(content: str) -> str:
-    return content.translate(_CONTENT_GUILLEMETS)
+    # Two str.replace calls: translate() with a mapping looks up every character in Python.
+    return content.replace(MARK_START, "‹").replace(MARK_END, "›")
 
 
 def from_raw_marks(snippet: str) -> str:
@@ -119,7 +134,7 @@ def substring_hits(table: Table, q: GrepQuery, rows, words: list[str]) -> list[G
     ]
 
 
-def required_literal(pattern: str, ignore_case: bool) -> str | None:
+def required_literal(pattern: str, ignore_case: bool, shortest: int = 3) -> str | None:
     """The longest run of plain characters every match must contain, or None.
 
     Reads the pattern with Python's own parser (Python's and the `regex` package's
@@ -156,7 +171,7 @@ def required_literal(pattern: str, ignore_case: bool) -> str | None:
     flush()
     # The trigram tokenizer folds case only for ASCII-like text; NFKC-different text is
     # safest left unfiltered.
-    if len(best) < 3 or unicodedata.normalize("NFC", best) != best:
+    if len(best) < shortest or unicodedata.normalize("NFC", best) != best:
         return None
     return best
 

@@ -1,10 +1,18 @@
-"""Refuse oversized request bodies before any of them is read (413, the one error shape)."""
+"""Refuse oversized request bodies before any of them is read (413, the one error shape),
+and query strings holding NUL (400), which no text column can store."""
 
 from __future__ import annotations
 
 from django.conf import settings
 
 from lcmsite.api.errors import json_error
+
+
+def _name_with_nul(query) -> str | None:
+    for key, values in query.lists():
+        if "\x00" in key or any("\x00" in value for value in values):
+            return key
+    return None
 
 
 class RequestSizeLimitMiddleware:
@@ -27,4 +35,8 @@ class RequestSizeLimitMiddleware:
                     "(LCM_MAX_REQUEST_BYTES)",
                     {"limit": limit},
                 )
+        name = _name_with_nul(request.GET) if request.path.startswith("/api/") else None
+        if name is not None:
+            # PostgreSQL text cannot hold NUL: refuse it here, as the body parser does.
+            return json_error(400, "invalid", f"{name} contains a NUL character", {"field": name})
         return self.get_response(request)

@@ -11,7 +11,9 @@ once per process (`active_backend()`).
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
+import numpy as np
 from django.conf import settings
 
 from memory.embeddings.base import EmbeddingBackend, EmbeddingError, calibrate, normalise
@@ -22,6 +24,7 @@ __all__ = [
     "active_backend",
     "backend_for",
     "calibrate",
+    "embed_query",
     "normalise",
 ]
 
@@ -70,3 +73,32 @@ def _build(kind: str, model: str) -> EmbeddingBackend:
 
 def active_backend() -> EmbeddingBackend:
     return backend_for(settings.LCM_EMBEDDING_BACKEND, settings.LCM_EMBEDDING_MODEL)
+
+
+# Query vectors by (model, dim, text): a repeated query (a retried turn, grep then
+# retrieve, the chunk and summary legs of one grep) skips the model. Per process.
+QUERY_CACHE_SIZE = 1024
+_query_lock = threading.Lock()
+_query_cache: OrderedDict[tuple[str, int, str], np.ndarray] = OrderedDict()
+
+
+def embed_query(backend: EmbeddingBackend, text: str) -> np.ndarray:
+    """One query's vector, from the LRU cache when this model embedded the same text."""
+    key = (backend.name, backend.dim, text)
+    with _query_lock:
+        vector = _query_cache.get(key)
+        if vector is not None:
+            _query_cache.move_to_end(key)
+            return vector
+    vector = backend.embed([text])[0]
+    vector.setflags(write=False)  # shared between callers
+    with _query_lock:
+        _query_cache[key] = vector
+        while len(_query_cache) > QUERY_CACHE_SIZE:
+            _query_cache.popitem(last=False)
+    return vector
+
+
+def clear_query_cache() -> None:
+    with _query_lock:
+        _query_cache.clear()

@@ -81,6 +81,10 @@ class MiniLMNumpy:
             from safetensors.numpy import load_file
             from tokenizers import Tokenizer
 
+            from memory.embeddings.blas import limit_blas_threads
+
+            limit_blas_threads()  # see memory/embeddings/blas.py
+
             root = model_dir()
             tokenizer = Tokenizer.from_file(str(root / "tokenizer.json"))
             tokenizer.enable_truncation(MAX_TOKENS)

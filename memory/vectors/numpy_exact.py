@@ -1,7 +1,7 @@
 """Exact search with numpy over a per-process cache of each namespace's vectors.
 
-The cache holds one float32 matrix per namespace plus the chunk id, conversation id and
-last message seq of each row; it is refreshed incrementally (rows with a ChunkVector id
+The cache holds one float32 matrix per namespace plus the item id (chunk, or summary for
+`SUMMARY_INDEX`), conversation id, last message seq and owner of each row; it is refreshed incrementally (rows with a ChunkVector id
 above the highest one cached), so a search costs one small query plus a matrix-vector
 product. Vectors are immutable, so cached rows never go stale. Scope filtering is a
 vectorised mask. 100,000 x 256 floats is ~100 MB and scans in a few milliseconds.
@@ -9,21 +9,70 @@ vectorised mask. 100,000 x 256 floats is ~100 MB and scans in a few milliseconds
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from django.db import connection
+from django.utils import timezone
 
 from memory.vectors.base import ScopeFilter, VectorHit
 
 _FETCH_BATCH = 20_000
+# Rows older than this are committed or never will be (see _refreshed).
+SETTLE_SECONDS = 60
+# Clock margin between a row's created_at (set by Python) and PostgreSQL's xact_start.
+_CLOCK_MARGIN = dt.timedelta(seconds=1)
+# Summaries have no message range: a scope that stops at a fork point (a seq bound) never
+# sees them, like the lcm_grep tool drops ancestor summaries.
+_NO_SEQ = 2**62
+
+
+@dataclass(frozen=True)
+class Source:
+    """Which vectors a matrix holds: chunk vectors, or summary vectors (grep)."""
+
+    table: str  # the vector table
+    item_column: str  # its column naming the item (the id a hit returns)
+    rows_sql: str  # id, item id, conversation id, seq end, owner id, vector
+
+
+CHUNKS = Source(
+    table="memory_chunkvector",
+    item_column="chunk_id",
+    rows_sql=(
+        "SELECT v.id, c.id, c.conversation_id, c.seq_end, cv.owner_id, v.vector "
+        "FROM memory_chunkvector v "
+        "JOIN memory_chunk c ON c.id = v.chunk_id "
+        "JOIN conversations_conversation cv ON cv.id = c.conversation_id "
+        "WHERE v.namespace_id = %s AND v.id > %s ORDER BY v.id LIMIT %s"
+    ),
+)
+SUMMARIES = Source(
+    table="memory_summaryvector",
+    item_column="summary_id",
+    rows_sql=(
+        f"SELECT v.id, s.id, s.conversation_id, {_NO_SEQ}, cv.owner_id, v.vector "
+        "FROM memory_summaryvector v "
+        "JOIN conversations_summary s ON s.id = v.summary_id "
+        "JOIN conversations_conversation cv ON cv.id = s.conversation_id "
+        "WHERE v.namespace_id = %s AND v.id > %s ORDER BY v.id LIMIT %s"
+    ),
+)
 
 
 @dataclass
 class _Matrix:
     dim: int
+    # Every row with an id <= settled_id is loaded; above it, `recent` says which are.
+    settled_id: int = 0
+    recent: set[int] = field(default_factory=set)
     max_id: int = 0
+    last_item: str = ""  # the item of max_id (detects a rebuilt table in tests)
+    windowed_at: float = 0.0  # monotonic time of the last listing of ids
     count: int = 0
     vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     chunk_ids: list[str] = field(default_factory=list)
@@ -42,17 +91,24 @@ class _Matrix:
         self.owners = _resize(self.owners, (capacity,))
 
     def grow(self, rows: list[tuple]) -> None:
+        rows = [row for row in rows if row[0] > self.settled_id and row[0] not in self.recent]
+        if not rows:
+            return
         need = self.count + len(rows)
         if need > self.vectors.shape[0]:
             self.reserve(max(need, self.vectors.shape[0] + 1024))
-        for offset, (vid, chunk_id, conversation_id, seq_end, owner_id, blob) in enumerate(rows):
-            i = self.count + offset
-            self.vectors[i] = np.frombuffer(bytes(blob), dtype=np.float32)
-            self.conversations[i] = conversation_id
-            self.seq_end[i] = seq_end
-            self.owners[i] = owner_id
-            self.chunk_ids.append(chunk_id)
-            self.max_id = max(self.max_id, vid)
+        # One buffer for the whole batch (a per-row frombuffer made a 100k fill slow).
+        ids, chunk_ids, conversations, seq_ends, owners, blobs = zip(*rows, strict=True)
+        block = np.frombuffer(b"".join(bytes(b) for b in blobs), dtype=np.float32)
+        self.vectors[self.count : need] = block.reshape(len(rows), self.dim)
+        self.conversations[self.count : need] = conversations
+        self.seq_end[self.count : need] = seq_ends
+        self.owners[self.count : need] = owners
+        self.chunk_ids.extend(chunk_ids)
+        self.recent.update(ids)
+        for vid, item in zip(ids, chunk_ids, strict=True):
+            if vid > self.max_id:
+                self.max_id, self.last_item = vid, item
         self.count = need
 
 
@@ -63,10 +119,34 @@ def _resize(array: np.ndarray, shape: tuple) -> np.ndarray:
     return grown
 
 
+def _settle_cutoff(cursor) -> dt.datetime:
+    """Rows created before this are committed (or never will be): no row can appear later
+    below an id already seen.
+
+    SQLite: a writer holds the database lock from its insert to its commit, so ids commit in
+    order and every visible row is settled. PostgreSQL: a row not committed yet belongs to
+    a transaction still open, and its created_at is later than that transaction's start;
+    so rows created before the oldest open transaction (of the app's role, the sessions
+    pg_stat_activity shows it) began are settled, less a clock margin, and at most
+    SETTLE_SECONDS old rows wait."""
+    now = timezone.now()
+    if connection.vendor != "postgresql":
+        return now + dt.timedelta(days=1)
+    cursor.execute(
+        "SELECT MIN(xact_start) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND xact_start IS NOT NULL "
+        "AND pid <> pg_backend_pid()"
+    )
+    (oldest,) = cursor.fetchone()
+    horizon = min(oldest, now) if oldest is not None else now
+    return max(horizon - _CLOCK_MARGIN, now - dt.timedelta(seconds=SETTLE_SECONDS))
+
+
 class NumpyExactIndex:
     name = "numpy"
 
-    def __init__(self) -> None:
+    def __init__(self, source: Source = CHUNKS) -> None:
+        self.source = source
         self._lock = threading.Lock()
         # keyed by (database alias + name, namespace id): tests switch databases
         self._matrices: dict[tuple[str, int], _Matrix] = {}
@@ -75,63 +155,109 @@ class NumpyExactIndex:
         with self._lock:
             self._matrices.clear()
 
+    def _window(self, cursor, matrix: _Matrix, namespace_id: int) -> list[tuple]:
+        """(id, item, settled) of every row above the settled watermark: one index range."""
+        cutoff = _settle_cutoff(cursor)
+        cursor.execute(
+            f"SELECT id, {self.source.item_column}, "
+            "CASE WHEN created_at < %s THEN 1 ELSE 0 END "
+            f"FROM {self.source.table} WHERE namespace_id = %s AND id > %s ORDER BY id",
+            [cutoff, namespace_id, matrix.settled_id],
+        )
+        return cursor.fetchall()
+
     def _refreshed(self, namespace_id: int, dim: int) -> _Matrix:
+        """Load the rows not cached yet. Ids are not committed in order on PostgreSQL (a
+        writer that took id 100 may commit after one that took 101), so the watermark is
+        only advanced past rows older than SETTLE_SECONDS; newer ones are tracked by id.
+        Indexing writes in one short transaction, far shorter than that.
+
+        A search costs one aggregate query over the index range above the watermark: if
+        it holds exactly the rows cached (same count, same highest id and item), nothing
+        is read. Otherwise, or every SETTLE_SECONDS / 2 while recent rows wait to settle,
+        the ids above the watermark are listed and the missing rows loaded."""
         key = (f"{connection.alias}:{connection.settings_dict['NAME']}", namespace_id)
+        table, item_column = self.source.table, self.source.item_column
         with self._lock:
             matrix = self._matrices.get(key)
             if matrix is None or matrix.dim != dim:
                 matrix = self._matrices[key] = _Matrix(dim=dim)
             with connection.cursor() as cursor:
-                # Stale if the last cached row is gone or holds another chunk (a test's
-                # rolled-back rows whose ids were reused; chunk ids are never reused). Rows
-                # are immutable and never deleted otherwise. One primary-key lookup.
-                if matrix.count:
-                    cursor.execute(
-                        "SELECT chunk_id FROM memory_chunkvector WHERE id = %s", [matrix.max_id]
-                    )
-                    row = cursor.fetchone()
-                    if row is None or row[0] != matrix.chunk_ids[-1]:
-                        matrix = self._matrices[key] = _Matrix(dim=dim)
                 cursor.execute(
-                    "SELECT COUNT(*) FROM memory_chunkvector WHERE namespace_id = %s AND id > %s",
-                    [namespace_id, matrix.max_id],
+                    f"SELECT COUNT(*), COALESCE(MAX(id), 0), "
+                    f"(SELECT {item_column} FROM {table} WHERE id = %s) "
+                    f"FROM {table} WHERE namespace_id = %s AND id > %s",
+                    [matrix.max_id, namespace_id, matrix.settled_id],
                 )
-                (pending,) = cursor.fetchone()
-                if pending:
-                    matrix.reserve(matrix.count + pending + 256)  # a little room for new rows
-                while pending:
-                    cursor.execute(
-                        "SELECT v.id, c.id, c.conversation_id, c.seq_end, cv.owner_id, v.vector "
-                        "FROM memory_chunkvector v "
-                        "JOIN memory_chunk c ON c.id = v.chunk_id "
-                        "JOIN conversations_conversation cv ON cv.id = c.conversation_id "
-                        "WHERE v.namespace_id = %s AND v.id > %s ORDER BY v.id LIMIT %s",
-                        [namespace_id, matrix.max_id, _FETCH_BATCH],
-                    )
-                    rows = cursor.fetchall()
-                    if not rows:
-                        break
-                    matrix.grow(rows)
-                    pending -= len(rows)
+                above, highest, last_item = cursor.fetchone()
+                if matrix.count and last_item != matrix.last_item:
+                    # the newest cached row is gone or holds another item: a test's
+                    # rolled-back rows whose ids were reused (never so otherwise)
+                    matrix = self._matrices[key] = _Matrix(dim=dim)
+                now = time.monotonic()
+                unchanged = above == len(matrix.recent) and highest == matrix.max_id
+                settle_due = bool(matrix.recent) and now - matrix.windowed_at > SETTLE_SECONDS / 2
+                if matrix.count == 0 or not unchanged or settle_due:
+                    self._load_window(cursor, matrix, namespace_id)
+                    matrix.windowed_at = now
             return matrix
+
+    def _load_window(self, cursor, matrix: _Matrix, namespace_id: int) -> None:
+        window = self._window(cursor, matrix, namespace_id)
+        missing = [vid for vid, _, _ in window if vid not in matrix.recent]
+        if missing:
+            matrix.reserve(matrix.count + len(missing) + 256)  # room for new rows
+            after, pending = missing[0] - 1, len(missing)
+            while pending > 0:
+                cursor.execute(self.source.rows_sql, [namespace_id, after, _FETCH_BATCH])
+                rows = cursor.fetchall()
+                if not rows:
+                    break
+                before = matrix.count
+                matrix.grow(rows)
+                pending -= matrix.count - before
+                after = rows[-1][0]
+        # Advance the watermark over the settled, loaded prefix of the window.
+        for vid, _, settled in window:
+            if not settled or vid not in matrix.recent:
+                break
+            matrix.settled_id = vid
+        matrix.recent = {vid for vid in matrix.recent if vid > matrix.settled_id}
 
     def search(
         self, *, namespace_id: int, query: np.ndarray, scope: ScopeFilter, k: int, dim: int = 0
     ) -> list[VectorHit]:
-        matrix = self._refreshed(namespace_id, dim or int(query.shape[0]))
+        return self.searcher(
+            namespace_id=namespace_id, scope=scope, k=k, dim=dim or int(query.shape[0])
+        )(query)
+
+    def searcher(
+        self, *, namespace_id: int, scope: ScopeFilter, k: int, dim: int
+    ) -> Callable[[np.ndarray], list[VectorHit]]:
+        """Refresh the cache here (database work), and return the scan as a function of
+        the query that touches no database, so it can run on another thread (hybrid
+        retrieval runs it there while this thread runs the full-text leg). The rows it
+        scans are fixed now; later refreshes only append beyond them."""
+        matrix = self._refreshed(namespace_id, dim)
         n = matrix.count
-        if n == 0 or k <= 0:
-            return []
-        scores = matrix.vectors[:n] @ query.astype(np.float32)
-        mask = _scope_mask(matrix, n, scope)
-        if mask is not None:
-            scores = np.where(mask, scores, -np.inf)
-        k = min(k, n)
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return [
-            VectorHit(matrix.chunk_ids[i], float(scores[i])) for i in top if np.isfinite(scores[i])
-        ]
+
+        def scan(query: np.ndarray) -> list[VectorHit]:
+            if n == 0 or k <= 0:
+                return []
+            scores = matrix.vectors[:n] @ query.astype(np.float32)
+            mask = _scope_mask(matrix, n, scope)
+            if mask is not None:
+                scores = np.where(mask, scores, -np.inf)
+            top_k = min(k, n)
+            top = np.argpartition(-scores, top_k - 1)[:top_k]
+            top = top[np.argsort(-scores[top], kind="stable")]
+            return [
+                VectorHit(matrix.chunk_ids[i], float(scores[i]))
+                for i in top
+                if np.isfinite(scores[i])
+            ]
+
+        return scan
 
 
 def _scope_mask(matrix: _Matrix, n: int, scope: ScopeFilter) -> np.ndarray | None:
@@ -150,3 +276,4 @@ def _scope_mask(matrix: _Matrix, n: int, scope: ScopeFilter) -> np.ndarray | Non
 
 
 INDEX = NumpyExactIndex()
+SUMMARY_INDEX = NumpyExactIndex(SUMMARIES)

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from compaction.assembly import assemble_context, clear_summary_cache
 from compaction.engine import compact_conversation
 from compaction.rendering import MISSING_RESULT
@@ -121,12 +123,15 @@ def test_assembly_costs_a_fixed_number_of_queries_whatever_the_item_count(
 
     clear_summary_cache()
     for conversation in (small, large):
-        # cold: items, summary rows, condensed sources, included parts
-        with django_assert_num_queries(4):
+        # cold: items, included messages, summary rows, condensed sources, included parts
+        with django_assert_num_queries(5):
             cold = assemble_context(conversation=conversation, fmt="anthropic")
         # warm: the rendered summaries come from the cache
-        with django_assert_num_queries(2):
+        with django_assert_num_queries(3):
             warm = assemble_context(conversation=conversation, fmt="anthropic")
+        # the dropped items are described on first read: their messages, by primary key
+        with django_assert_num_queries(1 if cold.dropped else 0):
+            assert warm.dropped == cold.dropped
         assert cold.as_dict() == warm.as_dict()
         assert any(i["kind"] == "condensed" for i in cold.items if i["type"] == "summary")
     sizes = [len(assemble_context(conversation=c).items) for c in (small, large)]
@@ -224,3 +229,36 @@ def test_reasoning_and_compaction_parts_never_reach_the_model(conversation, smal
         text = json.dumps(out.output)
         assert "SECRET-REASONING" not in text
         assert "compaction_run_id" not in text
+
+
+def _without_dropped(assembled):
+    data = assembled.as_dict()
+    data.pop("dropped", None)
+    return data
+
+
+@pytest.mark.parametrize("budget", [300, 900, 2_500, 10**7])
+def test_reading_only_what_fits_gives_the_same_context(
+    make_conversation, small_chunks, settings, budget
+):
+    # describe_dropped=False reads the newest items only (falling back to the whole context
+    # when that slice cannot decide): the model input must be the same either way, with
+    # summaries in the history and a tail that must reach back to the last user message.
+    settings.LCM_FRESH_TAIL_COUNT = 4
+    conversation = make_conversation()
+    append_messages(conversation, 200)
+    compact_conversation(conversation_id=conversation.pk, mode="full")
+    append_messages(conversation, 150, start=1000)
+    append(conversation, *({"role": "assistant", "content": f"step {i}"} for i in range(12)))
+    for fmt in ("neutral", "anthropic"):
+        full = assemble_context(conversation=conversation, token_budget=budget, fmt=fmt)
+        fitting = assemble_context(
+            conversation=conversation, token_budget=budget, fmt=fmt, describe_dropped=False
+        )
+        assert _without_dropped(fitting) == _without_dropped(full)
+        ordinals = [i["ordinal"] for i in full.dropped + full.items]
+        assert ordinals == sorted(ordinals)
+        roles = [i.get("role") for i in full.items]
+        assert "user" in roles  # the tail reached back past the trailing assistant steps
+    with pytest.raises(RuntimeError):
+        _ = fitting.dropped

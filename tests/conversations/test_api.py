@@ -307,12 +307,12 @@ def test_a_page_holds_up_to_1000_and_a_larger_limit_is_clamped(api, conversation
     assert [m["seq"] for m in rest["results"]] == [1001, 1002, 1003, 1004, 1005]
 
 
-@pytest.mark.parametrize("limit", ["0", "-5", "abc"])
-def test_a_nonsense_limit_falls_back_to_the_default_page(api, conversation, limit):
+@pytest.mark.parametrize("limit", ["0", "-5", "abc", "1.5", ""])
+def test_a_nonsense_limit_is_a_400_naming_it(api, conversation, limit):
+    # The schema says limit is an integer from 1: anything else is refused, not ignored.
     append_messages(conversation, 3)
-    response = api.get(_url(conversation.pk, "messages/"), {"limit": limit})
-    assert response.status_code == 200
-    assert [m["seq"] for m in response.json()["results"]] == [1, 2, 3]
+    body = _error(api.get(_url(conversation.pk, "messages/"), {"limit": limit}), 400)
+    assert body["extra"]["field"] == "limit"
 
 
 def test_a_forged_cursor_is_a_404_in_the_error_shape(api, conversation):

@@ -229,9 +229,9 @@ def test_bad_input_is_refused_before_anything_is_stored(conversation):
 def test_no_file_means_no_extra_query(conversation, django_assert_num_queries):
     append(conversation, {"role": "user", "content": "warm up"})
     payload = parse_message({"role": "user", "content": "no files here " * 10})
-    # Lock, reserve keys (PostgreSQL) or read them back (SQLite, plus its savepoint pair),
-    # insert the message, its context item, update counters: no large-file lookup.
-    with django_assert_num_queries(7 if connection.vendor == "sqlite" else 5):
+    # Lock, insert the message returning its key (SQLite: plus its savepoint pair), its
+    # context item, update counters: no large-file lookup.
+    with django_assert_num_queries(6 if connection.vendor == "sqlite" else 5):
         messages_append(conversation_id=conversation.pk, messages=[payload])
 
 

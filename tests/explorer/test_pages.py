@@ -215,9 +215,9 @@ def test_conversation_page_query_count_does_not_grow_with_the_conversation(
     big = make_conversation(messages=3 * TIMELINE_PAGE)
     for conversation in (small, big):
         # session, user, conversation, its owner, covering (1 CTE), the assembler's
-        # context items (1), context page (1), timeline messages + parts (2), the chat
-        # branch it backs, for the link to the console (1)
-        with django_assert_num_queries(10):
+        # context items and included messages (2), context page (1), timeline messages +
+        # parts (2), the chat branch it backs, for the link to the console (1)
+        with django_assert_num_queries(11):
             assert client.get(f"/conversations/{conversation.pk}/").status_code == 200
 
 

@@ -85,3 +85,70 @@ def test_the_command_shows_namespaces_and_progress(conversation, capsys):
     assert "configured model: all-MiniLM-L6-v2/384" in out
     assert "chunks: 1" in out
     assert "all-MiniLM-L6-v2/384 active" in out
+
+
+def test_searches_stay_on_the_old_model_throughout_a_reindex(conversation, settings):
+    """After every batch of the re-index, grep and retrieval still answer from the old
+    namespace with exactly the answers they gave before it started; the swap is atomic."""
+    settings.LCM_CHUNK_TOPIC_SHIFT = 2.0
+    append(
+        conversation,
+        "alpha fact about the garden shed",
+        "beta fact about the red car",
+        "gamma fact about the blue boat",
+        "delta fact about the old piano",
+    )
+    index_conversation_messages(conversation_id=conversation.pk)
+    scope = ScopeFilter(conversations=((conversation.pk, None),))
+    loose = RetrievalParams.from_settings(threshold=0.0)
+
+    def answers():
+        result = hybrid_search(scope=scope, query="automobile", params=loose)
+        return result.stats["namespace"], [c.chunk.pk for c in result.candidates]
+
+    before = answers()
+    settings.LCM_EMBEDDING_BACKEND = "hashing"
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": False}
+    building = model_change_start()
+    seen = []
+
+    def check(namespace):
+        seen.append((namespace.chunks_done, namespace.chunks_total))
+        assert answers() == before
+
+    reindex_namespace(namespace_id=building.pk, batch=1, on_batch=check)
+    assert seen == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+    namespace, _ = answers()
+    assert namespace == "hashing-v1-256/256"
+
+
+def test_the_reindex_command_shows_progress_and_resumes(conversation, settings, capsys):
+    from django.core.management import call_command
+
+    settings.LCM_CHUNK_TOPIC_SHIFT = 2.0
+    append(conversation, "one fact", "two fact", "three fact")
+    index_conversation_messages(conversation_id=conversation.pk)
+    settings.LCM_EMBEDDING_BACKEND = "hashing"
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": False}
+    building = model_change_start()
+    # a run that stopped after one chunk
+    from memory.reindex import reindex_namespace as run
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_first(namespace):
+        if namespace.chunks_done == 1:
+            raise Stop
+
+    with pytest.raises(Stop):
+        run(namespace_id=building.pk, batch=1, on_batch=stop_after_first)
+    assert ChunkVector.objects.filter(namespace=building).count() == 1
+    assert search_namespace().model == "all-MiniLM-L6-v2"
+
+    call_command("lcm_memory", "reindex", "--wait", "--batch", "1")
+    captured = capsys.readouterr()
+    assert "hashing-v1-256/256: active, 100%" in captured.out
+    assert "Re-indexing into hashing-v1-256: 3/3 (100%)" in captured.err
+    assert ChunkVector.objects.filter(namespace=building).count() == 3
+    assert search_namespace().pk == building.pk

@@ -239,3 +239,45 @@ def test_files_scope_searches_stored_file_content(user, other_user, make_convers
     results = grep_for_user(user=user, request=GrepRequest(query=query, mode=mode, scope="files"))
     assert [(r["type"], r["id"], r["line"]) for r in results] == [("file", file_id, 401)]
     assert "overflow" in results[0]["snippet"] and "«" in results[0]["snippet"]
+
+
+_SHORT_CJK_TEXTS = (
+    "缓存",  # the whole content is the word
+    "把缓存过期时间改为九十秒",  # inside a run
+    "cache缓存layer",  # between Latin letters, no spaces
+    "缓 存",  # the two characters apart: not the word
+    "存缓",  # reversed: not the word
+    "日本語のテキスト",  # another script run
+    "an English message",
+    "한국어 캐시 설정",  # hangul
+)
+
+
+@pytest.mark.parametrize("mode", ["full_text", "regex"])
+@pytest.mark.parametrize("query", ["缓存", "缓", "存", "日本", "語", "캐시", "시", "a缓"])
+def test_short_unspaced_words_find_exactly_the_messages_that_contain_them(
+    user, conversation, mode, query
+):
+    # 1-2 characters have no trigram: on PostgreSQL the gram index narrows the rows,
+    # and every row holding the word must still be found (compared with Python's `in`).
+    messages = say(conversation, *_SHORT_CJK_TEXTS)
+    expected = sorted(
+        m.pk for m, text in zip(messages, _SHORT_CJK_TEXTS, strict=True) if query in text
+    )
+    results = grep_for_user(user=user, request=GrepRequest(query=query, mode=mode))
+    assert sorted(ids(results)) == expected
+
+
+@pytest.mark.postgres
+def test_the_gram_column_is_filled_by_the_database_on_every_insert(conversation):
+    from django.db import connection
+
+    (message, plain) = say(conversation, "把缓存 abc 日", "no unspaced script here")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, content_cjk FROM conversations_message WHERE id IN (%s, %s)",
+            [message.pk, plain.pk],
+        )
+        grams = dict(cursor.fetchall())
+    assert sorted(grams[message.pk]) == sorted(["把", "缓", "存", "把缓", "缓存", "日"])
+    assert grams[plain.pk] is None

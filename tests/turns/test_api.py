@@ -127,7 +127,8 @@ def test_models_lists_the_configured_ones_with_availability(api, monkeypatch):
         ({"content": []}, 400, "invalid"),
         ({"content": [{"type": "bogus"}]}, 400, "invalid"),
         ({"content": "x" * 200_001}, 413, "payload_too_large"),
-        ({"content": "hi", "model": "nope"}, 400, "unknown_model"),
+        # A model is a named resource (GET /models/): an unknown name is a 404.
+        ({"content": "hi", "model": "nope"}, 404, "unknown_model"),
         ({"content": "hi", "model": "sonnet"}, 400, "missing_api_key"),
         ({"content": "hi", "branch_id": "01ZZZZZZZZZZZZZZZZZZZZZZZZ"}, 404, "not_found"),
     ],

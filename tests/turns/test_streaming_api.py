@@ -115,7 +115,7 @@ def test_another_users_turn_stream_and_session_are_404(client, session):
     [
         ({"content": ""}, 400),
         ({"content": "   "}, 400),
-        ({"content": "hi", "model": "no-such-model"}, 400),
+        ({"content": "hi", "model": "no-such-model"}, 404),  # a model is a named resource
         ({"content": "hi", "model": "sonnet"}, 400),  # no ANTHROPIC_API_KEY here
         ({"content": "hi", "branch_id": "01NOSUCHBRANCH0000000000000"}, 404),
         ({"content": "hi", "tools_mode": "sometimes"}, 400),
