@@ -20,10 +20,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from conversations.models import Message, PartType, Role
@@ -242,6 +244,8 @@ def index_conversation_messages(*, conversation_id: int) -> IndexResult:
     if Branch.objects.filter(conversation_id=conversation_id).exists():
         return IndexResult(0, 0, 0)  # a chat branch: index_turn owns its chunks
     MessageIndexCursor.objects.get_or_create(conversation_id=conversation_id)
+    # Cleared before reading: an append committed from here on queues a new job.
+    MessageIndexCursor.objects.filter(conversation_id=conversation_id).update(queued_at=None)
     total = IndexResult(0, 0, 0)
     while True:
         cursor = MessageIndexCursor.objects.get(conversation_id=conversation_id)
@@ -267,6 +271,32 @@ def index_conversation_messages(*, conversation_id: int) -> IndexResult:
         )
 
 
+# A job queued longer ago than this is presumed lost (broker restart, purged queue), so the
+# next append queues another one.
+QUEUED_JOB_STALE_AFTER = timedelta(minutes=10)
+
+
+def _claim_queue_slot(conversation_id: int) -> bool:
+    """True when this caller should queue the conversation's indexing job: no job is
+    queued and not yet started (compare-and-set on the cursor row, safe across processes)."""
+    now = timezone.now()
+    claimed = (
+        MessageIndexCursor.objects.filter(conversation_id=conversation_id)
+        .filter(Q(queued_at__isnull=True) | Q(queued_at__lt=now - QUEUED_JOB_STALE_AFTER))
+        .update(queued_at=now)
+    )
+    if claimed:
+        return True
+    try:
+        with transaction.atomic():
+            _, created = MessageIndexCursor.objects.get_or_create(
+                conversation_id=conversation_id, defaults={"queued_at": now}
+            )
+    except IntegrityError:  # created by a concurrent append that queued the job
+        return False
+    return created
+
+
 def schedule_after_append(conversation_id: int) -> None:
     """The ingest hook (on commit): queue a background indexing job. Never raises."""
     if not settings.LCM_MEMORY_INDEX_MESSAGES:
@@ -274,6 +304,8 @@ def schedule_after_append(conversation_id: int) -> None:
     try:
         from django_q.tasks import async_task
 
+        if not _claim_queue_slot(conversation_id):
+            return  # a queued job has not started yet: it will index this append too
         async_task(TASK, conversation_id, sync=bool(settings.Q_CLUSTER.get("sync", False)))
     except Exception:
         logger.exception("queueing memory indexing failed for conversation %s", conversation_id)

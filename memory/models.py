@@ -213,6 +213,10 @@ class MessageIndexCursor(models.Model):
         "conversations.Conversation", on_delete=models.PROTECT, primary_key=True, related_name="+"
     )
     last_seq = models.BigIntegerField(default=0)
+    # Set when an indexing job is queued, cleared when one starts: appends in between
+    # queue nothing more (one job catches them all up), so a busy conversation does not
+    # flood the shared job queue.
+    queued_at = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
