@@ -225,19 +225,9 @@ def parse_message_payload(payload: Any, *, max_batch: int) -> tuple[list[Message
                 f"a batch carries at most {max_batch} messages, got {len(batch)}",
                 extra={"field": "messages", "limit": max_batch},
             )
-        inputs = [parse_message(raw, index) for index, raw in enumerate(batch)]
-        seen: dict[str, int] = {}
-        for index, item in enumerate(inputs):
-            if item.external_id is None:
-                continue
-            if item.external_id in seen:
-                raise _fail(
-                    f"external_id {item.external_id!r} repeats messages[{seen[item.external_id]}]",
-                    index,
-                    "external_id",
-                )
-            seen[item.external_id] = index
-        return inputs, True
+        # A repeated external_id inside the batch is a re-send, as across calls: the
+        # append stores the first and answers the repeats with it (messages_append).
+        return [parse_message(raw, index) for index, raw in enumerate(batch)], True
     return [parse_message(payload)], False
 
 

@@ -12,7 +12,7 @@ from rest_framework import serializers
 
 from conversations.inputs import DECIMAL_LIMIT, INT_MAX, INT_MIN, PART_FIELDS
 from conversations.models import ContextItem, Conversation, Message, MessagePart, PartType, Role
-from lcmsite.api.requests import RequestSerializer
+from lcmsite.api.requests import BLANK_PATTERN, RequestSerializer
 from lcmsite.api.schema import cursor_page
 
 
@@ -166,7 +166,7 @@ class MessageInputSerializer(RequestSerializer):
     schema_rules = {
         # Refused: blank (or null, or no) content together with no parts. Stated with
         # `not` so that generated clients, which read anyOf as a union, keep one model.
-        "not": {"properties": {"content": {"pattern": r"^\s*$"}, "parts": {"maxItems": 0}}},
+        "not": {"properties": {"content": {"pattern": BLANK_PATTERN}, "parts": {"maxItems": 0}}},
     }
 
 

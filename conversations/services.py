@@ -143,6 +143,8 @@ def messages_append(
             )
             new_rows.append((message, item))
             results.append(AppendedMessage(message, created=True))
+            if item.external_id is not None:  # a repeat later in this batch is a re-send
+                existing[item.external_id] = message
         if not new_rows:
             return results
         files.record(used={f for m, _ in new_rows for f in m.file_ids})

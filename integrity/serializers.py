@@ -22,7 +22,7 @@ class IntegrityCheckSerializer(serializers.Serializer):
 
 
 class RepairPlanSerializer(serializers.ModelSerializer):
-    applied_by = serializers.CharField(source="applied_by.username", default=None)
+    applied_by = serializers.CharField(source="applied_by.username", default=None, allow_null=True)
 
     class Meta:
         model = RepairPlan

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from lcmsite.api.requests import RequestSerializer
+from lcmsite.api.requests import BLANK_PATTERN, RequestSerializer
 from lcmsite.api.schema import ItemIdField
 from retrieval.grep import MAX_LIMIT, MAX_QUERY_CHARS
 from retrieval.selectors import MAX_EXPAND_DEPTH
@@ -126,7 +126,7 @@ class GrepQuerySerializer(RequestSerializer):
     schema_rules = {
         "not": {
             "anyOf": [
-                {"properties": {"query": {"pattern": r"^\s*$"}}},
+                {"properties": {"query": {"pattern": BLANK_PATTERN}}},
                 {
                     "required": ["mode", "scope"],
                     "properties": {
@@ -263,7 +263,9 @@ class ExpansionInputSerializer(RequestSerializer):
     # summary_ids to read, or a query to find them.
     schema_rules = {
         # Refused: no summary_ids together with a blank (or no) query (see MessageInput).
-        "not": {"properties": {"summary_ids": {"maxItems": 0}, "query": {"pattern": r"^\s*$"}}},
+        "not": {
+            "properties": {"summary_ids": {"maxItems": 0}, "query": {"pattern": BLANK_PATTERN}}
+        },
     }
 
 

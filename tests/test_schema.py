@@ -213,7 +213,13 @@ def test_request_strings_state_that_nul_is_refused(schema):
     session = schema["components"]["schemas"]["ConversationCreateRequest"]["properties"][
         "session_id"
     ]
-    assert "\\s" in session["pattern"]  # not blank either
+    # Not blank either, where "blank" is what DRF trims: Python's whitespace, which is
+    # not a regex engine's \\s (\\x1c-\\x1f and \\x85 are whitespace to Python only).
+    pattern = re.compile(session["pattern"])
+    for char in map(chr, range(0x3001)):
+        if char != "\x00":
+            assert (pattern.fullmatch(char * 2) is None) == char.isspace(), hex(ord(char))
+    assert pattern.fullmatch(" a\x1c") and pattern.fullmatch("\ufeff")
 
 
 def test_page_limits_are_typed_integers_from_one(schema):
@@ -227,3 +233,20 @@ def test_page_limits_are_typed_integers_from_one(schema):
 def test_a_message_id_and_a_summary_id_are_typed_as_they_are_returned(schema):
     item = schema["components"]["schemas"]["AssembledItem"]["properties"]["id"]
     assert item["oneOf"] == [{"type": "integer"}, {"type": "string"}]
+
+
+def test_a_turn_stream_is_documented_event_by_event(schema):
+    """Clients (and schemathesis) check each parsed Server-Sent Event against the
+    text/event-stream schema: an event block's fields, not one string."""
+    for path in ("/api/v1/sessions/{session_id}/turns/", "/api/v1/turns/{turn_id}/stream/"):
+        operations = schema["paths"][path].values()
+        streams = [
+            op["responses"]["200"]["content"]["text/event-stream"]["schema"]
+            for op in operations
+            if "text/event-stream" in op["responses"].get("200", {}).get("content", {})
+            and "Server-Sent" in op["responses"]["200"].get("description", "")
+        ]
+        assert streams, path
+        for event in streams:
+            assert event["type"] == "object"
+            assert event["properties"]["data"]["type"] == "string"

@@ -19,7 +19,6 @@ from __future__ import annotations
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     OpenApiResponse,
@@ -139,8 +138,19 @@ class TurnCreateSerializer(RequestSerializer):
     )
 
 
+# Each Server-Sent Event as a client parses it (the fields of one event block); `data`
+# is the event's JSON document (docs/streaming.md lists them per event type).
+SSE_EVENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string"},
+        "data": {"type": "string", "description": "the event's payload, a JSON document"},
+        "id": {"type": "string", "description": "an integer: resume after it"},
+        "retry": {"type": "integer"},
+    },
+}
 _SSE_RESPONSE = OpenApiResponse(
-    response=OpenApiTypes.STR,
+    response=SSE_EVENT_SCHEMA,
     description="Server-Sent Events: `turn`, `context`, `step`, `delta`, `tool_call`, "
     "`tool_result`, `durable`, `done`, `error`, each with an integer id "
     "(resume with Last-Event-ID or ?after=N).",

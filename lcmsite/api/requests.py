@@ -20,7 +20,12 @@ from rest_framework.fields import empty
 # JSON Schema patterns for strings: no NUL (PostgreSQL text cannot hold it), and for a
 # field that trims whitespace and refuses blanks, at least one other character.
 NO_NUL_PATTERN = "^[^\u0000]*$"
-NON_BLANK_PATTERN = "^[^\u0000]*[^\\s\u0000][^\u0000]*$"
+# Spelled out, not `\s`: DRF trims what Python's str.isspace() calls whitespace, which
+# differs from a regex engine's \s (Python counts \x1c-\x1f and \x85; ECMA adds \ufeff).
+_PY_WHITESPACE = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+NON_BLANK_PATTERN = f"^[^\u0000]*[^{_PY_WHITESPACE}\u0000][^\u0000]*$"
+# A blank string as the server judges it (str.strip() leaves nothing), for schema rules.
+BLANK_PATTERN = f"^[{_PY_WHITESPACE}]*$"
 
 _INT = "an integer"
 _NUMBER = "a number"

@@ -539,18 +539,22 @@ def test_a_batch_of_exactly_1000_messages_is_accepted(api, conversation):
     assert Message.objects.filter(conversation=conversation).count() == 1000
 
 
-def test_it_refuses_duplicate_external_ids_inside_one_batch(api, conversation):
+def test_a_repeated_external_id_inside_one_batch_is_a_resend_of_the_first(api, conversation):
     batch = [
         {"role": "user", "content": "a", "external_id": "dup"},
         {"role": "user", "content": "b", "external_id": "other"},
         {"role": "user", "content": "c", "external_id": "dup"},
     ]
-    body = _error(
-        api.post(_url(conversation.pk, "messages/"), {"messages": batch}, format="json"), 400
-    )
-    assert (body["extra"]["index"], body["extra"]["field"]) == (2, "external_id")
-    assert "messages[0]" in body["message"]
-    assert Message.objects.count() == 0
+    response = api.post(_url(conversation.pk, "messages/"), {"messages": batch}, format="json")
+    assert response.status_code == 201, response.content
+    answered = response.json()["messages"]
+    assert [(m["seq"], m["created"]) for m in answered] == [(1, True), (2, True), (1, False)]
+    assert answered[2]["id"] == answered[0]["id"]
+    assert list(Message.objects.order_by("seq").values_list("external_id", "content")) == [
+        ("dup", "a"),
+        ("other", "b"),
+    ]
+    assert Conversation.objects.get(pk=conversation.pk).last_seq == 2
 
 
 @pytest.mark.parametrize(

@@ -48,6 +48,15 @@ def test_scan_and_plan_returns_the_stored_plan_and_applies_nothing(api, broken):
     assert plan["conversation"] == conversation.pk
     assert [a["action"] for a in plan["actions"]] == ["reinsert_context_item"]
     assert RepairPlan.objects.get(pk=plan["id"]).status == PlanStatus.PROPOSED
+    assert plan["applied_by"] is None  # not applied yet: the schema says nullable
+
+
+def test_the_schema_says_a_plan_not_yet_applied_has_no_applier():
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    applied_by = schema["components"]["schemas"]["RepairPlan"]["properties"]["applied_by"]
+    assert applied_by.get("nullable") is True
 
 
 def test_the_owner_applies_a_plan_and_sees_the_scan_after(api, broken, user):
