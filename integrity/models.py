@@ -114,3 +114,37 @@ class RepairPlan(models.Model):
 
     def __str__(self) -> str:
         return f"plan {self.pk} ({self.status})"
+
+
+class IntegrityJobState(models.TextChoices):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class IntegrityJob(models.Model):
+    """One background integrity scan (the scheduled `integrity_job`), leased like the
+    compaction and turn jobs: a worker that dies mid-scan stops renewing `lease_until`,
+    and the job reconciler (workers/reconcile.py) hands the scan to a live worker."""
+
+    conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    mode = models.CharField(max_length=16, choices=ScanMode.choices)
+    state = models.CharField(
+        max_length=16, choices=IntegrityJobState.choices, default=IntegrityJobState.RUNNING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    report = models.ForeignKey(
+        IntegrityReport, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["state", "lease_until"], name="integrity_job_lease")]
+
+    def __str__(self) -> str:
+        return f"integrity job {self.pk} ({self.state})"

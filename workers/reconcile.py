@@ -7,7 +7,8 @@ compare-and-set, so a job dispatched twice still runs once). It:
 2. fails compaction jobs whose lease expired after LCM_JOB_MAX_ATTEMPTS claims (a job
    that kills its worker every time must not loop forever);
 3. re-dispatches the other expired compaction jobs (the claim takes them over);
-4. re-dispatches pending compaction jobs nobody picked up (a lost queue entry).
+4. re-dispatches pending compaction jobs nobody picked up (a lost queue entry);
+5. does 2 and 3 for scheduled integrity scans (`integrity.tasks`).
 
 Turn jobs have their own reconciler (turns/reconcile.py, the same lease idea).
 
@@ -66,6 +67,9 @@ def reconcile_jobs(now=None) -> dict:
         CompactionJob.objects.filter(pk=job_id).update(lease_until=lease_deadline(now))
         _enqueue(job_id)
         counts["jobs_redispatched"] += 1
+    from integrity.tasks import reconcile_integrity_jobs
+
+    counts["integrity_failed"], counts["integrity_redispatched"] = reconcile_integrity_jobs(now)
     if any(counts.values()):
         logger.info("job reconciler: %s", counts)
     return counts

@@ -67,6 +67,8 @@ def test_the_reconciler_reruns_a_job_whose_worker_died(conversation, small_chunk
         "jobs_failed": 0,
         "jobs_reclaimed": 1,
         "jobs_redispatched": 0,
+        "integrity_failed": 0,
+        "integrity_redispatched": 0,
     }
     job.refresh_from_db()
     assert (job.state, job.attempts, job.lease_until) == ("succeeded", 2, None)
