@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from integrity.models import CheckResult, IntegrityReport, RepairPlan
+from integrity.models import CheckResult, IntegrityJob, IntegrityReport, RepairPlan
 from lcmsite.admin_base import ReadOnlyAdmin
 
 
@@ -56,4 +56,23 @@ class RepairPlanAdmin(ReadOnlyAdmin):
         "outcome",
         "error",
         "after_report",
+    ]
+
+
+@admin.register(IntegrityJob)
+class IntegrityJobAdmin(ReadOnlyAdmin):
+    list_display = ["id", "created_at", "conversation", "mode", "state", "attempts", "report"]
+    list_filter = ["state", "mode"]
+    list_select_related = ["conversation"]
+    raw_id_fields = ["conversation", "report"]
+    readonly_fields = [
+        "conversation",
+        "mode",
+        "state",
+        "attempts",
+        "lease_until",
+        "report",
+        "error",
+        "created_at",
+        "finished_at",
     ]
