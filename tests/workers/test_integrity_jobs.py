@@ -14,13 +14,6 @@ from tests.factories import append_messages
 from workers.reconcile import reconcile_jobs
 
 
-@pytest.fixture
-def sync_queue(settings):
-    """Jobs dispatched by the reconciler run inline (django-q's sync mode)."""
-    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": True}
-    return settings
-
-
 def _orphan(conversation, *, attempts=1, lease_seconds=-40) -> IntegrityJob:
     """A running scan as a SIGKILLed worker leaves it: claimed, lease no longer renewed."""
     return IntegrityJob.objects.create(

@@ -19,13 +19,6 @@ from workers import shutdown
 from workers.reconcile import reconcile_jobs
 
 
-@pytest.fixture
-def sync_queue(settings):
-    """Jobs dispatched by the reconciler run inline (django-q's sync mode)."""
-    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": True}
-    return settings
-
-
 def _as_if_killed(job: CompactionJob, *, seconds_ago: int = 40) -> None:
     """What SIGKILL leaves: the job and its run still `running`, renewals stopped."""
     past = timezone.now() - timedelta(seconds=seconds_ago)
