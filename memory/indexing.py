@@ -24,8 +24,7 @@ from datetime import timedelta
 
 import numpy as np
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db import connection, transaction
 from django.utils import timezone
 
 from conversations.models import Message, PartType, Role
@@ -276,25 +275,30 @@ def index_conversation_messages(*, conversation_id: int) -> IndexResult:
 QUEUED_JOB_STALE_AFTER = timedelta(minutes=10)
 
 
+_CURSOR = MessageIndexCursor._meta.db_table
+# One statement (it runs after every API append): create the cursor marked "queued", or
+# mark an existing one whose mark is clear or stale; a row comes back only if this caller
+# set the mark. PostgreSQL and SQLite (3.35+) both speak this upsert with RETURNING.
+_CLAIM_SQL = (
+    f"INSERT INTO {_CURSOR} (conversation_id, last_seq, queued_at, updated_at)"
+    " VALUES (%s, 0, %s, %s)"
+    " ON CONFLICT (conversation_id) DO UPDATE SET queued_at = excluded.queued_at"
+    f" WHERE {_CURSOR}.queued_at IS NULL OR {_CURSOR}.queued_at < %s"
+    " RETURNING conversation_id"
+)
+
+
 def _claim_queue_slot(conversation_id: int) -> bool:
     """True when this caller should queue the conversation's indexing job: no job is
     queued and not yet started (compare-and-set on the cursor row, safe across processes)."""
     now = timezone.now()
-    claimed = (
-        MessageIndexCursor.objects.filter(conversation_id=conversation_id)
-        .filter(Q(queued_at__isnull=True) | Q(queued_at__lt=now - QUEUED_JOB_STALE_AFTER))
-        .update(queued_at=now)
-    )
-    if claimed:
-        return True
-    try:
-        with transaction.atomic():
-            _, created = MessageIndexCursor.objects.get_or_create(
-                conversation_id=conversation_id, defaults={"queued_at": now}
-            )
-    except IntegrityError:  # created by a concurrent append that queued the job
-        return False
-    return created
+    adapt = connection.ops.adapt_datetimefield_value
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _CLAIM_SQL,
+            [conversation_id, adapt(now), adapt(now), adapt(now - QUEUED_JOB_STALE_AFTER)],
+        )
+        return cursor.fetchone() is not None
 
 
 def schedule_after_append(conversation_id: int) -> None:
