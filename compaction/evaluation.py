@@ -45,28 +45,27 @@ SELECT
 FROM {ContextItem._meta.db_table} item CROSS JOIN tail_start
 WHERE item.conversation_id = %s
 """
-# The ingest hook's variant: with a job pending, nothing is summed (the one-time EXISTS
-# filter skips the scan of the context, which grows with it), since that job will see
-# the new messages anyway; only the pending count comes back non-zero.
-_FIGURES_UNLESS_PENDING_SQL = (
-    _FIGURES_SQL.rstrip()
-    + f"""
-AND NOT EXISTS (SELECT 1 FROM {CompactionJob._meta.db_table}
-                WHERE conversation_id = %s AND state = 'pending')
-"""
+
+_PENDING_SQL = (
+    f"SELECT 1 FROM {CompactionJob._meta.db_table}"
+    " WHERE conversation_id = %s AND state = 'pending' LIMIT 1"
 )
 
 
-def context_figures(conversation_id: int, tail_count: int, *, unless_pending: bool = False) -> dict:
+def pending_job_exists(conversation_id: int) -> bool:
+    """One index probe (the one-pending-job unique index): the ingest hook asks this
+    before the figures, which aggregate the whole context."""
+    with connection.cursor() as cursor:
+        cursor.execute(_PENDING_SQL, [conversation_id])
+        return cursor.fetchone() is not None
+
+
+def context_figures(conversation_id: int, tail_count: int) -> dict:
     """The figures from one aggregate statement (with the budget and the pending job
-    count, which the ingest hook needs too). `unless_pending`: when a job is pending, only
-    `pending_jobs` and `token_budget` are meaningful (the rest read 0)."""
+    count, which the scheduler needs too)."""
     params = [conversation_id, tail_count, conversation_id] + [conversation_id] * 3
     with connection.cursor() as cursor:
-        if unless_pending:
-            cursor.execute(_FIGURES_UNLESS_PENDING_SQL, [*params, conversation_id])
-        else:
-            cursor.execute(_FIGURES_SQL, params)
+        cursor.execute(_FIGURES_SQL, params)
         tokens, count, messages, outside, tail_items, budget, pending = cursor.fetchone()
     return {
         "context_tokens": int(tokens),

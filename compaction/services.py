@@ -12,7 +12,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from compaction.engine import check_mode_and_reason, compact_conversation
-from compaction.evaluation import context_figures, decide
+from compaction.evaluation import context_figures, decide, pending_job_exists
 from compaction.models import CompactionJob, JobState, Mode, Reason
 from conversations.models import Conversation
 from lcmsite.api.errors import Conflict, LcmError
@@ -82,11 +82,9 @@ def schedule_after_append(conversation_id: int) -> None:
     if not settings.LCM_ENABLED or settings.LCM_AUTOCOMPACT_DISABLED:
         return
     try:
-        # One statement: the figures, the budget, and whether a job is already pending
-        # (that job will see these messages too).
-        figures = context_figures(
-            conversation_id, settings.LCM_FRESH_TAIL_COUNT, unless_pending=True
-        )
+        if pending_job_exists(conversation_id):
+            return  # that job will see these messages too
+        figures = context_figures(conversation_id, settings.LCM_FRESH_TAIL_COUNT)
         if figures["token_budget"] is None or figures["pending_jobs"]:
             return
         decision = decide(figures, token_budget=figures["token_budget"])

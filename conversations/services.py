@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from conversations import bulk
+from conversations import bulk, one_statement_append
 from conversations.inputs import MessageInput, render_parts_text
 from conversations.largefiles.intercept import prepare_batch, swap_file_ids
 from conversations.largefiles.services import large_files_staged
@@ -103,16 +104,26 @@ def messages_append(
     prepared = [_message_text_and_tokens(item) for item in messages]
     external_ids = [m.external_id for m in messages if m.external_id is not None]
     now = timezone.now()
+    if one_statement_append.applies(messages=messages, has_large_files=batch is not None):
+        return _append_in_one_statement(conversation_id, messages, prepared, now)
+    # With no external ids every message is new: the lock statement advances the counters
+    # too (UPDATE ... RETURNING), one statement fewer than lock, then advance.
+    reserve = len(messages) if not external_ids else 0
     with (
         large_files_staged(conversation_id=conversation_id, batch=batch) as files,
         transaction.atomic(durable=True),
     ):
         with connection.cursor() as cursor:
-            cursor.execute(_LOCK_SQL[connection.vendor == "postgresql"], [conversation_id])
+            if reserve:
+                cursor.execute(_RESERVE_SQL, [reserve, reserve, _db_datetime(now), conversation_id])
+            else:
+                cursor.execute(_LOCK_SQL[connection.vendor == "postgresql"], [conversation_id])
             locked = cursor.fetchone()
         if locked is None:
             raise NotFound(f"conversation {conversation_id} does not exist")
         session_id, last_seq, last_ordinal = locked
+        if reserve:
+            last_seq, last_ordinal = last_seq - reserve, last_ordinal - reserve
         existing = (
             {
                 m.external_id: m
@@ -152,11 +163,12 @@ def messages_append(
             new_rows = [_swap_ids(m, item, batch.remapped) for m, item in new_rows]
         _insert_new_messages(conversation_id, session_id, new_rows, ordinal, now)
         ordinal += len(new_rows)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _ADVANCE_SQL,
-                [seq, ordinal, _db_datetime(now), conversation_id],
-            )
+        if not reserve:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    _ADVANCE_SQL,
+                    [seq, ordinal, _db_datetime(now), conversation_id],
+                )
         if _after_append_hooks:
             transaction.on_commit(lambda: _run_after_append_hooks(conversation_id))
     logger.debug("appended %d message(s) to conversation %s", len(new_rows), conversation_id)
@@ -176,6 +188,52 @@ _ADVANCE_SQL = (
     f"UPDATE {_CONVERSATION} SET last_seq = %s, last_context_ordinal = %s, updated_at = %s"
     " WHERE id = %s"
 )
+# Lock and advance at once, when the number of new messages is known up front.
+_RESERVE_SQL = (
+    f"UPDATE {_CONVERSATION} SET last_seq = last_seq + %s,"
+    " last_context_ordinal = last_context_ordinal + %s, updated_at = %s WHERE id = %s"
+    " RETURNING session_id, last_seq, last_context_ordinal"
+)
+
+
+def _append_in_one_statement(
+    conversation_id: int, messages: Sequence[MessageInput], prepared, now
+) -> list[AppendedMessage]:
+    """PostgreSQL, a few messages without external ids or large files: one statement
+    (`one_statement_append`). Durable like the general path: refused inside a caller's
+    transaction (Django's test cases excepted, as `atomic(durable=True)` does)."""
+    if connection.atomic_blocks and not connection.atomic_blocks[-1]._from_testcase:
+        raise RuntimeError("messages_append commits its own writes: call it outside a transaction")
+    # Inside a test case's transaction, a savepoint, so a refused statement rolls back
+    # alone (as the general path's atomic block does there); otherwise autocommit.
+    with transaction.atomic() if connection.in_atomic_block else nullcontext():
+        written = one_statement_append.append(
+            conversation_id=conversation_id,
+            messages=messages,
+            prepared=prepared,
+            part_ordinals=[_part_ordinals(item) for item in messages],
+            now=now,
+        )
+    if written is None:
+        raise NotFound(f"conversation {conversation_id} does not exist")
+    results = []
+    for item, (content, tokens), (pk, seq) in zip(messages, prepared, written, strict=True):
+        message = Message(
+            pk=pk,
+            conversation_id=conversation_id,
+            seq=seq,
+            role=item.role,
+            content=content,
+            token_count=tokens,
+            created_at=item.created_at or now,
+            external_id=None,
+            file_ids=[],
+        )
+        results.append(AppendedMessage(message, created=True))
+    if _after_append_hooks:  # at once in autocommit; after the caller's commit in a test case
+        transaction.on_commit(lambda: _run_after_append_hooks(conversation_id))
+    logger.debug("appended %d message(s) to conversation %s", len(results), conversation_id)
+    return results
 
 
 def _db_datetime(value):
@@ -184,46 +242,17 @@ def _db_datetime(value):
     )
 
 
-def _transaction_failed() -> bool:
-    """PostgreSQL refuses every statement after an error until rollback; psycopg knows
-    without a round trip. (SQLite has no such state.)"""
-    if connection.vendor != "postgresql" or connection.connection is None:
-        return False
-    from psycopg.pq import TransactionStatus
-
-    return connection.connection.info.transaction_status == TransactionStatus.INERROR
-
-
-class _HookSpoiledTransaction(Exception):
-    pass
-
-
 def _run_after_append_hooks(conversation_id: int) -> None:
-    """Run the hooks after commit, inside one transaction of their own: their reads and
-    enqueues commit once, and django-q's ORM broker, which closes the connection before
-    every enqueue made outside a transaction (a reconnect each time with CONN_MAX_AGE 0),
-    keeps it. Hooks swallow their errors; if one left the transaction failed, it is
-    rolled back and each hook runs again alone, so one cannot spoil the others (no
-    savepoints on the common path: on PostgreSQL each is two round trips). With `sync`
-    jobs the hooks run bare: a synchronous job runs the engine, whose transactions must
-    be outermost."""
-    if settings.Q_CLUSTER.get("sync"):
-        for hook in _after_append_hooks:
-            hook(conversation_id)
-        return
-    try:
-        with transaction.atomic():
-            for hook in _after_append_hooks:
-                hook(conversation_id)
-                if _transaction_failed():
-                    raise _HookSpoiledTransaction(getattr(hook, "__name__", repr(hook)))
-        return
-    except Exception:
-        logger.exception("after-append hooks failed together; running them one by one")
+    """Run the hooks once the append committed, in autocommit mode, with no transaction
+    around them: each hook statement commits on its own (a read commits nothing), so a
+    hook that hits a database error spoils neither another hook nor the append, and the
+    hooks cost no BEGIN and COMMIT (two round trips on PostgreSQL, a write lock and a
+    WAL commit on SQLite). Hooks swallow their errors; this guards against one that
+    does not. (django-q's ORM broker reconnects before an enqueue made outside a
+    transaction: hooks enqueue rarely, once per job, since jobs coalesce.)"""
     for hook in _after_append_hooks:
         try:
-            with transaction.atomic():
-                hook(conversation_id)
+            hook(conversation_id)
         except Exception:
             logger.exception("after-append hook %s failed", getattr(hook, "__name__", hook))
 
@@ -279,7 +308,7 @@ def _part_ordinals(item: MessageInput) -> list[int]:
 
 # Up to this many messages, PostgreSQL gets one INSERT ... RETURNING (COPY is faster
 # for more, but takes an extra statement to reserve the keys and two round trips).
-_FEW = 32
+_FEW = one_statement_append.MAX_MESSAGES
 
 
 def _insert_many_messages(messages: list[Message], values: list) -> None:

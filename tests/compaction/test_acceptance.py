@@ -84,9 +84,16 @@ def test_appends_racing_repeated_sweeps_lose_nothing_and_keep_order(make_convers
     done = threading.Event()
     outcomes = {"compacted": 0, "conflicts": 0, "compacted_while_writing": 0}
 
+    written = [0] * writers
+    compacted_during_writes = threading.Event()
+
     def writer(n):
+        # At least `batches` batches, and on until a sweep compacted while writers run
+        # (one batch is one fast statement on PostgreSQL: a fixed count can finish
+        # before the first sweep does), at most ten times as many.
         try:
-            for b in range(batches):
+            b = 0
+            while b < batches or (not compacted_during_writes.is_set() and b < 10 * batches):
                 start = 10_000 * (n + 1) + b * per_batch
                 messages_append(
                     conversation_id=conversation.pk,
@@ -94,6 +101,8 @@ def test_appends_racing_repeated_sweeps_lose_nothing_and_keep_order(make_convers
                         parse_message(message_payload(i)) for i in range(start, start + per_batch)
                     ],
                 )
+                b += 1
+                written[n] = b
         except BaseException as error:  # surfaced below
             errors.append(error)
         finally:
@@ -105,9 +114,12 @@ def test_appends_racing_repeated_sweeps_lose_nothing_and_keep_order(make_convers
                 try:
                     result = compact_conversation(conversation_id=conversation.pk, mode="full")
                     outcomes["compacted"] += result.status == "compacted"
-                    outcomes["compacted_while_writing"] += result.status == "compacted" and any(
+                    while_writing = result.status == "compacted" and any(
                         t.is_alive() for t in threads
                     )
+                    outcomes["compacted_while_writing"] += while_writing
+                    if while_writing:
+                        compacted_during_writes.set()
                 except Conflict:
                     outcomes["conflicts"] += 1
         except BaseException as error:
@@ -126,7 +138,7 @@ def test_appends_racing_repeated_sweeps_lose_nothing_and_keep_order(make_convers
         thread.join(120)
 
     assert errors == []
-    total = 40 + writers * batches * per_batch
+    total = 40 + sum(written) * per_batch
     seqs = list(Message.objects.filter(conversation=conversation).values_list("seq", flat=True))
     assert sorted(seqs) == list(range(1, total + 1))
     assert outcomes["compacted"] >= 1, outcomes

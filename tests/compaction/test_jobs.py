@@ -169,10 +169,10 @@ def test_the_after_ingest_check_costs_a_fixed_number_of_queries(
     small_chunks.LCM_LEAF_CHUNK_TOKENS = 10**6
 
     for conversation in (short, long):
-        # one statement: figures, budget, pending jobs
-        with django_assert_num_queries(1):
+        # is a job pending (no), then one statement: figures, budget
+        with django_assert_num_queries(2):
             schedule_after_append(conversation.pk)
     job_request(conversation=long, reason="manual", mode="full")
-    with django_assert_num_queries(1):
+    with django_assert_num_queries(1):  # a job is pending: nothing else is read
         schedule_after_append(long.pk)
     assert CompactionJob.objects.count() == 1

@@ -1,6 +1,6 @@
-"""After-append hooks run once the append committed, together in one transaction of
-their own; a hook that swallowed a database error cannot spoil the others' work, nor the
-append (on PostgreSQL such an error leaves the transaction refusing every statement)."""
+"""After-append hooks run once the append committed, in autocommit mode; a hook that
+swallowed a database error cannot spoil the others' work, nor the append (on PostgreSQL
+such an error inside a transaction would leave it refusing every statement)."""
 
 from __future__ import annotations
 
@@ -64,3 +64,21 @@ def test_hooks_see_the_committed_messages(monkeypatch, settings):
         messages=[parse_message({"role": "user", "content": f"m{i}"}) for i in range(3)],
     )
     assert seen == [3]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hook_that_raises_is_logged_and_the_append_and_other_hooks_stand(monkeypatch, caplog):
+    def raising_hook(conversation_id: int) -> None:
+        raise RuntimeError("hook bug")
+
+    monkeypatch.setattr(services, "_after_append_hooks", [raising_hook, _titling_hook])
+    conversation = ConversationFactory(owner=UserFactory(username="raiser"))
+    [appended] = services.messages_append(
+        conversation_id=conversation.pk,
+        messages=[parse_message({"role": "user", "content": "hello"})],
+    )
+    assert appended.created
+    assert Message.objects.filter(conversation=conversation).count() == 1
+    conversation.refresh_from_db()
+    assert conversation.title == "seen by the hook"
+    assert "after-append hook raising_hook failed" in caplog.text
