@@ -16,7 +16,10 @@ plus Django's and psycopg's work per statement (docs/benchmarks.md, "Reference w
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Sequence
+from decimal import Decimal
 
 from django.db import connection
 
@@ -26,13 +29,6 @@ from conversations.models import ContextItem, Conversation, ItemType, Message, M
 # Up to this many messages per call (the general path's PostgreSQL batches switch to COPY
 # above the same size).
 MAX_MESSAGES = 32
-
-_MESSAGE_ARRAYS = (
-    ("role", "varchar[]"),
-    ("content", "text[]"),
-    ("token_count", "integer[]"),
-    ("created_at", "timestamptz[]"),
-)
 
 
 def applies(*, messages: Sequence[MessageInput], has_large_files: bool) -> bool:
@@ -44,48 +40,53 @@ def applies(*, messages: Sequence[MessageInput], has_large_files: bool) -> bool:
     )
 
 
-def _part_column_types(used: Sequence[str]) -> list[str]:
-    return [MessagePart._meta.get_field(name).db_type(connection) for name in used]
-
-
-def _statement(used: Sequence[str], with_parts: bool) -> str:
-    new_columns = ", ".join(name for name, _ in _MESSAGE_ARRAYS)
-    new_arrays = ", ".join(f"%s::{kind}" for _, kind in _MESSAGE_ARRAYS)
-    parts_cte = ""
-    if with_parts:
-        part_columns = ["part_type", "ordinal", *used]
-        part_arrays = ["%s::varchar[]", "%s::integer[]"] + [
-            f"%s::{kind}[]" for kind in _part_column_types(used)
-        ]
-        parts_cte = f""", p AS (
-    INSERT INTO {MessagePart._meta.db_table} (message_id, session_id, {", ".join(part_columns)})
-    SELECT m.id, conv.session_id, {", ".join(f"part.{c}" for c in part_columns)}
-    FROM unnest(%s::integer[], {", ".join(part_arrays)}) AS part(i, {", ".join(part_columns)})
-    CROSS JOIN conv JOIN m ON m.seq = conv.seq0 + part.i
-)"""
+@functools.cache
+def _statement(used: tuple[str, ...]) -> str:
+    """The statement for messages whose parts use the part columns `used` (the rows
+    arrive as two JSON documents: one parameter each, parsed by the server, instead of an
+    array per column that psycopg would render element by element)."""
+    fields = [MessagePart._meta.get_field(name) for name in used]
+    part_columns = ", ".join(["part_type", "ordinal", *used])
+    part_types = ", ".join(
+        ["i integer", "part_type varchar", "ordinal integer"]
+        + [f"{f.column} {f.db_type(connection)}" for f in fields]
+    )
     return f"""WITH conv AS (
     UPDATE {Conversation._meta.db_table}
-    SET last_seq = last_seq + %s, last_context_ordinal = last_context_ordinal + %s,
-        updated_at = %s
-    WHERE id = %s
-    RETURNING session_id, last_seq - %s AS seq0, last_context_ordinal - %s AS ordinal0
+    SET last_seq = last_seq + %(count)s,
+        last_context_ordinal = last_context_ordinal + %(count)s, updated_at = %(now)s
+    WHERE id = %(conversation)s
+    RETURNING session_id, last_seq - %(count)s AS seq0,
+        last_context_ordinal - %(count)s AS ordinal0
 ), new AS (
-    SELECT * FROM unnest({new_arrays}) WITH ORDINALITY AS new({new_columns}, i)
+    SELECT * FROM jsonb_to_recordset(%(messages)s::jsonb)
+        AS new(i integer, role varchar, content text, token_count integer,
+               created_at timestamptz)
 ), m AS (
     INSERT INTO {Message._meta.db_table}
         (conversation_id, seq, role, content, token_count, created_at, file_ids)
-    SELECT %s, conv.seq0 + new.i, new.role, new.content, new.token_count, new.created_at,
-        '[]'::jsonb
+    SELECT %(conversation)s, conv.seq0 + new.i, new.role, new.content, new.token_count,
+        new.created_at, '[]'::jsonb
     FROM conv CROSS JOIN new
     RETURNING id, seq, token_count
 ), c AS (
     INSERT INTO {ContextItem._meta.db_table}
         (conversation_id, ordinal, item_type, message_id, token_count, created_at)
-    SELECT %s, conv.ordinal0 + (m.seq - conv.seq0), '{ItemType.MESSAGE.value}', m.id,
-        m.token_count, %s
+    SELECT %(conversation)s, conv.ordinal0 + (m.seq - conv.seq0), '{ItemType.MESSAGE.value}',
+        m.id, m.token_count, %(now)s
     FROM conv CROSS JOIN m
-){parts_cte}
+), p AS (
+    INSERT INTO {MessagePart._meta.db_table} (message_id, session_id, {part_columns})
+    SELECT m.id, conv.session_id, {", ".join(f"part.{c}" for c in part_columns.split(", "))}
+    FROM jsonb_to_recordset(%(parts)s::jsonb) AS part({part_types})
+    CROSS JOIN conv JOIN m ON m.seq = conv.seq0 + part.i
+)
 SELECT m.seq - conv.seq0, m.id, m.seq FROM m CROSS JOIN conv"""
+
+
+def _json_value(value):
+    """JSON for a part column: decimals as strings (the server reads them as numeric)."""
+    return str(value) if isinstance(value, Decimal) else value
 
 
 def append(
@@ -98,43 +99,40 @@ def append(
 ) -> list[tuple[int, int]] | None:
     """Write the messages; their (id, seq) in input order, or None when the conversation
     does not exist (nothing was written)."""
-    from psycopg.types.json import Jsonb
-
-    count = len(messages)
-    used = sorted({name for item in messages for part in item.parts for name in part.columns})
-    json_columns = {
-        name
-        for name in used
-        if MessagePart._meta.get_field(name).get_internal_type() == "JSONField"
-    }
+    used = tuple(
+        sorted({name for item in messages for part in item.parts for name in part.columns})
+    )
+    new_rows = [
+        {
+            "i": index,
+            "role": item.role,
+            "content": content,
+            "token_count": tokens,
+            "created_at": (item.created_at or now).isoformat(),
+        }
+        for index, (item, (content, tokens)) in enumerate(zip(messages, prepared, strict=True), 1)
+    ]
     part_rows = [
-        (index, part, ordinal)
+        {
+            "i": index,
+            "part_type": part.part_type,
+            "ordinal": ordinal,
+            **{name: _json_value(value) for name, value in part.columns.items()},
+        }
         for index, item in enumerate(messages, start=1)
         for part, ordinal in zip(item.parts, part_ordinals[index - 1], strict=True)
     ]
-    params: list = [count, count, now, conversation_id, count, count]
-    params += [
-        [item.role for item in messages],
-        [content for content, _ in prepared],
-        [tokens for _, tokens in prepared],
-        [item.created_at or now for item in messages],
-    ]
-    params += [conversation_id, conversation_id, now]
-    if part_rows:
-        params += [
-            [index for index, _, _ in part_rows],
-            [part.part_type for _, part, _ in part_rows],
-            [ordinal for _, _, ordinal in part_rows],
-        ]
-        for name in used:
-            values = [part.columns.get(name) for _, part, _ in part_rows]
-            if name in json_columns:
-                values = [None if v is None else Jsonb(v) for v in values]
-            params.append(values)
+    params = {
+        "count": len(messages),
+        "now": now,
+        "conversation": conversation_id,
+        "messages": json.dumps(new_rows, ensure_ascii=False),
+        "parts": json.dumps(part_rows, ensure_ascii=False),
+    }
     with connection.cursor() as cursor:
-        cursor.execute(_statement(used, with_parts=bool(part_rows)), params)
+        cursor.execute(_statement(used), params)
         rows = cursor.fetchall()
     if not rows:
         return None
     by_index = {index: (pk, seq) for index, pk, seq in rows}
-    return [by_index[index] for index in range(1, count + 1)]
+    return [by_index[index] for index in range(1, len(messages) + 1)]

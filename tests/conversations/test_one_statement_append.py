@@ -41,7 +41,8 @@ EVERY_COLUMN = {
             "step_tokens_out": 7,
             "ordinal": 9,
         },
-        {"part_type": "compaction", "compaction_auto": True},
+        {"part_type": "compaction", "compaction_auto": True, "metadata": {"k": [1, "x", None]}},
+        {"part_type": "file", "file_mime": "text/plain", "file_name": "a.txt", "file_url": "u"},
     ],
 }
 
@@ -70,7 +71,8 @@ def test_every_part_column_round_trips_as_through_the_general_path():
     for row in fast_parts + general_parts:
         row.pop("session_id")
     assert fast_parts == general_parts
-    assert [p["ordinal"] for p in fast_parts] == [0, 1, 2, 9, 10]
+    assert [p["ordinal"] for p in fast_parts] == [0, 1, 2, 9, 10, 11]
+    assert fast_parts[4]["metadata"] == {"k": [1, "x", None]}
     assert fast_parts[3]["step_cost"] == Decimal("0.00012345")
     assert fast_parts[1]["tool_input"] == {"path": "a.py", "lines": [1, 2], "deep": {"x": None}}
 
