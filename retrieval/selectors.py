@@ -232,40 +232,42 @@ def expand_summary(
             found = times[value] = as_datetime(value)
         return found
 
-    for row in rows:
-        if row.content is None:
+    summaries, messages = result.summaries, result.messages
+    for (_, _, _, item, summary_id, message_id, kind, depth, role, seq, token_count,
+         content, level, created_at) in rows:  # fmt: skip
+        if content is None:
             result.truncated = True
-            if row.item == "message":
-                result.omitted_ids.append(row.message_id)
+            if item == "message":
+                result.omitted_ids.append(message_id)
                 result.omitted_message_count += 1
             else:
-                if row.summary_id not in result.omitted_ids:
-                    result.omitted_ids.append(row.summary_id)
-                if row.item == "leaf_messages":
-                    result.omitted_message_count += row.seq
+                if summary_id not in result.omitted_ids:
+                    result.omitted_ids.append(summary_id)
+                if item == "leaf_messages":
+                    result.omitted_message_count += seq
             continue
-        result.token_estimate += row.token_count
-        if row.item == "summary":
-            result.summaries.append(
+        result.token_estimate += token_count
+        if item == "summary":
+            summaries.append(
                 {
-                    "id": row.summary_id,
-                    "kind": row.kind,
-                    "depth": row.depth,
-                    "level": row.level,
-                    "token_count": row.token_count,
-                    "created_at": when(row.created_at),
-                    "content": row.content,
+                    "id": summary_id,
+                    "kind": kind,
+                    "depth": depth,
+                    "level": level,
+                    "token_count": token_count,
+                    "created_at": when(created_at),
+                    "content": content,
                 }
             )
         else:
-            result.messages.append(
+            messages.append(
                 {
-                    "id": row.message_id,
-                    "seq": row.seq,
-                    "role": row.role,
-                    "token_count": row.token_count,
-                    "created_at": when(row.created_at),
-                    "content": row.content,
+                    "id": message_id,
+                    "seq": seq,
+                    "role": role,
+                    "token_count": token_count,
+                    "created_at": when(created_at),
+                    "content": content,
                 }
             )
     return result
