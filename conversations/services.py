@@ -1,8 +1,9 @@
 """Writes to the canonical store. Every service owns its transaction.
 
-Appends serialize per conversation on the conversation row (SELECT ... FOR UPDATE on
-PostgreSQL; the IMMEDIATE write lock on SQLite), which is what makes `seq` and the
-context ordinal gap-free under concurrent writers. Nothing here updates or deletes a
+Appends serialize per conversation on the conversation row (its row lock on PostgreSQL,
+taken by SELECT ... FOR UPDATE or by the UPDATE that advances the counters; the
+IMMEDIATE write lock on SQLite), which is what makes `seq` and the context ordinal
+gap-free under concurrent writers. Nothing here updates or deletes a
 message, part, summary or lineage edge.
 """
 
@@ -306,8 +307,9 @@ def _part_ordinals(item: MessageInput) -> list[int]:
     return ordinals
 
 
-# Up to this many messages, PostgreSQL gets one INSERT ... RETURNING (COPY is faster
-# for more, but takes an extra statement to reserve the keys and two round trips).
+# In the general path (external ids or large files), up to this many messages PostgreSQL
+# gets one INSERT ... RETURNING (COPY is faster for more, but takes an extra statement to
+# reserve the keys and two round trips).
 _FEW = one_statement_append.MAX_MESSAGES
 
 
