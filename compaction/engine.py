@@ -519,6 +519,9 @@ def _claim_lease(conversation: Conversation, *, mode: str, reason: str, target, 
             conversation=conversation,
             status=RunStatus.RUNNING,
         ).update(status=RunStatus.FAILED, finished_at=now, detail="abandoned (worker stopped)")
+        # The start is read just before the claiming insert (not with `now` above): a run
+        # that finishes in between would otherwise seem to overlap this one.
+        started = timezone.now()
         try:
             with transaction.atomic():
                 return CompactionRun.objects.create(
@@ -527,8 +530,8 @@ def _claim_lease(conversation: Conversation, *, mode: str, reason: str, target, 
                     mode=mode,
                     target_tokens=target,
                     tokens_before=tokens_before,
-                    started_at=now,
-                    lease_until=lease_deadline(now),
+                    started_at=started,
+                    lease_until=lease_deadline(started),
                 )
         except IntegrityError:
             raise Conflict(

@@ -120,10 +120,15 @@ def run_ingest(
     return result
 
 
-def overlapping_runs(intervals: list[tuple[float, float]]) -> int:
+def overlapping_runs(intervals: list[tuple[float, float]], slack: float = 0.0) -> int:
     """The most intervals (start, end) open at one instant (an end before a start at the
-    same instant: back-to-back runs do not overlap)."""
-    points = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    same instant: back-to-back runs do not overlap). `slack` seconds are taken off each
+    end: timestamps are read by the processes, not at the instant the lease changes hands
+    (a run's end is read just before its releasing UPDATE, the next one's start just
+    before its claiming INSERT), so back-to-back runs can seem to overlap by that much."""
+    points = sorted(
+        [(start, 1) for start, _ in intervals] + [(end - slack, -1) for _, end in intervals]
+    )
     most = current = 0
     for _, step in points:
         current += step
