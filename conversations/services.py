@@ -68,6 +68,29 @@ def conversation_create(
         return Conversation.objects.get(owner=owner, session_id=session_id), False
 
 
+def _message_row(
+    conversation_id: int,
+    seq: int,
+    item: MessageInput,
+    content: str,
+    tokens: int,
+    now,
+    *,
+    file_ids: list[str],
+) -> Message:
+    """The stored message as the caller gets it back (its key is set once written)."""
+    return Message(
+        conversation_id=conversation_id,
+        seq=seq,
+        role=item.role,
+        content=content,
+        token_count=tokens,
+        created_at=item.created_at or now,
+        external_id=item.external_id,
+        file_ids=file_ids,
+    )
+
+
 def _message_text_and_tokens(item: MessageInput) -> tuple[str, int]:
     if not item.parts:
         return item.content, estimate(item.content)
@@ -143,16 +166,10 @@ def messages_append(
                 results.append(AppendedMessage(existing[item.external_id], created=False))
                 continue
             seq += 1
-            message = Message(
-                conversation_id=conversation_id,
-                seq=seq,
-                role=item.role,
-                content=content,
-                token_count=tokens,
-                created_at=item.created_at or now,
-                external_id=item.external_id,
+            message = _message_row(
+                conversation_id, seq, item, content, tokens, now,
                 file_ids=list(file_ids[index]) if file_ids else [],
-            )
+            )  # fmt: skip
             new_rows.append((message, item))
             results.append(AppendedMessage(message, created=True))
             if item.external_id is not None:  # a repeat later in this batch is a re-send
@@ -219,17 +236,8 @@ def _append_in_one_statement(
         raise NotFound(f"conversation {conversation_id} does not exist")
     results = []
     for item, (content, tokens), (pk, seq) in zip(messages, prepared, written, strict=True):
-        message = Message(
-            pk=pk,
-            conversation_id=conversation_id,
-            seq=seq,
-            role=item.role,
-            content=content,
-            token_count=tokens,
-            created_at=item.created_at or now,
-            external_id=None,
-            file_ids=[],
-        )
+        message = _message_row(conversation_id, seq, item, content, tokens, now, file_ids=[])
+        message.pk = pk
         results.append(AppendedMessage(message, created=True))
     if _after_append_hooks:  # at once in autocommit; after the caller's commit in a test case
         transaction.on_commit(lambda: _run_after_append_hooks(conversation_id))
