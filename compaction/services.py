@@ -85,7 +85,7 @@ def schedule_after_append(conversation_id: int) -> None:
         if pending_job_exists(conversation_id):
             return  # that job will see these messages too
         figures = context_figures(conversation_id, settings.LCM_FRESH_TAIL_COUNT)
-        if figures["token_budget"] is None or figures["pending_jobs"]:
+        if figures["token_budget"] is None:
             return
         decision = decide(figures, token_budget=figures["token_budget"])
         if decision.due and decision.suggested_mode:

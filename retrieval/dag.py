@@ -287,8 +287,7 @@ def expand_rows(
             ) - source_token_count AS before
             FROM nodes WHERE kind = 'leaf'
         ),
-        items(grp, path, ord, item, summary_id, message_id, kind, depth, role, seq,
-              token_count, content, level, created_at) AS (
+        items({", ".join(EXPAND_COLUMNS)}) AS (
             SELECT 0, path, 0, 'summary', id, CAST(NULL AS BIGINT), kind, depth,
                    CAST(NULL AS TEXT), CAST(NULL AS BIGINT), token_count,
                    CASE WHEN SUM(token_count) OVER (
@@ -298,9 +297,7 @@ def expand_rows(
             FROM nodes WHERE level > 0
             {messages}
         )
-        SELECT grp, path, ord, item, summary_id, message_id, kind, depth, role, seq,
-               token_count, content, level, created_at
-        FROM items
+        SELECT {", ".join(EXPAND_COLUMNS)} FROM items
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, [summary_id, *params, token_cap, *message_params])
