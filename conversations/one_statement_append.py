@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from decimal import Decimal
 
 from django.db import connection
@@ -66,9 +67,9 @@ def _statement(used: tuple[str, ...]) -> str:
     INSERT INTO {Message._meta.db_table}
         (conversation_id, seq, role, content, token_count, created_at, file_ids)
     SELECT %(conversation)s, conv.seq0 + new.i, new.role, new.content, new.token_count,
-        new.created_at, '[]'::jsonb
+        COALESCE(new.created_at, clock_timestamp()), '[]'::jsonb
     FROM conv CROSS JOIN new
-    RETURNING id, seq, token_count
+    RETURNING id, seq, token_count, created_at
 ), c AS (
     INSERT INTO {ContextItem._meta.db_table}
         (conversation_id, ordinal, item_type, message_id, token_count, created_at)
@@ -81,7 +82,7 @@ def _statement(used: tuple[str, ...]) -> str:
     FROM jsonb_to_recordset(%(parts)s::jsonb) AS part({part_types})
     CROSS JOIN conv JOIN m ON m.seq = conv.seq0 + part.i
 )
-SELECT m.seq - conv.seq0, m.id, m.seq FROM m CROSS JOIN conv"""
+SELECT m.seq - conv.seq0, m.id, m.seq, m.created_at FROM m CROSS JOIN conv"""
 
 
 def _json_value(value):
@@ -96,9 +97,10 @@ def append(
     prepared: Sequence[tuple[str, int]],
     part_ordinals: Sequence[Sequence[int]],
     now,
-) -> list[tuple[int, int]] | None:
-    """Write the messages; their (id, seq) in input order, or None when the conversation
-    does not exist (nothing was written)."""
+) -> list[tuple[int, int, datetime]] | None:
+    """Write the messages; their (id, seq, created_at) in input order, or None when the
+    conversation does not exist (nothing was written). `now` stamps the counter row and
+    the context items."""
     used = tuple(
         sorted({name for item in messages for part in item.parts for name in part.columns})
     )
@@ -108,7 +110,10 @@ def append(
             "role": item.role,
             "content": content,
             "token_count": tokens,
-            "created_at": (item.created_at or now).isoformat(),
+            # Unless given, the time is read by the server once the row lock is held
+            # (clock_timestamp(), after `conv`): writers take the lock in turn, so those
+            # times rise with `seq`, as in the general path.
+            "created_at": item.created_at.isoformat() if item.created_at else None,
         }
         for index, (item, (content, tokens)) in enumerate(zip(messages, prepared, strict=True), 1)
     ]
@@ -134,5 +139,5 @@ def append(
         rows = cursor.fetchall()
     if not rows:
         return None
-    by_index = {index: (pk, seq) for index, pk, seq in rows}
+    by_index = {index: (pk, seq, created_at) for index, pk, seq, created_at in rows}
     return [by_index[index] for index in range(1, len(messages) + 1)]

@@ -127,9 +127,8 @@ def messages_append(
         messages, file_ids = batch.messages, batch.file_ids
     prepared = [_message_text_and_tokens(item) for item in messages]
     external_ids = [m.external_id for m in messages if m.external_id is not None]
-    now = timezone.now()
     if one_statement_append.applies(messages=messages, has_large_files=batch is not None):
-        return _append_in_one_statement(conversation_id, messages, prepared, now)
+        return _append_in_one_statement(conversation_id, messages, prepared)
     # With no external ids every message is new: the lock statement advances the counters
     # too (UPDATE ... RETURNING), one statement fewer than lock, then advance.
     reserve = len(messages) if not external_ids else 0
@@ -139,12 +138,18 @@ def messages_append(
     ):
         with connection.cursor() as cursor:
             if reserve:
-                cursor.execute(_RESERVE_SQL, [reserve, reserve, _db_datetime(now), conversation_id])
+                cursor.execute(
+                    _RESERVE_SQL,
+                    [reserve, reserve, _db_datetime(timezone.now()), conversation_id],
+                )
             else:
                 cursor.execute(_LOCK_SQL[connection.vendor == "postgresql"], [conversation_id])
             locked = cursor.fetchone()
         if locked is None:
             raise NotFound(f"conversation {conversation_id} does not exist")
+        # Read under the lock: writers take it in turn, so server-assigned times rise with
+        # `seq` (a time read before the lock could be older than the previous writer's).
+        now = timezone.now()
         session_id, last_seq, last_ordinal = locked
         if reserve:
             last_seq, last_ordinal = last_seq - reserve, last_ordinal - reserve
@@ -215,7 +220,7 @@ _RESERVE_SQL = (
 
 
 def _append_in_one_statement(
-    conversation_id: int, messages: Sequence[MessageInput], prepared, now
+    conversation_id: int, messages: Sequence[MessageInput], prepared
 ) -> list[AppendedMessage]:
     """PostgreSQL, a few messages without external ids or large files: one statement
     (`one_statement_append`). Durable like the general path: refused inside a caller's
@@ -230,13 +235,15 @@ def _append_in_one_statement(
             messages=messages,
             prepared=prepared,
             part_ordinals=[_part_ordinals(item) for item in messages],
-            now=now,
+            now=timezone.now(),
         )
     if written is None:
         raise NotFound(f"conversation {conversation_id} does not exist")
     results = []
-    for item, (content, tokens), (pk, seq) in zip(messages, prepared, written, strict=True):
-        message = _message_row(conversation_id, seq, item, content, tokens, now, file_ids=[])
+    for item, (content, tokens), (pk, seq, created_at) in zip(
+        messages, prepared, written, strict=True
+    ):
+        message = _message_row(conversation_id, seq, item, content, tokens, created_at, file_ids=[])
         message.pk = pk
         results.append(AppendedMessage(message, created=True))
     if _after_append_hooks:  # at once in autocommit; after the caller's commit in a test case
