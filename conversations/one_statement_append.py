@@ -58,7 +58,7 @@ def _statement(used: tuple[str, ...]) -> str:
         last_context_ordinal = last_context_ordinal + %(count)s, updated_at = %(now)s
     WHERE id = %(conversation)s
     RETURNING session_id, last_seq - %(count)s AS seq0,
-        last_context_ordinal - %(count)s AS ordinal0
+        last_context_ordinal - %(count)s AS ordinal0, clock_timestamp() AS locked_at
 ), new AS (
     SELECT * FROM jsonb_to_recordset(%(messages)s::jsonb)
         AS new(i integer, role varchar, content text, token_count integer,
@@ -67,7 +67,7 @@ def _statement(used: tuple[str, ...]) -> str:
     INSERT INTO {Message._meta.db_table}
         (conversation_id, seq, role, content, token_count, created_at, file_ids)
     SELECT %(conversation)s, conv.seq0 + new.i, new.role, new.content, new.token_count,
-        COALESCE(new.created_at, clock_timestamp()), '[]'::jsonb
+        COALESCE(new.created_at, conv.locked_at), '[]'::jsonb
     FROM conv CROSS JOIN new
     RETURNING id, seq, token_count, created_at
 ), c AS (
@@ -111,8 +111,8 @@ def append(
             "content": content,
             "token_count": tokens,
             # Unless given, the time is read by the server once the row lock is held
-            # (clock_timestamp(), after `conv`): writers take the lock in turn, so those
-            # times rise with `seq`, as in the general path.
+            # (`conv.locked_at`, one for the whole append): writers take the lock in
+            # turn, so those times rise with `seq`, as in the general path.
             "created_at": item.created_at.isoformat() if item.created_at else None,
         }
         for index, (item, (content, tokens)) in enumerate(zip(messages, prepared, strict=True), 1)

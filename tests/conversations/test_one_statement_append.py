@@ -104,6 +104,10 @@ def test_several_messages_keep_their_order_and_numbering():
     stored = list(Message.objects.filter(conversation=conversation).order_by("seq"))
     assert [m.content for m in stored] == ["first", "m0", "m1", "m2", "m3", "m4"]
     assert [r.message.pk for r in results] == [m.pk for m in stored[1:]]
+    # Server-assigned times: one per append, read under the lock, rising with seq.
+    assert len({m.created_at for m in stored[1:]}) == 1
+    assert stored[0].created_at < stored[1].created_at
+    assert [r.message.created_at for r in results] == [m.created_at for m in stored[1:]]
     ordinals = list(
         ContextItem.objects.filter(conversation=conversation)
         .order_by("ordinal")
