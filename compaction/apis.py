@@ -15,7 +15,7 @@ from compaction.models import Reason
 from compaction.selectors import job_get_for_user
 from compaction.services import job_request
 from conversations.selectors import conversation_get_for_user
-from lcmsite.api.errors import LcmError
+from core.api.errors import LcmError
 
 
 class SummarizerAuthFailed(LcmError):

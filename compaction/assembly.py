@@ -43,8 +43,8 @@ from conversations.models import (
     SummaryKind,
     SummaryParent,
 )
-from conversations.tokens import estimate
-from lcmsite.api.errors import InvalidInput
+from core.api.errors import InvalidInput
+from core.tokens import estimate
 
 FORMATS = ("neutral", "anthropic", "openai")
 

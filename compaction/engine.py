@@ -24,7 +24,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from compaction import escalation, locks
+from compaction import escalation
 from compaction.models import CompactionRun, Mode, Reason, RunStatus
 from compaction.planning import (
     Candidate,
@@ -44,7 +44,6 @@ from compaction.store import (
     summary_id_for,
 )
 from compaction.summarizers import SourceItem, Summarizer, SummarizerAuthError, default_summarizer
-from conversations.largefiles import find_file_ids
 from conversations.models import (
     ContextItem,
     Conversation,
@@ -53,9 +52,10 @@ from conversations.models import (
     Summary,
     SummaryKind,
 )
-from lcmsite.api.errors import Conflict, InvalidInput, NotFound
-from workers import shutdown
-from workers.leases import lease_deadline, lease_kept
+from core import locks, shutdown
+from core.api.errors import Conflict, InvalidInput, NotFound
+from core.leases import lease_deadline, lease_kept
+from largefiles import find_file_ids
 
 logger = logging.getLogger("lcm.compaction")
 
@@ -574,7 +574,7 @@ def compact_conversation(
     error_code = None
     alive = CompactionRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING)
     try:
-        # renewed while this process lives (workers/leases.py); the after-summary hooks
+        # renewed while this process lives (core/leases.py); the after-summary hooks
         # (memory's indexing job) fire once for the run, not once per pass
         with lease_kept(alive), after_summary_hooks_once():
             engine.run_mode()

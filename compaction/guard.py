@@ -20,6 +20,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from compaction.models import CircuitBreaker, SummarizerCall
+from providers.errors import ProviderUnavailable
 
 
 def spend_allowed(*, conversation_id: int) -> bool:
@@ -65,3 +66,33 @@ def circuit_success(*, provider: str) -> None:
     CircuitBreaker.objects.filter(provider=provider, consecutive_failures__gt=0).update(
         consecutive_failures=0, updated_at=timezone.now()
     )
+
+
+class DatabaseGuard:
+    """Spend guard per conversation (LCM_SUMMARY_MAX_CALLS per window) and a breaker per
+    provider (LCM_CIRCUIT_BREAKER_*), shared by every worker through the database."""
+
+    def check(self, *, provider: str, conversation_id: int | None) -> None:
+        if circuit_open(provider=provider):
+            raise ProviderUnavailable(
+                "circuit_open",
+                f"the circuit breaker for {provider} is open after repeated failures",
+                provider=provider,
+            )
+        if conversation_id is not None and not spend_allowed(conversation_id=conversation_id):
+            raise ProviderUnavailable(
+                "spend_limit",
+                "the spend guard's call limit for this conversation is reached "
+                "(LCM_SUMMARY_MAX_CALLS per LCM_SUMMARY_CALL_WINDOW_SECONDS)",
+                provider=provider,
+            )
+
+    def record_call(self, *, provider: str, conversation_id: int | None) -> None:
+        if conversation_id is not None:
+            spend_record(conversation_id=conversation_id, provider=provider)
+
+    def success(self, *, provider: str) -> None:
+        circuit_success(provider=provider)
+
+    def failure(self, *, provider: str, error: str) -> None:
+        circuit_failure(provider=provider, error=error)

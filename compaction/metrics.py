@@ -6,7 +6,7 @@ from django.db.models import Count
 
 from compaction.models import CompactionRun
 from conversations.models import Summary
-from lcmsite.metrics import Sample
+from core.metrics import Sample
 
 
 def collect():

@@ -55,7 +55,7 @@ class CompactionRun(models.Model):
     detail = models.TextField(blank=True, default="")
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
-    # Renewed while the run is alive (workers/leases.py); once past, the run is abandoned.
+    # Renewed while the run is alive (core/leases.py); once past, the run is abandoned.
     lease_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from compaction.models import CompactionJob
 from conversations.selectors import conversations_visible_to
-from lcmsite.api.errors import NotFound
+from core.api.errors import NotFound
 
 
 def job_get_for_user(*, user, job_id: int) -> CompactionJob:

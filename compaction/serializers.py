@@ -5,8 +5,8 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from compaction.models import CompactionJob, Mode
-from lcmsite.api.requests import RequestSerializer
-from lcmsite.api.schema import ItemIdField
+from core.api.requests import RequestSerializer
+from core.api.schema import ItemIdField
 
 
 class CompactRequestSerializer(RequestSerializer):

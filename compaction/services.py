@@ -15,10 +15,10 @@ from compaction.engine import check_mode_and_reason, compact_conversation
 from compaction.evaluation import context_figures, decide, pending_job_exists
 from compaction.models import CompactionJob, JobState, Mode, Reason
 from conversations.models import Conversation
-from lcmsite.api.errors import Conflict, LcmError
-from workers import shutdown
-from workers.leases import lease_deadline, lease_kept
-from workers.shutdown import ShutdownRequested
+from core import shutdown
+from core.api.errors import Conflict, LcmError
+from core.leases import lease_deadline, lease_kept
+from core.shutdown import ShutdownRequested
 
 logger = logging.getLogger("lcm.compaction")
 

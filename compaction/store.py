@@ -22,7 +22,6 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from compaction import locks
 from conversations import bulk
 from conversations.models import (
     ContextItem,
@@ -34,6 +33,7 @@ from conversations.models import (
     SummaryMessage,
     SummaryParent,
 )
+from core import locks
 
 _CONTEXT = ContextItem._meta.db_table
 logger = logging.getLogger("lcm.compaction")

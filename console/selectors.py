@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.db.models import Prefetch
 from django.http import Http404
 
-from lcmsite.api.errors import NotFound
+from core.api.errors import NotFound
 from turns.models import (
     FINALIZED_PHASES,
     OPEN_PHASES,

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from console import presenters, selectors
 from console.forms import SessionCreateForm, model_choices, offline_only
-from lcmsite.api.errors import LcmError
+from core.api.errors import LcmError
 
 _MAX_PARAM = 2**53
 

@@ -9,20 +9,17 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from compaction.admin_actions import compact_now
-from conversations.admin_paging import EstimatedCountPaginator
 from conversations.models import (
     ContextItem,
     Conversation,
-    LargeFile,
     Message,
     MessagePart,
     Summary,
     SummaryMessage,
     SummaryParent,
 )
-from explorer.admin_links import conversation_links, file_links, summary_links
-from lcmsite.admin_base import ReadOnlyAdmin as BaseReadOnlyAdmin
+from core.admin_base import ReadOnlyAdmin as BaseReadOnlyAdmin
+from core.admin_paging import EstimatedCountPaginator
 
 
 class ConversationIdFilter(admin.SimpleListFilter):
@@ -74,7 +71,6 @@ class ConversationAdmin(admin.ModelAdmin):
         "last_seq",
         "token_budget",
         "updated_at",
-        conversation_links,
     ]
     list_select_related = ["owner"]
     search_fields = ["session_id", "title"]
@@ -85,10 +81,8 @@ class ConversationAdmin(admin.ModelAdmin):
         "last_context_ordinal",
         "created_at",
         "updated_at",
-        conversation_links,
     ]
     show_full_result_count = False
-    actions = [compact_now]
 
     def has_delete_permission(self, request, obj=None):
         return False  # deleting a conversation would delete canonical history
@@ -145,9 +139,7 @@ class SummaryAdmin(ReadOnlyAdmin):
         "token_count",
         "earliest_at",
         "latest_at",
-        summary_links,
     ]
-    readonly_fields = [summary_links]
     list_select_related = ["conversation"]
     list_filter = [ConversationIdFilter, "kind", "depth", "level"]
     search_fields = ["=id", "=conversation__id"]
@@ -177,20 +169,3 @@ class ContextItemAdmin(ReadOnlyAdmin):
     list_filter = [ConversationIdFilter, "item_type"]
     search_fields = ["=conversation__id"]
     raw_id_fields = ["conversation", "message", "summary"]
-
-
-@admin.register(LargeFile)
-class LargeFileAdmin(ReadOnlyAdmin):
-    list_display = [
-        "id",
-        "conversation",
-        "file_name",
-        "mime_type",
-        "byte_size",
-        "created_at",
-        file_links,
-    ]
-    readonly_fields = [file_links]
-    list_filter = [ConversationIdFilter, "mime_type"]
-    search_fields = ["=id", "=conversation__id", "file_name"]
-    raw_id_fields = ["conversation"]

@@ -11,10 +11,9 @@ from rest_framework.views import APIView
 
 from conversations import selectors, serializers, services
 from conversations.inputs import parse_message_payload
-from lcmsite.api.errors import InvalidInput
-from lcmsite.api.pagination import IdPagination, OrdinalPagination, SequencePagination
-from lcmsite.api.schema import CURSOR_PARAMETERS, ERRORS, WRITE_ERRORS
-from security.apis import HARD_DELETE_SCHEMA, conversation_hard_delete
+from core.api.errors import InvalidInput
+from core.api.pagination import IdPagination, OrdinalPagination, SequencePagination
+from core.api.schema import CURSOR_PARAMETERS, ERRORS, WRITE_ERRORS
 
 
 def _appended(result: services.AppendedMessage) -> dict:
@@ -82,9 +81,7 @@ class ConversationDetailApi(APIView):
         data = {**serializers.ConversationSerializer(conversation).data, **stats}
         return Response(data)
 
-    @extend_schema(operation_id="conversations_hard_delete", **HARD_DELETE_SCHEMA)
-    def delete(self, request, conversation_id: int):
-        return conversation_hard_delete(request, conversation_id)  # security/apis.py
+    # DELETE (hard delete) is added by the security app (security/apps.py).
 
 
 _APPEND_RESPONSE = PolymorphicProxySerializer(

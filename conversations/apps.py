@@ -8,10 +8,9 @@ class ConversationsConfig(AppConfig):
     def ready(self) -> None:
         from django.db.backends.signals import connection_created
 
-        from conversations import checks  # noqa: F401  (registers the system checks)
         from conversations.metrics import collect
         from conversations.search import grams
-        from lcmsite.metrics import register_collector
+        from core.metrics import register_collector
 
         register_collector(collect)
         # SQLite's gram-index triggers call lcm_cjk_grams (migration 0004).

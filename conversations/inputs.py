@@ -15,7 +15,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from conversations.models import PartType, Role
-from lcmsite.api.errors import InvalidInput
+from core.api.errors import InvalidInput
 
 _STR = "string"
 _BOOL = "boolean"

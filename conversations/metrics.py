@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import Sum
 
 from conversations.models import ContextItem
-from lcmsite.metrics import Sample
+from core.metrics import Sample
 
 
 def collect():

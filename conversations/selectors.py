@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import Count, QuerySet, Sum
 
 from conversations.models import ContextItem, Conversation, Message, Summary
-from lcmsite.api.errors import NotFound
+from core.api.errors import NotFound
 
 
 def conversations_visible_to(user) -> QuerySet[Conversation]:

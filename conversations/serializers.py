@@ -12,8 +12,8 @@ from rest_framework import serializers
 
 from conversations.inputs import DECIMAL_LIMIT, INT_MAX, INT_MIN, PART_FIELDS
 from conversations.models import ContextItem, Conversation, Message, MessagePart, PartType, Role
-from lcmsite.api.requests import BLANK_PATTERN, RequestSerializer
-from lcmsite.api.schema import cursor_page
+from core.api.requests import BLANK_PATTERN, RequestSerializer
+from core.api.schema import cursor_page
 
 
 class ConversationCreateSerializer(RequestSerializer):

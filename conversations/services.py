@@ -20,12 +20,10 @@ from django.utils import timezone
 
 from conversations import bulk, one_statement_append
 from conversations.inputs import MessageInput, render_parts_text
-from conversations.largefiles.intercept import prepare_batch, swap_file_ids
-from conversations.largefiles.services import large_files_staged
-from conversations.largefiles.textmodel import text_summarizer
+from conversations.interception import Intercepted, NothingStaged, intercept
 from conversations.models import ContextItem, Conversation, ItemType, Message, MessagePart
-from conversations.tokens import estimate
-from lcmsite.api.errors import InvalidInput, NotFound
+from core.api.errors import InvalidInput, NotFound
+from core.tokens import estimate
 
 logger = logging.getLogger("lcm.ingest")
 
@@ -116,12 +114,7 @@ def messages_append(
     """
     if not messages:
         return []
-    batch = prepare_batch(
-        conversation_id=conversation_id,
-        messages=messages,
-        threshold=settings.LCM_LARGE_FILE_TOKEN_THRESHOLD,
-        summarize_text=text_summarizer(),
-    )
+    batch = intercept(conversation_id=conversation_id, messages=messages)
     file_ids: Sequence[list[str]] = ()
     if batch is not None:
         messages, file_ids = batch.messages, batch.file_ids
@@ -133,7 +126,11 @@ def messages_append(
     # too (UPDATE ... RETURNING), one statement fewer than lock, then advance.
     reserve = len(messages) if not external_ids else 0
     with (
-        large_files_staged(conversation_id=conversation_id, batch=batch) as files,
+        (
+            batch.staged(conversation_id=conversation_id)
+            if batch is not None
+            else nullcontext(NothingStaged())
+        ) as files,
         transaction.atomic(durable=True),
     ):
         with connection.cursor() as cursor:
@@ -183,7 +180,7 @@ def messages_append(
             return results
         files.record(used={f for m, _ in new_rows for f in m.file_ids})
         if batch is not None and batch.remapped:
-            new_rows = [_swap_ids(m, item, batch.remapped) for m, item in new_rows]
+            new_rows = [_swap_ids(m, item, batch) for m, item in new_rows]
         _insert_new_messages(conversation_id, session_id, new_rows, ordinal, now)
         ordinal += len(new_rows)
         if not reserve:
@@ -274,13 +271,14 @@ def _run_after_append_hooks(conversation_id: int) -> None:
 
 
 def _swap_ids(
-    message: Message, item: MessageInput, mapping: dict[str, str]
+    message: Message, item: MessageInput, batch: Intercepted
 ) -> tuple[Message, MessageInput]:
     """Use the file ids a concurrent writer stored first (same length: same tokens)."""
+    mapping = batch.remapped
     for old, new in mapping.items():
         message.content = message.content.replace(old, new)
     message.file_ids = list(dict.fromkeys(mapping.get(f, f) for f in message.file_ids))
-    return message, swap_file_ids(item, mapping)
+    return message, batch.swap_ids(item, mapping)
 
 
 _MESSAGE_COLUMNS = (

@@ -1,9 +1,8 @@
-from django.urls import include, path
+from django.urls import path
 
 from conversations import apis
 
 urlpatterns = [
-    path("", include("conversations.largefiles.urls")),
     path("conversations/", apis.ConversationListCreateApi.as_view(), name="conversation-list"),
     path(
         "conversations/<int:conversation_id>/",

@@ -6,3 +6,15 @@ class ExplorerConfig(AppConfig):
 
     name = "explorer"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from conversations.models import Conversation, Summary
+        from core.admin_base import extend_admin
+        from explorer.admin_links import conversation_links, file_links, summary_links
+        from largefiles.models import LargeFile
+
+        # The admin's pages link into the explorer's (registered here: the admin of the
+        # store and of large files does not import the explorer).
+        extend_admin(Conversation, columns=[conversation_links])
+        extend_admin(Summary, columns=[summary_links])
+        extend_admin(LargeFile, columns=[file_links])

@@ -14,12 +14,10 @@ from django.db.models.functions import Coalesce
 
 from compaction.assembly import assemble_context
 from compaction.planning import Row, fresh_tail_start
-from conversations.largefiles.store import file_storage
 from conversations.models import (
     ContextItem,
     Conversation,
     ItemType,
-    LargeFile,
     Message,
     Role,
     Summary,
@@ -27,6 +25,8 @@ from conversations.models import (
     SummaryParent,
 )
 from conversations.selectors import conversations_visible_to
+from largefiles.models import LargeFile
+from largefiles.store import file_storage
 from retrieval.selectors import covering_summaries, summary_subtree
 
 TIMELINE_PAGE = 50

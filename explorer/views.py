@@ -19,8 +19,8 @@ from django.views.decorators.http import require_GET
 
 from conversations.models import Conversation, SummaryKind
 from conversations.selectors import conversation_get_for_user
+from core.api.errors import InvalidInput, LcmError, NotFound
 from explorer import selectors
-from lcmsite.api.errors import InvalidInput, LcmError, NotFound
 from retrieval.grep import MODES, SCOPES, SORTS, GrepRequest, grep_for_user
 from retrieval.selectors import covering_summaries, expand_for_user
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from core.admin_base import ReadOnlyAdmin
 from importers.models import ImportedConversation, ImportJob
-from lcmsite.admin_base import ReadOnlyAdmin
 
 
 @admin.register(ImportJob)

@@ -15,9 +15,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations.selectors import conversation_get_for_user
+from core.api.errors import InvalidInput
+from core.api.schema import ERRORS, WRITE_ERRORS
 from importers import exporters, jobs, selectors, serializers
-from lcmsite.api.errors import InvalidInput
-from lcmsite.api.schema import ERRORS, WRITE_ERRORS
 
 
 class ImportCreateApi(APIView):

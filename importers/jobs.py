@@ -17,9 +17,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core.api.errors import InvalidInput, LcmError
 from importers.models import Format, ImportJob, JobState
 from importers.services import import_file
-from lcmsite.api.errors import InvalidInput, LcmError
 
 logger = logging.getLogger("lcm.importers")
 TASK = "importers.tasks.run_import_job"

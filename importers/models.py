@@ -12,7 +12,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from conversations.models import Conversation, LargeFile, Message, Summary
+from conversations.models import Conversation, Message, Summary
+from largefiles.models import LargeFile
 
 
 class Format(models.TextChoices):

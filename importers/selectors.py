@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from core.api.errors import NotFound
 from importers.models import ImportJob
-from lcmsite.api.errors import NotFound
 
 
 def import_job_get_for_user(*, user, job_id: int) -> ImportJob:

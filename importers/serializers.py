@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from core.api.requests import RequestSerializer
 from importers.exporters import FORMATS
 from importers.models import Format, ImportJob
-from lcmsite.api.requests import RequestSerializer
 
 
 class ImportUploadSerializer(RequestSerializer):

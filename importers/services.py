@@ -6,9 +6,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from core.api.errors import InvalidInput
 from importers.models import Format
 from importers.report import ImportReport
-from lcmsite.api.errors import InvalidInput
 
 
 def import_file(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from core.admin_base import ReadOnlyAdmin
 from integrity.models import CheckResult, IntegrityJob, IntegrityReport, RepairPlan
-from lcmsite.admin_base import ReadOnlyAdmin
 
 
 class CheckResultInline(admin.TabularInline):

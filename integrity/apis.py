@@ -10,9 +10,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations.selectors import conversation_get_for_user
+from core.api.errors import LcmError, NotFound
 from integrity import selectors, serializers, services
 from integrity.models import IntegrityReport, Trigger
-from lcmsite.api.errors import LcmError, NotFound
 
 
 class StaffOnly(LcmError):

@@ -6,7 +6,7 @@ class IntegrityConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from core.metrics import register_collector
         from integrity.metrics import collect
-        from lcmsite.metrics import register_collector
 
         register_collector(collect)

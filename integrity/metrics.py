@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db.models import Sum
 
+from core.metrics import Sample
 from integrity.models import CheckResult
-from lcmsite.metrics import Sample
 
 
 def collect():

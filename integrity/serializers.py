@@ -5,9 +5,9 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.api.requests import RequestSerializer
 from integrity import selectors
 from integrity.models import IntegrityReport, RepairPlan, ScanMode
-from lcmsite.api.requests import RequestSerializer
 
 
 class IntegrityScanRequestSerializer(RequestSerializer):

@@ -13,15 +13,15 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from compaction import locks
 from conversations.models import Conversation
+from core import locks
+from core.api.errors import Conflict, NotFound
+from core.audit import audit_record
 from integrity.checks import Scope
 from integrity.models import CheckResult, IntegrityReport, PlanStatus, RepairPlan, ScanMode
 from integrity.plans import plan_repairs
 from integrity.repairs import apply_actions
 from integrity.report import scan
-from lcmsite.api.errors import Conflict, NotFound
-from security.services import audit_record
 
 logger = logging.getLogger("lcm.integrity")
 
@@ -87,7 +87,7 @@ def repair_plan_apply(*, plan_id: int, user=None) -> RepairPlan:
                 applied_by=user if getattr(user, "is_authenticated", False) else None,
                 applied_at=timezone.now(),
             )
-            audit_record(  # security/: destructive actions are audited (ids and counts)
+            audit_record(  # destructive actions are audited (ids and counts): core/audit.py
                 action="integrity_repair",
                 via="integrity",
                 actor=user,

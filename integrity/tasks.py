@@ -1,6 +1,6 @@
 """django-q2 entry points. Schedule with `manage.py lcm_integrity_schedule`.
 
-A scheduled scan is an `IntegrityJob` row with a lease (workers/leases.py): the worker
+A scheduled scan is an `IntegrityJob` row with a lease (core/leases.py): the worker
 running it renews the lease; if the worker dies, the job reconciler re-dispatches
 `run_integrity_job` within LCM_JOB_LEASE_SECONDS + LCM_JOB_RECONCILE_SECONDS, and the
 claim (compare-and-set on state and lease) lets exactly one worker take it over. A scan
@@ -15,9 +15,9 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
+from core.leases import lease_deadline, lease_kept
 from integrity.models import IntegrityJob, IntegrityJobState, ScanMode, Trigger
 from integrity.services import integrity_scan
-from workers.leases import lease_deadline, lease_kept
 
 logger = logging.getLogger("lcm.integrity")
 

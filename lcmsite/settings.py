@@ -1,4 +1,4 @@
-"""Django settings, driven by environment variables (see lcmsite/config.py and the README)."""
+"""Django settings, driven by environment variables (see core/config.py and the README)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from lcmsite.config import SETTINGS_BY_NAME, load_lcm_settings
-from lcmsite.object_storage import storages_setting
+from core.config import SETTINGS_BY_NAME, load_lcm_settings
+from core.object_storage import storages_setting
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -51,9 +51,11 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "core",
     "workers",  # before django_q: its `qcluster` (bounded stop) wins
     "django_q",
     "conversations",
+    "largefiles",
     "compaction",
     "retrieval",
     "integrity",
@@ -65,12 +67,13 @@ INSTALLED_APPS = [
     "console",
     "mcpserver",
     "security",
+    "benchmarks",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "lcmsite.api.middleware.RequestSizeLimitMiddleware",
+    "core.api.middleware.RequestSizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -234,10 +237,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PARSER_CLASSES": ["lcmsite.api.parsers.StrictJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.api.parsers.StrictJSONParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "lcmsite.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
     # Rates from LCM_THROTTLE_USER_RATE / LCM_THROTTLE_IP_RATE (security/throttling.py).
     "DEFAULT_THROTTLE_CLASSES": [
         "security.throttling.TokenRateThrottle",
@@ -255,10 +258,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    # Error responses and closed request objects, stated once (lcmsite/api/schema.py).
+    # Error responses and closed request objects, stated once (core/api/schema.py).
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "lcmsite.api.schema.contract_hook",
+        "core.api.schema.contract_hook",
     ],
     # Two endpoints take a "mode" with different choices: name each enum explicitly.
     "ENUM_NAME_OVERRIDES": {

@@ -2,10 +2,11 @@ from django.contrib import admin
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from lcmsite.api.views import api_not_found
-from lcmsite.metrics import metrics_view
+from core.api.views import api_not_found
+from core.metrics import metrics_view
 
 api_v1 = [
+    path("", include("largefiles.urls")),
     path("", include("conversations.urls")),
     path("", include("compaction.urls")),
     path("", include("retrieval.urls")),

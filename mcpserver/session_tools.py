@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
-from lcmsite.api.errors import LcmError
+from core.api.errors import LcmError
 from mcpserver.tools import McpTool
 from retrieval.tools import ToolResult, to_json
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from conversations.selectors import conversation_get_for_user
-from lcmsite.api.errors import LcmError
+from core.api.errors import LcmError
 from retrieval.parsing import opt_int
 from retrieval.tools import TOOL_DEFINITIONS, ToolResult, to_json, tool_call_for_user
 

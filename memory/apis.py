@@ -6,7 +6,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from lcmsite.api.errors import InvalidInput
+from core.api.errors import InvalidInput
 from memory import serializers
 from memory.retrieval import hybrid_search, items_from, scope_for_branch
 from memory.selectors import branch_chunks

@@ -8,10 +8,30 @@ class MemoryConfig(AppConfig):
     def ready(self) -> None:
         from compaction.store import register_after_summary
         from conversations.services import register_after_append
+        from memory.grep import grep_memory
         from memory.indexing import schedule_after_append
         from memory.summaries import schedule_after_summary
+        from retrieval.grep import register_meaning_search
 
         # API-ingested messages get chunked and embedded by a background job; so do the
         # summaries a compaction commits (grep's semantic and hybrid modes search them).
         register_after_append(schedule_after_append)
         register_after_summary(schedule_after_summary)
+        register_meaning_search(grep_memory)  # grep's semantic and hybrid modes
+        _register_turn_memory()
+
+
+def _register_turn_memory() -> None:
+    """Retrieval, tools and indexing for the turn engine (turns/memory_port.py)."""
+    from memory import indexing, retrieval, tools
+    from turns.memory_port import TurnMemory, register_turn_memory
+
+    register_turn_memory(
+        TurnMemory(
+            retrieve_for_turn=retrieval.retrieve_for_turn,
+            chunks_by_id=retrieval.chunks_by_id,
+            index_turn=indexing.index_turn,
+            tool_definitions=tools.definitions,
+            execute_tool=tools.execute,
+        )
+    )

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from conversations.tokens import estimate
+from core.tokens import estimate
 from memory.models import ChunkType
 
 SEPARATOR = "\n\n"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from turns.ids import new_id
+from core.ids import new_id
 
 
 class ChunkType(models.TextChoices):

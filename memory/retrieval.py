@@ -22,8 +22,8 @@ import numpy as np
 from django.conf import settings
 from django.db import transaction
 
-from conversations.tokens import estimate
-from lcmsite.api.errors import InvalidInput
+from core.api.errors import InvalidInput
+from core.tokens import estimate
 from memory.chunker import ChunkingOptions, Segment, chunk_segments
 from memory.embeddings import EmbeddingBackend, calibrate, embed_query
 from memory.fulltext import query_terms, search_chunks

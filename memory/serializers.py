@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from lcmsite.api.requests import RequestSerializer
+from core.api.requests import RequestSerializer
 from retrieval.grep import MAX_QUERY_CHARS
 
 

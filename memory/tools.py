@@ -28,7 +28,7 @@ from typing import Any
 
 from django.conf import settings
 
-from lcmsite.api.errors import InvalidInput, LcmError
+from core.api.errors import InvalidInput, LcmError
 
 logger = logging.getLogger("lcm.memory")
 

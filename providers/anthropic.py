@@ -19,8 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import anthropic
 
@@ -33,10 +32,8 @@ from providers.anthropic_wire import (
     wire_tools,
 )
 from providers.base import (
-    Finished,
     ProviderRequest,
     ProviderResponse,
-    RawEvent,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
@@ -45,16 +42,10 @@ from providers.base import (
     usage,
 )
 from providers.calls import (
-    WireEvents,
-    call_with_retries,
-    default_max_retries,
-    default_timeout,
     scrub,
-    shared_http_client,
 )
-from providers.config import ModelSpec, base_url, engine_config, require_key
-from providers.guard import CallGuard
-from providers.redaction import redact_request_texts
+from providers.config import ModelSpec, engine_config
+from providers.sdk_adapter import SdkAdapter, WireStreamReader, make_sdk_client
 
 logger = logging.getLogger("providers")
 
@@ -70,45 +61,15 @@ _KNOWN_EVENTS = {
 }
 
 
-def make_client(
-    *,
-    api_key: str,
-    base_url: str | None = None,
-    timeout: float | None = None,
-    shared: bool = False,
-) -> anthropic.Anthropic:
-    """A client with the SDK's retries off (ours honour retry-after and count attempts).
-    `shared=True` puts it on the process's connection pool: never close such a client."""
-    return anthropic.Anthropic(
-        api_key=api_key,
-        base_url=base_url,
-        timeout=default_timeout() if timeout is None else timeout,
-        max_retries=0,
-        http_client=shared_http_client(anthropic) if shared else None,
-    )
+def make_client(**kwargs) -> anthropic.Anthropic:
+    """An Anthropic client with the SDK's retries off (providers/sdk_adapter.py)."""
+    return make_sdk_client(anthropic, **kwargs)
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkAdapter):
     name = PROVIDER
-
-    def __init__(
-        self,
-        spec: ModelSpec,
-        *,
-        client: anthropic.Anthropic | None = None,
-        timeout: float | None = None,
-        max_retries: int | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        guard: CallGuard | None = None,
-    ) -> None:
-        """`client` is for callers that hold one (the compaction summarizer); without it a
-        client is made per call from the key in the environment, on the shared pool."""
-        self.spec = spec
-        self.client = client
-        self.timeout = default_timeout() if timeout is None else timeout
-        self.max_retries = default_max_retries() if max_retries is None else max_retries
-        self.sleep = sleep
-        self.guard = guard
+    sdk = anthropic
+    error_field = "type"
 
     # The request ---------------------------------------------------------------------------
 
@@ -134,51 +95,16 @@ class AnthropicProvider:
             params["stop_sequences"] = list(options["stop_sequences"])
         return params
 
-    # Calls ---------------------------------------------------------------------------------
+    def create(self, client, params: dict, *, stream: bool):
+        if stream:
+            return client.messages.create(**params, stream=True, timeout=self.timeout)
+        return client.messages.create(**params, timeout=self.timeout)
 
-    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
-        request = redact_request_texts(request)
-        params = self.build_params(request)
-        raw_request = {**params, "stream": True}
-        client, secrets = self._client()
-        response_stream = self._open(client, request, secrets, params, stream=True)
-        yield from _StreamReader(self.spec, raw_request, secrets).read(response_stream)
+    def response_from_raw(self, raw_request: dict, raw: dict, secrets) -> ProviderResponse:
+        return response_from_message(self.spec, raw_request, raw)
 
-    def complete(self, request: ProviderRequest) -> ProviderResponse:
-        """One non-streaming call (summaries, expansion): same request, same mapping."""
-        request = redact_request_texts(request)
-        params = self.build_params(request)
-        client, secrets = self._client()
-        message = self._open(client, request, secrets, params, stream=False)
-        raw = message.model_dump(mode="json")
-        return response_from_message(self.spec, params, raw)
-
-    def _client(self) -> tuple[anthropic.Anthropic, tuple[str, ...]]:
-        if self.client is not None:
-            return self.client, (self.client.api_key or "",)
-        key = require_key(self.spec)
-        client = make_client(
-            api_key=key, base_url=base_url(self.spec), timeout=self.timeout, shared=True
-        )
-        return client, (key,)
-
-    def _open(self, client, request, secrets, params, *, stream: bool):
-        return call_with_retries(
-            lambda: (
-                client.messages.create(**params, stream=stream, timeout=self.timeout)
-                if stream
-                else client.messages.create(**params, timeout=self.timeout)
-            ),
-            sdk=anthropic,
-            provider=PROVIDER,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            sleep=self.sleep,
-            secrets=secrets,
-            guard=self.guard,
-            conversation_id=request.conversation_id,
-            purpose=request.purpose,
-        )
+    def stream_reader(self, raw_request: dict, secrets) -> _StreamReader:
+        return _StreamReader(self.spec, raw_request, secrets)
 
 
 def response_from_message(spec: ModelSpec, raw_request: dict, raw: dict) -> ProviderResponse:
@@ -196,8 +122,10 @@ def response_from_message(spec: ModelSpec, raw_request: dict, raw: dict) -> Prov
     )
 
 
-class _StreamReader:
+class _StreamReader(WireStreamReader):
     """Accumulates one streamed message from its raw events."""
+
+    provider = PROVIDER
 
     def __init__(self, spec: ModelSpec, raw_request: dict, secrets: tuple[str, ...]) -> None:
         self.spec = spec
@@ -211,17 +139,11 @@ class _StreamReader:
         self.stopped = False
         self.error: dict | None = None
 
-    def read(self, response_stream) -> Iterator[StreamEvent]:
-        wire = WireEvents(anthropic.Stream.raw_events(response_stream.response), PROVIDER)
-        try:
-            for event_type, payload in wire:
-                yield RawEvent(event_type, payload)
-                yield from self._apply(event_type, payload)
-                if self.stopped or self.error:
-                    break
-        finally:
-            response_stream.response.close()
-        yield Finished(self._response(wire.broken))
+    def raw_events(self, response_stream):
+        return anthropic.Stream.raw_events(response_stream.response)
+
+    def done(self) -> bool:
+        return bool(self.stopped or self.error)
 
     def _apply(self, event_type: str, payload: dict) -> Iterator[StreamEvent]:
         if event_type == "message_start":

@@ -2,11 +2,9 @@
 layer.
 
 An adapter takes an optional `guard` (anything with `check`, `record_call`, `success`,
-`failure`). `NoGuard` is the default. `DatabaseGuard` is the product's guard: the same
-`SummarizerCall` and `CircuitBreaker` tables compaction has always used (they stay in the
-compaction app: moving models between apps would mean a migration for no gain), reached
-through `compaction.guard`, imported lazily so that `providers` stays importable without
-the ORM and does not depend on compaction at import time.
+`failure`). `NoGuard` is the default. The product's guard, `DatabaseGuard`, lives in
+`compaction/guard.py` beside the `SummarizerCall` and `CircuitBreaker` tables it counts
+in: the provider layer sits below every app and knows only this protocol.
 
 The compaction engine keeps calling `compaction.guard` itself (it substitutes the
 deterministic summarizer rather than failing, see compaction/escalation.py), so its
@@ -18,8 +16,6 @@ summarizer adapter gets `NoGuard`; the turn engine, the librarian and other call
 from __future__ import annotations
 
 from typing import Protocol
-
-from providers.errors import ProviderUnavailable
 
 
 class CallGuard(Protocol):
@@ -45,41 +41,3 @@ class NoGuard:
 
     def failure(self, *, provider: str, error: str) -> None:
         return None
-
-
-class DatabaseGuard:
-    """Spend guard per conversation (LCM_SUMMARY_MAX_CALLS per window) and a breaker per
-    provider (LCM_CIRCUIT_BREAKER_*), shared by every worker through the database."""
-
-    def check(self, *, provider: str, conversation_id: int | None) -> None:
-        from compaction import guard
-
-        if guard.circuit_open(provider=provider):
-            raise ProviderUnavailable(
-                "circuit_open",
-                f"the circuit breaker for {provider} is open after repeated failures",
-                provider=provider,
-            )
-        if conversation_id is not None and not guard.spend_allowed(conversation_id=conversation_id):
-            raise ProviderUnavailable(
-                "spend_limit",
-                "the spend guard's call limit for this conversation is reached "
-                "(LCM_SUMMARY_MAX_CALLS per LCM_SUMMARY_CALL_WINDOW_SECONDS)",
-                provider=provider,
-            )
-
-    def record_call(self, *, provider: str, conversation_id: int | None) -> None:
-        from compaction import guard
-
-        if conversation_id is not None:
-            guard.spend_record(conversation_id=conversation_id, provider=provider)
-
-    def success(self, *, provider: str) -> None:
-        from compaction import guard
-
-        guard.circuit_success(provider=provider)
-
-    def failure(self, *, provider: str, error: str) -> None:
-        from compaction import guard
-
-        guard.circuit_failure(provider=provider, error=error)

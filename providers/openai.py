@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import openai
 
 from providers.base import (
-    Finished,
     ProviderRequest,
     ProviderResponse,
-    RawEvent,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
@@ -37,15 +34,9 @@ from providers.base import (
     usage,
 )
 from providers.calls import (
-    WireEvents,
-    call_with_retries,
-    default_max_retries,
-    default_timeout,
     scrub,
-    shared_http_client,
 )
-from providers.config import ModelSpec, base_url, engine_config, require_key
-from providers.guard import CallGuard
+from providers.config import ModelSpec, engine_config
 from providers.openai_wire import (
     PROVIDER,
     convert_output,
@@ -53,7 +44,7 @@ from providers.openai_wire import (
     wire_input,
     wire_tools,
 )
-from providers.redaction import redact_request_texts
+from providers.sdk_adapter import SdkAdapter, WireStreamReader, make_sdk_client
 
 logger = logging.getLogger("providers")
 
@@ -84,42 +75,15 @@ _KNOWN = _TERMINAL | {
 }
 
 
-def make_client(
-    *,
-    api_key: str,
-    base_url: str | None = None,
-    timeout: float | None = None,
-    shared: bool = False,
-) -> openai.OpenAI:
-    """SDK retries off; `shared=True` uses the process's pool (never close such a client)."""
-    return openai.OpenAI(
-        api_key=api_key,
-        base_url=base_url,
-        timeout=default_timeout() if timeout is None else timeout,
-        max_retries=0,
-        http_client=shared_http_client(openai) if shared else None,
-    )
+def make_client(**kwargs) -> openai.OpenAI:
+    """An OpenAI client with the SDK's retries off (providers/sdk_adapter.py)."""
+    return make_sdk_client(openai, **kwargs)
 
 
-class OpenAIProvider:
+class OpenAIProvider(SdkAdapter):
     name = PROVIDER
-
-    def __init__(
-        self,
-        spec: ModelSpec,
-        *,
-        client: openai.OpenAI | None = None,
-        timeout: float | None = None,
-        max_retries: int | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        guard: CallGuard | None = None,
-    ) -> None:
-        self.spec = spec
-        self.client = client
-        self.timeout = default_timeout() if timeout is None else timeout
-        self.max_retries = default_max_retries() if max_retries is None else max_retries
-        self.sleep = sleep
-        self.guard = guard
+    sdk = openai
+    error_field = "code"
 
     def build_params(self, request: ProviderRequest) -> dict:
         config = engine_config().openai
@@ -144,49 +108,16 @@ class OpenAIProvider:
             params["include"] = ["reasoning.encrypted_content"]
         return params
 
-    def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
-        request = redact_request_texts(request)
-        params = self.build_params(request)
-        raw_request = {**params, "stream": True}
-        client, secrets = self._client()
-        response_stream = self._open(client, request, secrets, params, stream=True)
-        yield from _StreamReader(self.spec, raw_request, secrets).read(response_stream)
+    def create(self, client, params: dict, *, stream: bool):
+        if stream:
+            return client.responses.create(**params, stream=True, timeout=self.timeout)
+        return client.responses.create(**params, timeout=self.timeout)
 
-    def complete(self, request: ProviderRequest) -> ProviderResponse:
-        request = redact_request_texts(request)
-        params = self.build_params(request)
-        client, secrets = self._client()
-        response = self._open(client, request, secrets, params, stream=False)
-        return response_from_object(self.spec, params, response.model_dump(mode="json"), secrets)
+    def response_from_raw(self, raw_request: dict, raw: dict, secrets) -> ProviderResponse:
+        return response_from_object(self.spec, raw_request, raw, secrets)
 
-    def _client(self) -> tuple[openai.OpenAI, tuple[str, ...]]:
-        if self.client is not None:
-            return self.client, (self.client.api_key or "",)
-        key = require_key(self.spec)
-        client = make_client(
-            api_key=key, base_url=base_url(self.spec), timeout=self.timeout, shared=True
-        )
-        return client, (key,)
-
-    def _open(self, client, request, secrets, params, *, stream: bool):
-        def connect():
-            if stream:
-                return client.responses.create(**params, stream=True, timeout=self.timeout)
-            return client.responses.create(**params, timeout=self.timeout)
-
-        return call_with_retries(
-            connect,
-            sdk=openai,
-            provider=PROVIDER,
-            max_retries=self.max_retries,
-            timeout=self.timeout,
-            sleep=self.sleep,
-            secrets=secrets,
-            prefer="code",
-            guard=self.guard,
-            conversation_id=request.conversation_id,
-            purpose=request.purpose,
-        )
+    def stream_reader(self, raw_request: dict, secrets) -> _StreamReader:
+        return _StreamReader(self.spec, raw_request, secrets)
 
 
 def response_from_object(
@@ -206,7 +137,9 @@ def response_from_object(
     )
 
 
-class _StreamReader:
+class _StreamReader(WireStreamReader):
+    provider = PROVIDER
+
     def __init__(self, spec: ModelSpec, raw_request: dict, secrets: tuple[str, ...]) -> None:
         self.spec = spec
         self.raw_request = raw_request
@@ -216,19 +149,13 @@ class _StreamReader:
         self.final: dict | None = None
         self.error: dict | None = None
 
-    def read(self, response_stream) -> Iterator[StreamEvent]:
+    def raw_events(self, response_stream):
         # The SDK's raw SSE iterator gives the wire events themselves (unknown types
         # included) for the journal; its typed iteration would hide some.
-        wire = WireEvents(response_stream._iter_events(), PROVIDER)
-        try:
-            for event_type, payload in wire:
-                yield RawEvent(event_type, payload)
-                yield from self._apply(event_type, payload)
-                if self.final is not None or self.error is not None:
-                    break
-        finally:
-            response_stream.response.close()
-        yield Finished(self._response(wire.broken))
+        return response_stream._iter_events()
+
+    def done(self) -> bool:
+        return self.final is not None or self.error is not None
 
     def _apply(self, event_type: str, payload: dict) -> Iterator[StreamEvent]:
         index = payload.get("output_index")

@@ -6,7 +6,7 @@ class RetrievalConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from lcmsite.metrics import register_collector
+        from core.metrics import register_collector
         from retrieval.metrics import collect
 
         register_collector(collect)

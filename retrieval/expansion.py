@@ -24,7 +24,7 @@ from django.conf import settings
 
 from conversations.models import Message, Summary
 from conversations.selectors import conversation_get_for_user, conversations_visible_to
-from lcmsite.api.errors import InvalidInput, NotFound, Unavailable
+from core.api.errors import InvalidInput, NotFound, Unavailable
 from retrieval import services
 from retrieval.grep import GrepRequest, grep_for_user
 from retrieval.metrics import observe_expand_since

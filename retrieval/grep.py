@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 
 from conversations.search import GrepQuery, Scope, grep
 from conversations.selectors import conversation_get_for_user
-from lcmsite.api.errors import InvalidInput
-from lcmsite.metrics import observe_ms
+from core.api.errors import InvalidInput, Unavailable
+from core.metrics import observe_ms
 from retrieval import dag
 
-MODES = ("regex", "full_text", "semantic", "hybrid")  # the last two: memory/grep.py
+MODES = ("regex", "full_text", "semantic", "hybrid")  # the last two: registered, see below
 SCOPES = {
     "messages": ("message",),
     "summaries": ("summary",),
@@ -87,7 +88,7 @@ def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> 
         results = grep_files(scope=scope, request=request)
         mode = f"{request.mode}_files"
     elif request.mode in ("semantic", "hybrid"):
-        results = _grep_memory(scope=scope, request=request)
+        results = _grep_by_meaning(scope=scope, request=request)
         mode = request.mode
     else:
         results = _grep_rows(scope=scope, request=request)
@@ -101,13 +102,23 @@ def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> 
     return results
 
 
-def _grep_memory(*, scope: Scope, request: GrepRequest) -> list[dict]:
+# Search by meaning (modes semantic and hybrid) is the memory app's: it registers its
+# search here in its ready() (memory/apps.py), as it sits above this app.
+MeaningSearch = Callable[..., list[dict]]
+_meaning_search: MeaningSearch | None = None
+
+
+def register_meaning_search(search: MeaningSearch) -> None:
+    """`search(scope=, query=, limit=, mode=, scope_name=, full_text_rows=)` -> hits."""
+    global _meaning_search
+    _meaning_search = search
+
+
+def _grep_by_meaning(*, scope: Scope, request: GrepRequest) -> list[dict]:
     """Chunks and summaries by meaning (semantic), fused with full-text hits (hybrid)."""
-    from dataclasses import replace
-
-    from memory.grep import grep_memory
-
-    return grep_memory(
+    if _meaning_search is None:
+        raise Unavailable(f"grep mode {request.mode} needs the memory app, which is not installed")
+    return _meaning_search(
         scope=scope,
         query=request.query,
         limit=request.limit,

@@ -13,10 +13,10 @@ import time
 
 from django.conf import settings
 
-from conversations.largefiles.store import file_storage
-from conversations.models import LargeFile
 from conversations.search import Scope, SearchTimeout
 from conversations.search.text import compile_regex, query_words, snippet_at
+from largefiles.models import LargeFile
+from largefiles.store import file_storage
 
 MAX_FILES = 200
 MAX_BYTES = 64 * 1024 * 1024

@@ -7,7 +7,7 @@ import time
 
 from django.utils import timezone
 
-from lcmsite.metrics import Sample, observe_ms
+from core.metrics import Sample, observe_ms
 from retrieval.models import DelegationGrant
 
 

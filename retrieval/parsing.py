@@ -8,7 +8,7 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from lcmsite.api.errors import InvalidInput
+from core.api.errors import InvalidInput
 
 _MISSING = object()
 

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db.models import Q
 
-from conversations.models import LargeFile, Message, Summary
+from conversations.models import Message, Summary
 from conversations.search.query import as_datetime
 from conversations.selectors import conversations_visible_to
-from lcmsite.api.errors import InvalidInput, NotFound
+from core.api.errors import InvalidInput, NotFound
+from largefiles.models import LargeFile
 from retrieval import dag
 from retrieval.dag import SubtreeNode
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from lcmsite.api.requests import BLANK_PATTERN, RequestSerializer
-from lcmsite.api.schema import ItemIdField
+from core.api.requests import BLANK_PATTERN, RequestSerializer
+from core.api.schema import ItemIdField
 from retrieval.grep import MAX_LIMIT, MAX_QUERY_CHARS
 from retrieval.selectors import MAX_EXPAND_DEPTH
 from retrieval.tools import TOOL_DEFINITIONS

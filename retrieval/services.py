@@ -17,9 +17,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from conversations.models import LargeFile, Summary
-from conversations.tokens import estimate
-from lcmsite.api.errors import InvalidInput, LcmError, NotFound
+from conversations.models import Summary
+from core.api.errors import InvalidInput, LcmError, NotFound
+from core.tokens import estimate
+from largefiles.models import LargeFile
 from retrieval import dag, selectors
 from retrieval.models import DelegationGrant, GrantState
 

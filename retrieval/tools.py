@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
-from lcmsite.api.errors import InvalidInput, LcmError
+from core.api.errors import InvalidInput, LcmError
 from retrieval import selectors, services
 from retrieval.grep import MAX_LIMIT, GrepRequest, grep_for_user
 from retrieval.models import DelegationGrant

@@ -7,7 +7,7 @@ table for docs/benchmarks.md.
 Uses the configured database (LCM_DATABASE_URL, else SQLite under LCM_DATA_DIR; migrated
 first). It creates a user and 4 conversations of 200 messages, starts `manage.py lcm_serve
 --no-worker --no-demo --no-migrate` on a free port, runs 8 writers (single and batch
-appends), a compaction loop and 4 readers (assemble, grep, expand) (workers/load.py), stops
+appends), a compaction loop and 4 readers (assemble, grep, expand) (benchmarks/load.py), stops
 the server, and checks: 0 errors, exactly the acknowledged messages stored (seq 1..n),
 integrity clean. Exit status 1 if a check fails.
 """
@@ -42,13 +42,13 @@ def main() -> int:
     from django.db import connection
     from rest_framework.authtoken.models import Token
 
+    from benchmarks.harness import machine_line
+    from benchmarks.load import run_load
     from conversations.inputs import parse_message
     from conversations.models import Message
     from conversations.services import conversation_create, messages_append
     from integrity.models import ScanMode, Trigger
     from integrity.services import integrity_scan
-    from lcmsite.bench.core import machine_line
-    from workers.load import run_load
 
     call_command("migrate", interactive=False, verbosity=0)
     from django.contrib.auth import get_user_model

@@ -10,7 +10,7 @@ starts WEB × `manage.py lcm_serve --no-worker` and WORKERS × `manage.py qclust
 (LCM_WORKERS=1 each, a queue of its own), then measures two things:
 
 - ingest: for --seconds, 8 writers (4 appending one message, 4 batches of 20), each
-  request to the next web process (round-robin, workers/scale_out.py): acknowledged
+  request to the next web process (round-robin, benchmarks/scale_out.py): acknowledged
   messages per second;
 - compaction: then a full compaction is requested for each of the 8 conversations
   (through the web processes, onto the shared queue) and timed until every job is
@@ -89,11 +89,11 @@ def run_layout(
     from django.db import connection
     from rest_framework.authtoken.models import Token
 
+    from benchmarks.scale_out import run_ingest
     from compaction.models import CompactionJob
     from conversations.inputs import parse_message
     from conversations.models import Message, Summary
     from conversations.services import conversation_create, messages_append
-    from workers.scale_out import run_ingest
 
     owner = get_user_model().objects.create_user(username=f"scale-{uuid.uuid4().hex[:8]}")
     token = Token.objects.create(user=owner).key
@@ -219,7 +219,7 @@ def main() -> int:
     from django.core.management import call_command
     from django.db import connection
 
-    from lcmsite.bench.core import machine_line
+    from benchmarks.harness import machine_line
 
     if connection.vendor != "postgresql":
         parser.error("several web processes need PostgreSQL: set LCM_DATABASE_URL")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from lcmsite.admin_base import ReadOnlyAdmin
+from core.admin_base import ReadOnlyAdmin
 from security.models import AuditEvent
 
 

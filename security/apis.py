@@ -1,5 +1,6 @@
-"""HTTP adapters of the security app: hard delete (hooked into the conversation and session
-detail endpoints as their DELETE method) and exports."""
+"""HTTP adapters of the security app: hard delete (the DELETE method of the conversation
+and session detail endpoints, added to those views by `SecurityConfig.ready()`) and
+exports."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from lcmsite.api.errors import InvalidInput
-from lcmsite.api.schema import ERRORS, ErrorSerializer
+from core.api.errors import InvalidInput
+from core.api.schema import ERRORS, ErrorSerializer
 from security import exports, hard_delete
 from security.serializers import (
     ExportRequestSerializer,
@@ -59,7 +60,10 @@ def _confirmation(request) -> str | None:
     return data.get("confirm") or request.query_params.get("confirm")
 
 
-def conversation_hard_delete(request, conversation_id: int) -> Response:
+# The DELETE methods of the conversation and session detail endpoints: added to those
+# views by this app's ready() (security/apps.py), as deleting reaches every app's rows.
+@extend_schema(operation_id="conversations_hard_delete", **HARD_DELETE_SCHEMA)
+def conversation_hard_delete(view, request, conversation_id: int) -> Response:
     from conversations.selectors import conversation_get_for_user
 
     confirm = _confirmation(request)
@@ -70,7 +74,8 @@ def conversation_hard_delete(request, conversation_id: int) -> Response:
     return Response(result.as_dict())
 
 
-def session_hard_delete(request, session_id: str) -> Response:
+@extend_schema(operation_id="sessions_hard_delete", **HARD_DELETE_SCHEMA)
+def session_hard_delete(view, request, session_id: str) -> Response:
     from turns.selectors import session_get_for_user
 
     confirm = _confirmation(request)

@@ -30,10 +30,11 @@ from datetime import UTC, datetime
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 
-from conversations.largefiles.store import file_storage
-from conversations.models import Conversation, LargeFile
+from conversations.models import Conversation
+from core import crypto
 from importers.exporters import export_jsonl
-from lcmsite import crypto
+from largefiles.models import LargeFile
+from largefiles.store import file_storage
 from security.hard_delete import _batches, _stream_paths, collect
 from turns import journal_store
 

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from django.apps import apps
 from django.db import connection, models, transaction
 
-from compaction import locks
-from conversations.largefiles.store import delete_objects
-from conversations.models import Conversation, LargeFile
-from lcmsite.api.errors import InvalidInput, LcmError
+from conversations.models import Conversation
+from core import locks
+from core.api.errors import InvalidInput, LcmError
+from largefiles.models import LargeFile
+from largefiles.store import delete_objects
 from security.services import audit_record
 
 logger = logging.getLogger(__name__)

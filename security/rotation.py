@@ -17,7 +17,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files.storage import storages
 
-from lcmsite import crypto
+from core import crypto
 from security.storage import EncryptedStorage
 
 # A streams file modified this recently may still have a writer.

@@ -2,10 +2,10 @@
 
 `STORAGES["large_files"]` points here; OPTIONS name the real backend (the file system by
 default, or an S3-compatible store from django-storages) and its options. Objects are
-written through `encrypt_bytes` and read through `decrypt_bytes` (lcmsite/crypto.py), so
+written through `encrypt_bytes` and read through `decrypt_bytes` (core/crypto.py), so
 with no `LCM_ENCRYPTION_KEY` this is a plain pass-through, and objects written before
 encryption was turned on stay readable. Callers keep using the Storage API unchanged
-(`conversations/largefiles/store.py`).
+(`largefiles/store.py`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import Storage
 from django.utils.module_loading import import_string
 
-from lcmsite import crypto
+from core import crypto
 
 
 class EncryptedStorage(Storage):

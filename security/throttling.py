@@ -3,7 +3,7 @@
 API: DRF throttles whose rates are read from settings at request time
 (`LCM_THROTTLE_USER_RATE` per user/token, `LCM_THROTTLE_IP_RATE` per client IP), so an
 empty rate turns one off. A request over its rate gets 429 in the error shape with
-`Retry-After` (lcmsite/api/errors.py). DRF checks permissions before throttles, so a
+`Retry-After` (core/api/errors.py). DRF checks permissions before throttles, so a
 request without valid credentials is refused (401) before any throttle sees it:
 `AuthFailureThrottleMiddleware` counts those 401s per IP (`LCM_AUTH_FAILURE_RATE`) and
 answers 429 to that IP once it is over the rate, which stops token guessing.
@@ -29,7 +29,7 @@ from django.shortcuts import resolve_url
 from django.urls import reverse
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
-from lcmsite.api.errors import json_error
+from core.api.errors import json_error
 from security.services import audit_record
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

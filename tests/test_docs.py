@@ -1,10 +1,10 @@
-"""The README's settings table is generated from lcmsite/config.py and must stay in step."""
+"""The README's settings table is generated from core/config.py and must stay in step."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from lcmsite.config import SETTINGS, settings_table_markdown
+from core.config import SETTINGS, settings_table_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 

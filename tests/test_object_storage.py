@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from lcmsite import crypto
-from lcmsite.config import load_lcm_settings
-from lcmsite.object_storage import storages_setting
+from core import crypto
+from core.config import load_lcm_settings
+from core.object_storage import storages_setting
 from tests.conftest import token_client
 from tests.factories import UserFactory
 from tests.turns.live import free_port, parse_sse
@@ -71,8 +71,8 @@ def test_a_large_file_is_kept_encrypted_in_the_bucket_and_read_back_through_the_
     bucket, settings, api, conversation
 ):
     from conversations.inputs import parse_message
-    from conversations.models import LargeFile
     from conversations.services import messages_append
+    from largefiles.models import LargeFile
 
     settings.LCM_ENCRYPTION_KEY = KEY
     settings.LCM_LARGE_FILE_TOKEN_THRESHOLD = 1000
@@ -214,7 +214,7 @@ def test_the_reconciler_publishes_a_dead_writers_journal_and_leaves_other_hosts_
 def test_key_rotation_rewrites_the_objects_and_journals_in_the_bucket(bucket, settings):
     from django.core.management import call_command
 
-    from conversations.largefiles.store import read_range, write_object
+    from largefiles.store import read_range, write_object
     from turns.journal import StreamJournal, journal_path, read_entries
 
     settings.LCM_ENCRYPTION_KEY = KEY

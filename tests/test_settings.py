@@ -15,7 +15,7 @@ from django.conf import settings as django_settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 
-from lcmsite.config import SETTINGS, SETTINGS_BY_NAME, load_lcm_settings
+from core.config import SETTINGS, SETTINGS_BY_NAME, load_lcm_settings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -196,7 +196,7 @@ def test_manage_py_check_passes_with_the_defaults(tmp_path):
 
 
 def test_manage_py_check_stops_on_an_estimator_that_cannot_be_imported(tmp_path):
-    result = _manage(tmp_path, "check", LCM_TOKEN_ESTIMATOR="conversations.tokens.no_such")
+    result = _manage(tmp_path, "check", LCM_TOKEN_ESTIMATOR="core.tokens.no_such")
     assert result.returncode != 0
     assert "LCM_TOKEN_ESTIMATOR" in result.stderr
 

@@ -12,9 +12,8 @@ from rest_framework.exceptions import NotFound as DrfNotFound
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from lcmsite.api.pagination import SequencePagination
-from lcmsite.api.schema import CURSOR_PARAMETERS, ERRORS, WRITE_ERRORS
-from security.apis import HARD_DELETE_SCHEMA, session_hard_delete
+from core.api.pagination import SequencePagination
+from core.api.schema import CURSOR_PARAMETERS, ERRORS, WRITE_ERRORS
 from turns import selectors, serializers, services
 from turns.models import Branch
 
@@ -88,9 +87,7 @@ class SessionDetailApi(APIView):
         session = selectors.session_get_for_user(user=request.user, session_id=session_id)
         return Response(_session_detail(session))
 
-    @extend_schema(operation_id="sessions_hard_delete", **HARD_DELETE_SCHEMA)
-    def delete(self, request, session_id: str):
-        return session_hard_delete(request, session_id)  # security/apis.py
+    # DELETE (hard delete) is added by the security app (security/apps.py).
 
 
 class TurnListApi(APIView):

@@ -9,7 +9,7 @@ class TurnsConfig(AppConfig):
     def ready(self):
         from django.db.models.signals import post_migrate
 
-        from lcmsite.metrics import register_collector
+        from core.metrics import register_collector
         from turns.metrics import collect
         from turns.reconcile import ensure_schedule, install_worker_hooks
 
@@ -17,7 +17,7 @@ class TurnsConfig(AppConfig):
         post_migrate.connect(ensure_schedule, sender=self)
         install_worker_hooks()
 
-        from lcmsite import lifecycle
+        from core import lifecycle
         from turns import runner
 
         # The web server finishes what a crash left (journals, commits, indexing) as it

@@ -16,10 +16,10 @@ from django.db.models import Max
 from django.utils import timezone
 
 from conversations.models import Message
-from conversations.tokens import estimate
-from lcmsite.api.errors import InvalidInput, NotFound
+from core.api.errors import InvalidInput, NotFound
+from core.ids import new_id
+from core.tokens import estimate
 from turns.errors import TurnNotCommitted
-from turns.ids import new_id
 from turns.models import (
     FINALIZED_PHASES,
     Branch,

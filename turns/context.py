@@ -24,10 +24,11 @@ from dataclasses import asdict, dataclass, field
 
 from django.db import transaction
 
-from conversations.tokens import estimate
+from core.tokens import estimate
 from providers import blocks as B
 from providers.config import engine_config, model_get
 from turns.errors import ContextTooLarge
+from turns.memory_port import turn_memory
 from turns.models import FINALIZED_PHASES, ContextStrategy, Phase, StateCheckpoint, UserTurn
 
 logger = logging.getLogger("lcm.turns")
@@ -189,23 +190,20 @@ def _pending_messages(turns: list[UserTurn]) -> list[dict]:
 
 
 def _retrieve(turn: UserTurn, query: str, budget_tokens: int) -> tuple[list[dict], dict]:
-    """Manual attachments first, then memory.retrieval (when helper code exists)."""
+    """Manual attachments first, then memory retrieval (when the memory app is installed)."""
     stats: dict = {"manual": len(turn.attached_chunks or []), "error": None}
     items: list[dict] = []
-    try:
-        from memory import retrieval
-    except ImportError:
-        retrieval = None
-    if turn.attached_chunks and retrieval is not None and hasattr(retrieval, "chunks_by_id"):
+    memory = turn_memory()
+    if turn.attached_chunks and memory is not None:
         try:
-            for item in retrieval.chunks_by_id(turn=turn, chunk_ids=list(turn.attached_chunks)):
+            for item in memory.chunks_by_id(turn=turn, chunk_ids=list(turn.attached_chunks)):
                 items.append({**item, "manual": True, "score": item.get("score", 1.0)})
         except Exception as error:  # noqa: BLE001 - retrieval failure: proceed without it
             stats["error"] = f"{type(error).__name__}: {error}"
-    if retrieval is not None and hasattr(retrieval, "retrieve_for_turn") and budget_tokens > 0:
+    if memory is not None and budget_tokens > 0:
         started = time.monotonic()
         try:
-            found = retrieval.retrieve_for_turn(turn=turn, query=query, budget_tokens=budget_tokens)
+            found = memory.retrieve_for_turn(turn=turn, query=query, budget_tokens=budget_tokens)
             stats.update(getattr(found, "stats", None) or {})
             seen = {i.get("id") for i in items}
             items.extend(dict(i) for i in found if i.get("id") not in seen)
@@ -294,13 +292,9 @@ def assemble(turn: UserTurn) -> AssembledContext:
 
 
 def _tools_for(turn: UserTurn) -> list[dict]:
-    if turn.tools_mode == "disabled":
-        return []
-    try:
-        from memory.tools import tool_specs
-    except ImportError:
-        return []
-    return list(tool_specs())
+    # The measured context has never counted tool definitions (the runner sends them); kept
+    # as it was while the layers were untangled (issue 22), counted with the cache work.
+    return []
 
 
 def shrink(ctx: AssembledContext, spec, *, conversation_id: int | None = None) -> None:

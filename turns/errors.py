@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lcmsite.api.errors import Conflict, InvalidInput, LcmError
+from core.api.errors import Conflict, InvalidInput, LcmError
 
 
 class ContextTooLarge(LcmError):

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from lcmsite import crypto
+from core import crypto
 from turns import journal_store
 from turns.journal import streams_dir
 

@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from turns.memory_port import turn_memory
 from turns.models import (
     FINALIZED_PHASES,
     IndexStatus,
@@ -174,14 +175,6 @@ def _telemetry_add(turn_id: str, **values) -> None:
         UserTurn.objects.filter(pk=turn_id).update(telemetry=telemetry)
 
 
-def _memory_index_turn():
-    try:
-        from memory.indexing import index_turn as memory_index_turn
-    except ImportError:
-        return None
-    return memory_index_turn
-
-
 def index_turn(*, turn_id: str) -> str:
     """TX-C: index the committed turn's chunks (memory.indexing) and move it to done.
     A failure marks the index degraded and is retried later; it never blocks the turn."""
@@ -189,12 +182,12 @@ def index_turn(*, turn_id: str) -> str:
     if turn.phase not in (Phase.STATE_COMMITTED, Phase.INDEXED, Phase.DONE):
         return turn.index_status
     started = time.monotonic()
-    indexer = _memory_index_turn()
+    memory = turn_memory()
     status = IndexStatus.INDEXED
     error = None
     try:
-        if indexer is not None:
-            indexer(turn_id=turn_id)
+        if memory is not None:
+            memory.index_turn(turn_id=turn_id)
     except Exception as exc:  # noqa: BLE001 - any indexing failure degrades, never blocks
         logger.exception("indexing turn %s failed", turn_id)
         status, error = IndexStatus.DEGRADED, f"{type(exc).__name__}: {exc}"

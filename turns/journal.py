@@ -38,7 +38,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from lcmsite import crypto
+from core import crypto
 from providers.config import engine_config
 from turns import journal_store
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from compaction.summarizers.extract import score_sentences, sentences, split_code
-from conversations.tokens import estimate
+from core.tokens import estimate
 
 logger = logging.getLogger("lcm.turns")
 
@@ -213,9 +213,9 @@ def _librarian_provider():
     if not name:
         return None
     try:
+        from compaction.guard import DatabaseGuard
         from providers.base import provider_for
         from providers.config import api_key, model_get
-        from providers.guard import DatabaseGuard
 
         spec = model_get(name)
     except Exception:  # unknown model or providers not importable: deterministic

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db.models import Count
 
-from lcmsite.metrics import Sample, observe_ms
+from core.metrics import Sample, observe_ms
 from turns.models import FINALIZED_PHASES, JobState, TurnJob, UserTurn
 
 

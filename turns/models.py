@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from turns.ids import new_id
+from core.ids import new_id
 
 
 class Phase(models.TextChoices):

@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
-from lcmsite import periodic
+from core import periodic
 from turns.models import (
     FINALIZED_PHASES,
     OPEN_PHASES,

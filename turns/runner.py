@@ -42,6 +42,7 @@ from providers.config import engine_config, model_get
 from providers.errors import ProviderError
 from turns import events, services
 from turns.journal import StreamJournal, recover_step
+from turns.memory_port import turn_memory
 from turns.models import ToolsMode, UserTurn
 
 logger = logging.getLogger(__name__)
@@ -348,13 +349,10 @@ class _TurnRun:
     # Tools -----------------------------------------------------------------------------
 
     def tool_definitions(self) -> list[dict]:
-        if self.turn.tools_mode == ToolsMode.DISABLED:
+        memory = turn_memory()
+        if self.turn.tools_mode == ToolsMode.DISABLED or memory is None:
             return []
-        try:
-            from memory import tools as registry
-        except ImportError:
-            return []
-        return registry.definitions(self.turn.tools_mode)
+        return memory.tool_definitions(self.turn.tools_mode)
 
     def request_options(self, spec, tools: list[dict]) -> dict:
         options: dict = {}
@@ -367,13 +365,14 @@ class _TurnRun:
 
     def run_tools(self, calls: list[dict], step_index: int) -> list[dict]:
         """Execute each call in order; the results, in the same order, as tool_result blocks."""
-        from memory import tools as registry
-
+        memory = turn_memory()
         results = []
         for call in calls:
             started = time.monotonic()
             try:
-                result = registry.execute(
+                if memory is None:
+                    raise RuntimeError("no tools are installed (the memory app is missing)")
+                result = memory.execute_tool(
                     name=call.get("name", ""), input=call.get("input") or {}, turn=self.turn
                 )
             except Exception as error:  # a tool must never take the turn down

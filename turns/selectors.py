@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db import connection
 from django.db.models import Prefetch, Q, QuerySet
 
-from lcmsite.api.errors import NotFound
+from core.api.errors import NotFound
 from turns.models import (
     FINALIZED_PHASES,
     Branch,

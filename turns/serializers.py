@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from lcmsite.api.requests import RequestSerializer
-from lcmsite.api.schema import cursor_page
+from core.api.requests import RequestSerializer
+from core.api.schema import cursor_page
 from turns.models import ContextStrategy, ToolsMode
 
 

@@ -20,12 +20,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations.services import conversation_create
-from lcmsite.api.errors import InvalidInput, NotFound, PayloadTooLarge
+from core.api.errors import InvalidInput, NotFound, PayloadTooLarge
+from core.ids import new_id
 from providers import blocks as B
 from providers.config import default_model, model_get, require_key
 from providers.errors import MissingKey, UnknownModel
 from turns.errors import PhaseConflict, TurnInProgress
-from turns.ids import new_id
 from turns.models import (
     FINALIZED_PHASES,
     OPEN_PHASES,

@@ -30,9 +30,9 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from lcmsite.api.errors import InvalidInput
-from lcmsite.api.requests import NON_BLANK_PATTERN, RequestSerializer
-from lcmsite.api.schema import ERRORS, WRITE_ERRORS
+from core.api.errors import InvalidInput
+from core.api.requests import NON_BLANK_PATTERN, RequestSerializer
+from core.api.schema import ERRORS, WRITE_ERRORS
 from turns import events, runner, selectors, services
 from turns.apis import TurnListApi
 from turns.models import OPEN_PHASES, UserTurn

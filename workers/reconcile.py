@@ -26,8 +26,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from compaction.models import CompactionJob, CompactionRun, JobState, RunStatus
-from lcmsite import periodic
-from workers.leases import lease_deadline
+from core import periodic
+from core.leases import lease_deadline
 
 logger = logging.getLogger("lcm.workers")
 

@@ -25,7 +25,7 @@ from compaction.summarizers.base import (
 )
 from compaction.summarizers.expand import expand_items, expand_line
 from compaction.summarizers.markers import EXPAND_PREFIX
-from conversations.tokens import estimate_tokens
+from core.tokens import estimate_tokens
 from providers import blocks
 from providers.anthropic import AnthropicProvider, make_client
 from providers.base import ProviderRequest

@@ -3,7 +3,7 @@
 Layout (each part only if it fits):
 
     Covers 40 messages msg:1..msg:40 (18 user, 20 assistant, 2 tool), 2026-02-17T07:37:00Z to ...
-    Files: src/app.py, lcmsite/config.py
+    Files: src/app.py, core/config.py
     Identifiers: parse_config, MAX_RETRIES
     - [07:41 assistant msg:5] We decided to use Postgres instead of SQLite.
     - [07:50 user msg:9] Should the cache expire after 300 seconds?

@@ -14,7 +14,7 @@ from compaction.summarizers.budget import Estimator, truncate_to_tokens
 from compaction.summarizers.compose import compose
 from compaction.summarizers.markers import FALLBACK_MARKER
 from compaction.summarizers.render import render_sources
-from conversations.tokens import estimate_tokens
+from core.tokens import estimate_tokens
 
 if TYPE_CHECKING:
     from compaction.summarizers.base import SummaryRequest

@@ -9,7 +9,7 @@ from typing import Literal
 from django.db import connection
 from django.utils.dateparse import parse_datetime
 
-from lcmsite.api.errors import InvalidInput, LcmError
+from core.api.errors import InvalidInput, LcmError
 
 Mode = Literal["regex", "full_text"]
 Table = Literal["message", "summary"]

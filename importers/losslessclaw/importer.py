@@ -25,18 +25,12 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
-from compaction import locks
 from conversations import bulk
 from conversations.inputs import PartInput, render_parts_text
-from conversations.largefiles.explore import count_lines
-from conversations.largefiles.mime import guess_file_type
-from conversations.largefiles.reference import find_file_ids, new_file_id
-from conversations.largefiles.store import delete_objects, storage_key, write_object
 from conversations.models import (
     ContextItem,
     Conversation,
     ItemType,
-    LargeFile,
     Message,
     MessagePart,
     Role,
@@ -46,7 +40,8 @@ from conversations.models import (
     SummaryMessage,
     SummaryParent,
 )
-from conversations.tokens import estimate
+from core import locks
+from core.tokens import estimate
 from importers.losslessclaw.files import resolve_file
 from importers.losslessclaw.mapping import clean_text, map_part, parse_time, source_extras
 from importers.losslessclaw.source import Source, json_value
@@ -58,6 +53,11 @@ from importers.models import (
     ImportedSummary,
 )
 from importers.report import ConversationResult, ImportReport, empty_counts
+from largefiles.explore import count_lines
+from largefiles.mime import guess_file_type
+from largefiles.models import LargeFile
+from largefiles.reference import find_file_ids, new_file_id
+from largefiles.store import delete_objects, storage_key, write_object
 
 logger = logging.getLogger("lcm.importers")
 

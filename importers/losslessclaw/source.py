@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from lcmsite.api.errors import InvalidInput
+from core.api.errors import InvalidInput
 
 REQUIRED: dict[str, tuple[str, ...]] = {
     "conversations": ("conversation_id", "session_id"),

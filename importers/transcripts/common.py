@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lcmsite.api.errors import InvalidInput
+from core.api.errors import InvalidInput
 
 
 @dataclass(frozen=True)

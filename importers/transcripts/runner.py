@@ -18,11 +18,11 @@ from django.db import DatabaseError
 from conversations.inputs import MessageInput, parse_message
 from conversations.models import Conversation, Message
 from conversations.services import conversation_create, messages_append
+from core.api.errors import LcmError
 from importers.models import Format, ImportedConversation
 from importers.report import ConversationResult, ImportReport
 from importers.transcripts import anthropic, claude_code, jsonl, openai
 from importers.transcripts.common import Parsed, read_json, read_jsonl
-from lcmsite.api.errors import LcmError
 
 BATCH = 500
 

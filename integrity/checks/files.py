@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from django.db import connection
 from django.utils import timezone
 
-from conversations.largefiles.store import file_storage
-from conversations.models import LargeFile
 from integrity.checks.lineage import MESSAGE, SUMMARY
 from integrity.checks.scope import Scope, fetch
+from largefiles.models import LargeFile
+from largefiles.store import file_storage
 
 LARGE_FILE = "conversations_largefile"
 

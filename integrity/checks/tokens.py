@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import connection
 
-from conversations.tokens import estimate
+from core.tokens import estimate
 from integrity.checks.lineage import CONTEXT, MESSAGE, SUMMARY
 from integrity.checks.scope import Scope, fetch
 
@@ -27,7 +27,7 @@ def _stream(sql: str, params: list):
 
 # ASCII text under the default estimator is ceil(characters / 4) tokens: the database
 # can check those rows itself, and only the rest travel to Python.
-_DEFAULT_ESTIMATOR = "conversations.tokens.estimate_tokens"
+_DEFAULT_ESTIMATOR = "core.tokens.estimate_tokens"
 _LENGTHS = {
     "postgresql": ("octet_length(m.content)", "char_length(m.content)"),
     "sqlite": ("length(CAST(m.content AS BLOB))", "length(m.content)"),

@@ -13,7 +13,7 @@ from compaction.engine import compact_conversation
 from conversations.inputs import parse_message
 from conversations.models import ContextItem, Message, Summary, SummaryMessage, SummaryParent
 from conversations.services import messages_append
-from lcmsite.api.errors import Conflict
+from core.api.errors import Conflict
 from tests.compaction.helpers import all_message_ids, messages_reachable_from_context
 from tests.factories import append_messages, message_payload
 

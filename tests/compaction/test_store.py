@@ -4,10 +4,10 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from compaction import locks
 from compaction.planning import context_rows, fresh_tail_start, leaf_candidate
 from compaction.store import NewSummary, RangeChanged, apply_summary, summary_id_for
 from conversations.models import ContextItem, Summary, SummaryMessage
+from core import locks
 from tests.factories import append_messages
 
 
@@ -109,7 +109,7 @@ def test_the_leaf_candidate_is_capped_and_stops_before_the_tail(conversation, se
 def test_try_lock_is_a_conflict_while_another_transaction_holds_it(conversation):
     import threading
 
-    from lcmsite.api.errors import Conflict
+    from core.api.errors import Conflict
 
     held, release = threading.Event(), threading.Event()
 

@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from conversations.models import Conversation, Message
 from conversations.selectors import conversation_get_for_user
-from lcmsite.api.errors import NotFound
+from core.api.errors import NotFound
 from tests.factories import UserFactory, append_messages
 
 # (method, path under the conversation, body for unsafe methods, success status)

@@ -17,13 +17,13 @@ from django.utils import timezone
 from conversations.models import (
     ContextItem,
     Conversation,
-    LargeFile,
     Message,
     MessagePart,
     Summary,
     SummaryMessage,
     SummaryParent,
 )
+from largefiles.models import LargeFile
 from tests.factories import ConversationFactory, UserFactory, append_messages
 
 CANONICAL = [Message, MessagePart, Summary, SummaryMessage, SummaryParent, ContextItem, LargeFile]
@@ -96,7 +96,7 @@ def data(db):
 
 
 def _changelist(model) -> str:
-    return f"/admin/conversations/{model._meta.model_name}/"
+    return f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
 
 
 def _object_pk(model, data):

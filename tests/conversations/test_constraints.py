@@ -15,13 +15,13 @@ from django.utils import timezone
 from conversations.models import (
     ContextItem,
     Conversation,
-    LargeFile,
     Message,
     MessagePart,
     Summary,
     SummaryMessage,
     SummaryParent,
 )
+from largefiles.models import LargeFile
 from security.hard_delete import hard_delete_permit
 from tests.factories import ConversationFactory, UserFactory
 

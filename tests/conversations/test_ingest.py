@@ -5,8 +5,8 @@ import pytest
 from conversations.inputs import parse_message
 from conversations.models import ContextItem, Message, MessagePart
 from conversations.services import messages_append
-from conversations.tokens import estimate_tokens
-from lcmsite.api.errors import NotFound
+from core.api.errors import NotFound
+from core.tokens import estimate_tokens
 from tests.factories import append_messages
 
 

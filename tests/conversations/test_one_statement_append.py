@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from conversations.inputs import MessageInput, parse_message
 from conversations.models import ContextItem, Conversation, Message, MessagePart
 from conversations.services import messages_append
-from lcmsite.api.errors import NotFound
+from core.api.errors import NotFound
 from tests.factories import ConversationFactory, UserFactory
 
 pytestmark = pytest.mark.postgres

@@ -16,8 +16,9 @@ from playwright.sync_api import expect
 from compaction.models import CompactionJob
 from compaction.services import job_run
 from compaction.summarizers import DeterministicSummarizer
-from conversations.models import ContextItem, LargeFile, Message, Summary, SummaryMessage
+from conversations.models import ContextItem, Message, Summary, SummaryMessage
 from explorer.selectors import CONTEXT_PAGE, TIMELINE_PAGE
+from largefiles.models import LargeFile
 from retrieval.selectors import covering_summaries
 from tests.explorer.helpers import XSS_TEXT, client_for, compact, xss_payload
 from tests.factories import ConversationFactory, append_messages

@@ -11,16 +11,10 @@ from django.contrib.auth import authenticate
 from django.core.management import call_command
 from django.db import connection
 
-from conversations.models import (
-    ContextItem,
-    Conversation,
-    LargeFile,
-    Message,
-    MessagePart,
-    Summary,
-)
+from conversations.models import ContextItem, Conversation, Message, MessagePart, Summary
 from explorer.demo import DEMO_SESSION, demo_load
 from explorer.management.commands.lcm_demo import Command as DemoCommand
+from largefiles.models import LargeFile
 
 
 def run_demo(*args) -> str:

@@ -7,7 +7,8 @@ import pytest
 from django.contrib.admin.utils import quote  # ids hold '_', which admin URLs escape
 from django.urls import reverse
 
-from conversations.models import LargeFile, Summary
+from conversations.models import Summary
+from largefiles.models import LargeFile
 from tests.explorer.helpers import client_for
 from tests.factories import append_messages
 
@@ -67,6 +68,6 @@ def test_the_admin_links_conversations_summaries_and_files_to_the_explorer(
     page = response.content.decode()
     assert f'<a href="/conversations/{compacted.pk}/dag/?summary={summary.pk}">' in page
     page = client.get(
-        reverse("admin:conversations_largefile_change", args=[quote(stored_file.pk)])
+        reverse("admin:largefiles_largefile_change", args=[quote(stored_file.pk)])
     ).content.decode()
     assert f'<a href="/files/{stored_file.pk}/">' in page

@@ -12,7 +12,7 @@ from tests.largefile_support import large_file_storage  # noqa: F401
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures"
-LOSSLESS_CLAW = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "lossless-claw-0.15.3"
+LOSSLESS_CLAW = FIXTURES / "lossless-claw-0.15.3"  # vendored: see its README.md
 
 
 @pytest.fixture

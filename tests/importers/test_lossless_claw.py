@@ -1,5 +1,6 @@
-"""Importing the real lossless-claw 0.15.3 database (../shared/fixtures): counts, lineage,
-search, integrity, idempotency, growth, dry run, missing files, corrupt sources."""
+"""Importing the real lossless-claw 0.15.3 database (vendored in
+tests/importers/fixtures/lossless-claw-0.15.3): counts, lineage, search, integrity,
+idempotency, growth, dry run, missing files, corrupt sources."""
 
 from __future__ import annotations
 
@@ -14,18 +15,18 @@ from compaction.assembly import assemble_context
 from conversations.models import (
     ContextItem,
     Conversation,
-    LargeFile,
     Message,
     MessagePart,
     Summary,
     SummaryMessage,
     SummaryParent,
 )
+from core.api.errors import InvalidInput
 from importers.models import ImportedFile, ImportedMessage, ImportedSummary
 from importers.services import import_file
 from integrity.checks import Scope
 from integrity.report import scan
-from lcmsite.api.errors import InvalidInput
+from largefiles.models import LargeFile
 from tests.factories import UserFactory
 
 TICKET = "NEEDLE-LC-7731"

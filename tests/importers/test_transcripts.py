@@ -7,10 +7,11 @@ import json
 import pytest
 from django.core.management import call_command
 
-from conversations.models import Conversation, LargeFile, Message, MessagePart
+from conversations.models import Conversation, Message, MessagePart
 from importers.services import import_file
 from integrity.checks import Scope
 from integrity.report import scan
+from largefiles.models import LargeFile
 from tests.importers.conftest import FIXTURES
 
 SESSION = "7b3e9c1a-4f2d-4e8b-9a61-2c5d8e0f1a37"
@@ -102,7 +103,7 @@ def test_reimporting_a_claude_code_session_adds_nothing_and_integrity_is_clean(u
 
 
 def test_a_session_that_went_on_imports_only_its_new_records(user, tmp_path):
-    from importers.synthetic import claude_code_session
+    from benchmarks.synthetic import claude_code_session
 
     records = claude_code_session(rounds=6, session_id="grow")
     path = tmp_path / "s.jsonl"
@@ -275,8 +276,8 @@ def test_the_import_command_names_an_unknown_user(db):
 def test_an_imported_session_compacts_greps_and_expands_like_native_data(
     user, small_chunks, api, tmp_path
 ):
+    from benchmarks.synthetic import claude_code_session
     from compaction.engine import compact_conversation
-    from importers.synthetic import claude_code_session
 
     records = claude_code_session(rounds=40, session_id="native-like")
     path = tmp_path / "native-like.jsonl"

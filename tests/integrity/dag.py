@@ -18,7 +18,7 @@ from conversations.models import (
     SummaryMessage,
     SummaryParent,
 )
-from conversations.tokens import estimate
+from core.tokens import estimate
 
 
 def _summary(conversation, *, kind, depth, content, earliest, latest, file_ids=()):

@@ -8,9 +8,10 @@ import pytest
 from django.core.files.base import ContentFile
 from django.db import connection
 
-from conversations.models import ContextItem, Conversation, LargeFile, Message
-from conversations.tokens import estimate
+from conversations.models import ContextItem, Conversation, Message
+from core.tokens import estimate
 from integrity.checks import CHECKS
+from largefiles.models import LargeFile
 from tests.factories import ConversationFactory, append_messages
 from tests.integrity.seeding import double_estimate, problems, sql
 

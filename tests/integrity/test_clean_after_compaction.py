@@ -8,10 +8,11 @@ import pytest
 from compaction.engine import compact_conversation
 from compaction.summarizers import DeterministicSummarizer
 from conversations.inputs import parse_message
-from conversations.models import ContextItem, LargeFile, Summary
+from conversations.models import ContextItem, Summary
 from conversations.services import messages_append
 from integrity.models import ScanMode, Trigger
 from integrity.services import integrity_scan
+from largefiles.models import LargeFile
 from retrieval.selectors import expand_for_user
 from tests.factories import append_messages
 from tests.integrity.seeding import problems

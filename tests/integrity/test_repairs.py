@@ -9,9 +9,9 @@ import pytest
 from django.db import connection
 
 from conversations.models import ContextItem, Conversation, Message
+from core.api.errors import Conflict
 from integrity.models import PlanStatus, RepairPlan, ScanMode, Trigger
 from integrity.services import integrity_scan, repair_plan_apply
-from lcmsite.api.errors import Conflict
 from tests.factories import append_messages
 from tests.integrity import dag
 from tests.integrity.seeding import problems, sql

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lcmsite.api.errors import InvalidInput
+from core.api.errors import InvalidInput
 from memory.indexing import index_turn
 from memory.models import (
     Chunk,

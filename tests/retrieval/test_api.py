@@ -9,7 +9,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
-from conversations.models import LargeFile, Message, Summary
+from conversations.models import Message, Summary
+from largefiles.models import LargeFile
 from retrieval.models import DelegationGrant
 from tests.factories import append_messages
 from tests.retrieval.dag_builder import build_dag

@@ -9,7 +9,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from conversations.search import InvalidPattern, SearchTimeout
-from lcmsite.api.errors import InvalidInput, NotFound
+from core.api.errors import InvalidInput, NotFound
 from retrieval.grep import GrepRequest, grep_for_user
 from tests.factories import append_messages
 from tests.retrieval.dag_builder import build_dag

@@ -12,7 +12,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import storages
 from django.core.management import call_command
 
-from lcmsite import crypto
+from core import crypto
 from security.models import AuditEvent
 from security.storage import EncryptedStorage
 from turns import events as E
@@ -90,7 +90,7 @@ def test_a_malformed_key_stops_start_up_naming_the_variable(settings):
 def test_large_file_objects_are_encrypted_on_disk_and_read_back_clear(
     settings, encrypted_storage, tmp_path
 ):
-    from conversations.largefiles.store import read_range, write_object
+    from largefiles.store import read_range, write_object
 
     settings.LCM_ENCRYPTION_KEY = KEY
     write_object("7/01FILE.txt", SECRET_TEXT.encode())
@@ -151,7 +151,7 @@ def test_turn_event_log_is_encrypted_and_replayed(settings):
 def test_rotation_re_encrypts_objects_and_streams_under_the_new_key(
     settings, encrypted_storage, tmp_path
 ):
-    from conversations.largefiles.store import write_object
+    from largefiles.store import write_object
 
     encrypted_storage.save("3/clear.txt", ContentFile(b"was clear"))
     settings.LCM_ENCRYPTION_KEY = KEY

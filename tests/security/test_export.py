@@ -11,7 +11,8 @@ import pytest
 from cryptography.fernet import Fernet
 from django.core.management import call_command
 
-from conversations.models import LargeFile, Message, Summary, SummaryMessage
+from conversations.models import Message, Summary, SummaryMessage
+from largefiles.models import LargeFile
 from security.models import AuditEvent
 from tests.largefile_support import large_file_storage  # noqa: F401
 from tests.security.test_hard_delete import FILE_BODY, MARKER, _full_conversation

@@ -8,11 +8,9 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 
 from conversations.inputs import parse_message
-from conversations.largefiles.store import file_storage
 from conversations.models import (
     ContextItem,
     Conversation,
-    LargeFile,
     Message,
     MessagePart,
     Summary,
@@ -22,6 +20,8 @@ from conversations.models import (
 from conversations.services import messages_append
 from integrity.checks import Scope
 from integrity.report import scan
+from largefiles.models import LargeFile
+from largefiles.store import file_storage
 from memory.indexing import index_turn
 from memory.models import Chunk, ChunkVector
 from security.models import AuditEvent

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from conversations.models import Conversation, Message
-from lcmsite.api.errors import InvalidInput, NotFound
+from core.api.errors import InvalidInput, NotFound
 from tests.turns.conftest import send
 from turns import services
 from turns.models import Branch, Phase, Session, StateCheckpoint, UserTurn

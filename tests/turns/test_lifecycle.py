@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conversations.models import Conversation, Message, MessagePart
-from lcmsite.api.errors import Conflict
+from core.api.errors import Conflict
 from retrieval.grep import GrepRequest, grep_for_user
 from tests.turns.conftest import send
 from turns import services

@@ -3,7 +3,7 @@ turns_long_session`): no head corruption, no pinned fact lost, the context bound
 
 from __future__ import annotations
 
-from turns.longrun import long_session
+from benchmarks.longrun import long_session
 
 
 def test_a_long_session_keeps_its_head_and_pins(user, settings):

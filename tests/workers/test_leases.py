@@ -14,8 +14,8 @@ from compaction.engine import compact_conversation
 from compaction.models import CompactionJob, CompactionRun, JobState
 from compaction.services import job_claim, job_request, job_run
 from conversations.models import Summary
+from core import shutdown
 from tests.factories import append_messages
-from workers import shutdown
 from workers.reconcile import reconcile_jobs
 
 

@@ -1,4 +1,4 @@
-"""A short run of the mixed load (workers/load.py) against the real server: 8 writers, a
+"""A short run of the mixed load (benchmarks/load.py) against the real server: 8 writers, a
 compaction loop, 4 readers for 10 s. 0 errors (no "database is locked" on SQLite), and
 exactly the acknowledged messages stored. The 60 s figures: scripts/lcm_load.py."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from rest_framework.authtoken.models import Token
 
+from benchmarks.load import run_load
 from tests.factories import ConversationFactory, UserFactory, append_messages
 from tests.turns.live import free_port
 from tests.workers.processes import assert_consistent, kill_group, start_server, worker_env
-from workers.load import run_load
 
 SECONDS = 10
 START = 200

@@ -19,6 +19,7 @@ import pytest
 import redis
 from rest_framework.authtoken.models import Token
 
+from benchmarks.scale_out import overlapping_runs, run_ingest
 from compaction.models import CompactionJob, CompactionRun
 from tests.factories import ConversationFactory, UserFactory, append_messages
 from tests.support.fake_messages_api import message
@@ -30,7 +31,6 @@ from tests.workers.processes import (
     wait_for,
     worker_env,
 )
-from workers.scale_out import overlapping_runs, run_ingest
 
 WEB_PROCESSES = 3
 WORKER_PROCESSES = 2

@@ -6,8 +6,8 @@ import json
 
 from django.core.management.base import BaseCommand
 
+from core.progress import progress
 from explorer.demo import demo_load
-from lcmsite.progress import progress
 
 
 class Command(BaseCommand):

@@ -7,10 +7,10 @@ import json
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from core.api.errors import LcmError
+from core.progress import progress
 from importers.models import Format
 from importers.services import import_file
-from lcmsite.api.errors import LcmError
-from lcmsite.progress import progress
 
 
 class Command(BaseCommand):

@@ -7,12 +7,12 @@ import json
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from core.api.errors import LcmError
+from core.progress import progress
 from integrity.checks import CHECKS
 from integrity.models import ScanMode, Trigger
 from integrity.selectors import report_plans
 from integrity.services import integrity_scan, repair_plan_apply
-from lcmsite.api.errors import LcmError
-from lcmsite.progress import progress
 
 
 class Command(BaseCommand):

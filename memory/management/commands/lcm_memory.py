@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from lcmsite.progress import progress
+from core.progress import progress
 from memory.embeddings import active_backend
 from memory.models import Chunk, EmbeddingNamespace, NamespaceStatus
 from memory.namespaces import model_change_start

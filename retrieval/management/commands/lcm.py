@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
 
-from lcmsite.api.errors import LcmError
+from core.api.errors import LcmError
 from retrieval import selectors
 from retrieval.grep import GrepRequest, grep_for_user
 from retrieval.services import grant_sweep_expired

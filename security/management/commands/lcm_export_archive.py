@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from conversations.models import Conversation
-from lcmsite.api.errors import LcmError
+from core.api.errors import LcmError
 from security.exports import export_conversation, export_session
 
 

@@ -7,7 +7,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from conversations.models import Conversation
-from lcmsite.api.errors import LcmError
+from core.api.errors import LcmError
 from security.hard_delete import hard_delete_conversation, hard_delete_session
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from lcmsite import crypto
+from core import crypto
 from security.rotation import BUSY_SECONDS, rotate_all
 from security.services import audit_record
 

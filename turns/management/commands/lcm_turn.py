@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from lcmsite.api.errors import LcmError
+from core.api.errors import LcmError
 from turns.models import Session
 
 

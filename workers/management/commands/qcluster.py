@@ -3,7 +3,7 @@
 django-q2's own SIGTERM handler asks the sentinel to stop and then waits, without limit,
 for each worker to finish its current task (a compaction may run for minutes). Here the
 signal instead:
-1. sets the shared stop flag (workers.shutdown): a worker finishes the pass it is in,
+1. sets the shared stop flag (core.shutdown): a worker finishes the pass it is in,
    releases its job so another worker takes it at once, and claims nothing new;
 2. asks the cluster to stop as django-q2 would (in a thread);
 3. after LCM_WORKER_STOP_SECONDS kills whatever is still running. A pass is one
@@ -24,7 +24,7 @@ from django.conf import settings
 from django_q.cluster import Cluster
 from django_q.management.commands.qcluster import Command as QClusterCommand
 
-from workers import shutdown
+from core import shutdown
 
 
 def _descendants(root: int) -> list[int]:

@@ -1,0 +1,1 @@
+"""The kernel: what every app uses and that uses no app (docs/architecture.md)."""

@@ -1,0 +1,682 @@
+"""Every LCM_* setting in one table: its type, default, accepted range and meaning.
+
+`load_lcm_settings(environ)` parses and validates them; a bad value raises
+`ImproperlyConfigured` naming the variable and the accepted range, which stops
+`manage.py`, the worker and the web server before they do anything.
+The README's settings table is generated from this table (`manage.py lcm_settings`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    kind: type  # bool, int, float or str
+    default: Any
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] | None = None
+    prefixes: tuple[str, ...] | None = None  # a URL: empty, or starting with one of these
+
+    def accepted(self) -> str:
+        if self.kind is bool:
+            return "true/false (1/0, yes/no, on/off)"
+        if self.prefixes:
+            return "empty, or a URL starting with " + ", ".join(self.prefixes)
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.minimum is not None and self.maximum is not None:
+            return f"{self.kind.__name__} from {self.minimum:g} to {self.maximum:g}"
+        if self.minimum is not None:
+            return f"{self.kind.__name__} >= {self.minimum:g}"
+        return "a string"
+
+    def parse(self, raw: str) -> Any:
+        problem = f"{self.name}={raw!r} is invalid: expected {self.accepted()}"
+        if self.kind is bool:
+            value = raw.strip().lower()
+            if value in _TRUE:
+                return True
+            if value in _FALSE:
+                return False
+            raise ImproperlyConfigured(problem)
+        if self.kind in (int, float):
+            try:
+                number = self.kind(raw.strip())
+            except ValueError:
+                raise ImproperlyConfigured(problem) from None
+            if number != number or (self.minimum is not None and number < self.minimum):
+                raise ImproperlyConfigured(problem)
+            if self.maximum is not None and number > self.maximum:
+                raise ImproperlyConfigured(problem)
+            return number
+        if self.choices and raw not in self.choices:
+            raise ImproperlyConfigured(problem)
+        if self.prefixes and raw and not raw.startswith(self.prefixes):
+            raise ImproperlyConfigured(problem)
+        return raw
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # Core switches
+    Setting(
+        "LCM_ENABLED",
+        bool,
+        True,
+        "Master switch: when false, ingest still stores messages but no compaction is scheduled.",
+    ),
+    Setting(
+        "LCM_AUTOCOMPACT_DISABLED",
+        bool,
+        False,
+        "Stop automatic (threshold) compaction jobs; manual compaction still works.",
+    ),
+    # Budgets and thresholds
+    Setting(
+        "LCM_DEFAULT_TOKEN_BUDGET",
+        int,
+        128000,
+        "Token budget of a new conversation when the client gives none.",
+        256,
+        10_000_000,
+    ),
+    Setting(
+        "LCM_CONTEXT_THRESHOLD",
+        float,
+        0.75,
+        "Compaction is due when the assembled context reaches this fraction of the budget.",
+        0.05,
+        1.0,
+    ),
+    Setting(
+        "LCM_MAX_ACTIVE_MESSAGES",
+        int,
+        2000,
+        "Compaction is due when more raw messages than this are in the active context.",
+        1,
+        1_000_000,
+    ),
+    Setting(
+        "LCM_FRESH_TAIL_COUNT",
+        int,
+        8,
+        "Newest raw messages that are never compacted (the tail also always reaches back to the newest user message).",
+        0,
+        10_000,
+    ),
+    Setting("LCM_LEAF_TARGET_TOKENS", int, 600, "Target size of a leaf summary.", 32, 32_000),
+    Setting(
+        "LCM_CONDENSED_TARGET_TOKENS", int, 900, "Target size of a condensed summary.", 32, 32_000
+    ),
+    Setting(
+        "LCM_LEAF_CHUNK_TOKENS",
+        int,
+        20000,
+        "Largest run of raw message tokens one leaf pass summarizes.",
+        256,
+        1_000_000,
+    ),
+    Setting(
+        "LCM_LEAF_MIN_FANOUT",
+        int,
+        8,
+        "Contiguous leaf summaries needed before a condensed pass at depth 0.",
+        2,
+        1000,
+    ),
+    Setting(
+        "LCM_CONDENSED_MIN_FANOUT",
+        int,
+        4,
+        "Contiguous same-depth condensed summaries needed before the next condensed pass.",
+        2,
+        1000,
+    ),
+    Setting(
+        "LCM_INCREMENTAL_MAX_DEPTH",
+        int,
+        1,
+        "After an incremental leaf pass, condense up to this depth (0: leaves only).",
+        0,
+        20,
+    ),
+    Setting(
+        "LCM_COMPACTION_MAX_PASSES",
+        int,
+        500,
+        "Most passes one compaction run may make.",
+        1,
+        100_000,
+    ),
+    Setting(
+        "LCM_COMPACTION_MAX_SECONDS", int, 600, "Wall-time bound of one compaction run.", 1, 86_400
+    ),
+    Setting(
+        "LCM_COMPACTION_MAX_ROUNDS", int, 10, "Rounds of full sweeps in until-under mode.", 1, 1000
+    ),
+    # Retrieval
+    Setting("LCM_MAX_EXPAND_TOKENS", int, 4000, "Default token cap of an expand.", 100, 1_000_000),
+    Setting(
+        "LCM_GREP_TIMEOUT_MS",
+        int,
+        2000,
+        "Time limit of one grep query (regex runaway guard).",
+        50,
+        60_000,
+    ),
+    Setting(
+        "LCM_EXPANSION_GRANT_TTL_SECONDS",
+        int,
+        600,
+        "Lifetime of a sub-agent delegation grant.",
+        10,
+        86_400,
+    ),
+    Setting(
+        "LCM_EXPANSION_MAX_ANSWER_TOKENS",
+        int,
+        2000,
+        "Default answer size of a sub-agent expansion.",
+        50,
+        32_000,
+    ),
+    Setting(
+        "LCM_EXPANSION_MAX_TOOL_CALLS",
+        int,
+        12,
+        "Most tool calls one sub-agent expansion may make.",
+        1,
+        200,
+    ),
+    Setting(
+        "LCM_EXPANSION_MODEL",
+        str,
+        "claude-haiku-4-5",
+        "Model of the sub-agent expansion when ANTHROPIC_API_KEY is set (offline excerpt otherwise).",
+    ),
+    # Large files
+    Setting(
+        "LCM_LARGE_FILE_TOKEN_THRESHOLD",
+        int,
+        25000,
+        "A <file> block (or tool output) of at least this many tokens is stored aside and replaced by a reference.",
+        100,
+        10_000_000,
+    ),
+    Setting(
+        "LCM_FILE_PREVIEW_BYTES",
+        int,
+        65536,
+        "Largest range one file-content read returns.",
+        1024,
+        100_000_000,
+    ),
+    # Summarizer model
+    Setting(
+        "LCM_SUMMARY_MODEL",
+        str,
+        "claude-haiku-4-5",
+        "Model used for summaries when ANTHROPIC_API_KEY is set.",
+    ),
+    Setting(
+        "LCM_SUMMARY_TIMEOUT_SECONDS", float, 60.0, "Timeout of one summarizer call.", 0.1, 3600
+    ),
+    Setting(
+        "LCM_SUMMARY_MAX_RETRIES",
+        int,
+        3,
+        "Retries of a summarizer call on overload or rate limit.",
+        0,
+        20,
+    ),
+    Setting(
+        "LCM_SUMMARY_MAX_CALLS",
+        int,
+        500,
+        "Spend guard: most model calls per conversation per window.",
+        0,
+        1_000_000,
+    ),
+    Setting(
+        "LCM_SUMMARY_CALL_WINDOW_SECONDS", int, 3600, "Window of the spend guard.", 1, 2_592_000
+    ),
+    Setting(
+        "LCM_CIRCUIT_BREAKER_FAILURES",
+        int,
+        5,
+        "Consecutive provider failures that open the circuit breaker.",
+        1,
+        1000,
+    ),
+    Setting(
+        "LCM_CIRCUIT_BREAKER_COOLDOWN_SECONDS",
+        int,
+        300,
+        "How long an open circuit breaker sends work to the deterministic summarizer.",
+        1,
+        86_400,
+    ),
+    # Ingest and API
+    Setting(
+        "LCM_TOKEN_ESTIMATOR",
+        str,
+        "core.tokens.estimate_tokens",
+        "Dotted path of the token estimator (a function str -> int).",
+    ),
+    Setting(
+        "LCM_MAX_REQUEST_BYTES",
+        int,
+        33_554_432,
+        "Largest request body the API accepts (413 above it).",
+        1024,
+        2_147_483_647,
+    ),
+    Setting(
+        "LCM_MAX_BATCH_MESSAGES", int, 1000, "Most messages one batch append may carry.", 1, 1000
+    ),
+    # Deployment
+    Setting("LCM_DATA_DIR", str, "./var", "Where the SQLite database, stored files and logs live."),
+    Setting(
+        "LCM_DATABASE_URL",
+        str,
+        "",
+        "Database URL (postgres://... or sqlite:///...); falls back to DATABASE_URL, then to SQLite under LCM_DATA_DIR.",
+        prefixes=("postgres://", "postgresql://", "sqlite://"),
+    ),
+    Setting(
+        "LCM_REDIS_URL",
+        str,
+        "",
+        "When set, the background worker uses this Redis broker instead of the database.",
+        prefixes=("redis://", "rediss://", "unix://"),
+    ),
+    Setting(
+        "LCM_QUEUE_NAME",
+        str,
+        "lcm",
+        "Name of the background job queue (the django-q cluster): web processes and workers "
+        "that share a broker and this name share the jobs (docs/deploy.md).",
+    ),
+    # Shared storage for several hosts (docs/deploy.md): an S3-compatible object store.
+    Setting(
+        "LCM_S3_BUCKET",
+        str,
+        "",
+        "When set, large-file objects and finished stream journals and turn event logs are "
+        "kept in this S3 bucket (django-storages, `pip install .[s3]`) instead of under "
+        "LCM_DATA_DIR. Credentials come from the usual AWS variables "
+        "(AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY) or the instance's role.",
+    ),
+    Setting(
+        "LCM_S3_ENDPOINT_URL",
+        str,
+        "",
+        "Endpoint of an S3-compatible store (MinIO, Ceph, R2...); empty: AWS S3.",
+        prefixes=("http://", "https://"),
+    ),
+    Setting("LCM_S3_REGION", str, "", "Region of the bucket (empty: the AWS default)."),
+    Setting(
+        "LCM_S3_PREFIX",
+        str,
+        "lcm",
+        "Key prefix of every object LCM writes in the bucket (`<prefix>/large-files/...`, "
+        "`<prefix>/streams/...`).",
+    ),
+    Setting(
+        "LCM_SECRET_KEY",
+        str,
+        "",
+        "Django secret key; a key is generated and kept under LCM_DATA_DIR when unset.",
+    ),
+    Setting("LCM_DEBUG", bool, False, "Django debug mode."),
+    Setting(
+        "LCM_ALLOWED_HOSTS",
+        str,
+        "127.0.0.1,localhost",
+        "Comma-separated host names the server answers.",
+    ),
+    Setting(
+        "LCM_SQLITE_BUSY_TIMEOUT_MS",
+        int,
+        20000,
+        "How long a SQLite writer waits for the write lock.",
+        0,
+        600_000,
+    ),
+    Setting("LCM_WORKERS", int, 2, "Background worker processes started by qcluster.", 1, 64),
+    Setting(
+        "LCM_LOG_LEVEL",
+        str,
+        "INFO",
+        "Log level of the lcm loggers.",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+    ),
+    # Providers (docs/providers.md)
+    Setting(
+        "LCM_CONFIG_FILE",
+        str,
+        "",
+        "TOML file of models and engine settings (SRD 18 shape); built-in models when empty.",
+    ),
+    Setting(
+        "LCM_DEFAULT_MODEL",
+        str,
+        "",
+        "Model name used when a turn names none; wins over [general] default_model.",
+    ),
+    Setting(
+        "LCM_REDACTION_HOOK",
+        str,
+        "providers.redaction.redact_secrets",
+        "Dotted path of a str -> str function applied to every outbound prompt text; "
+        "empty turns redaction off.",
+    ),
+    Setting(
+        "LCM_PROVIDER_MAX_RETRIES",
+        int,
+        2,
+        "Retries of a provider call on 429/529/5xx before the first byte (honours retry-after).",
+        0,
+        10,
+    ),
+    Setting(
+        "LCM_PROVIDER_TIMEOUT_SECONDS",
+        float,
+        600.0,
+        "Read timeout of one provider call (between bytes of a stream).",
+        1,
+        3600,
+    ),
+    # --- Turn engine (turns/) ---
+    Setting(
+        "LCM_TURN_MAX_CONTENT_CHARS",
+        int,
+        200_000,
+        "Largest user message a turn accepts, in characters (larger: 413).",
+        1,
+        10_000_000,
+    ),
+    Setting(
+        "LCM_STATE_TARGET_TOKENS",
+        int,
+        2000,
+        "Target size of a branch state summary written by the librarian, in tokens.",
+        200,
+        100_000,
+    ),
+    Setting(
+        "LCM_LIBRARIAN_MODEL",
+        str,
+        "haiku",
+        "Model (a name from the model config) the librarian uses when its key is set; "
+        "otherwise the deterministic librarian writes states.",
+    ),
+    Setting(
+        "LCM_TURN_JOB_LEASE_SECONDS",
+        int,
+        30,
+        "How long a worker owns a turn job before another worker may take it over.",
+        5,
+        86_400,
+    ),
+    Setting(
+        "LCM_RECONCILE_INTERVAL_SECONDS",
+        int,
+        30,
+        "How often the worker's scheduled reconciler looks for unfinished turns.",
+        5,
+        3600,
+    ),
+    # --- Semantic memory (memory/, docs/memory.md) ---
+    Setting(
+        "LCM_EMBEDDING_BACKEND",
+        str,
+        "auto",
+        "Embedding backend: auto (minilm if installed, else static), minilm (offline "
+        "all-MiniLM-L6-v2), static (offline WordLlama), hashing (lexical, no model), openai "
+        "(needs OPENAI_API_KEY). A change starts a new namespace and a re-index.",
+        choices=("auto", "minilm", "static", "hashing", "openai"),
+    ),
+    Setting(
+        "LCM_EMBEDDING_MODEL",
+        str,
+        "",
+        "Model of the openai backend (default text-embedding-3-small); for hashing, the dimension.",
+    ),
+    Setting(
+        "LCM_VECTOR_INDEX",
+        str,
+        "auto",
+        "Vector search: auto (numpy exact scan), numpy, sqlite_vec (SQLite only), pgvector "
+        "(PostgreSQL with the extension).",
+        choices=("auto", "numpy", "sqlite_vec", "pgvector"),
+    ),
+    Setting(
+        "LCM_MEMORY_INDEX_MESSAGES",
+        bool,
+        True,
+        "Chunk and embed messages ingested through the messages API (a background job).",
+    ),
+    Setting(
+        "LCM_CHUNK_MIN_TOKENS",
+        int,
+        200,
+        "Chunks grow to at least this many tokens unless a boundary (heading, topic shift, "
+        "tool result, end of source) comes first.",
+        20,
+        4000,
+    ),
+    Setting("LCM_CHUNK_MAX_TOKENS", int, 800, "Largest chunk, in tokens.", 50, 8000),
+    Setting(
+        "LCM_CHUNK_OVERLAP_TOKENS",
+        int,
+        50,
+        "Tokens repeated between the pieces of a text split for size (0: none).",
+        0,
+        400,
+    ),
+    Setting(
+        "LCM_CHUNK_TOPIC_SHIFT",
+        float,
+        0.30,
+        "Adjacent blocks whose embedding similarity is below this start a new chunk.",
+        -1,
+        1,
+    ),
+    Setting("LCM_RETRIEVAL_TOP_K", int, 6, "Chunks a turn's retrieval selects (SRD 8.2).", 1, 100),
+    Setting(
+        "LCM_RETRIEVAL_OVERFETCH_K",
+        int,
+        16,
+        "Candidates fetched by vector and by full text before fusion and filtering.",
+        1,
+        1000,
+    ),
+    Setting(
+        "LCM_RETRIEVAL_SIMILARITY_THRESHOLD",
+        float,
+        0.72,
+        "Candidates below this calibrated similarity (after the recency boost) are dropped; "
+        "full-text hits are exempt. See docs/memory.md for the calibration per model.",
+        0,
+        2,
+    ),
+    Setting(
+        "LCM_RETRIEVAL_MAX_TOKENS",
+        int,
+        6000,
+        "Packing budget of retrieved memory in a turn's context.",
+        0,
+        1_000_000,
+    ),
+    Setting(
+        "LCM_RETRIEVAL_RECENCY_BOOST",
+        float,
+        0.10,
+        "Added to the similarity of the newest candidate, decaying linearly to 0 for the oldest.",
+        0,
+        1,
+    ),
+    Setting("LCM_RETRIEVAL_MMR", bool, True, "Select with maximal marginal relevance (diversity)."),
+    Setting(
+        "LCM_RETRIEVAL_MMR_LAMBDA",
+        float,
+        0.7,
+        "MMR trade-off: 1 is pure relevance, 0 pure diversity.",
+        0,
+        1,
+    ),
+    Setting(
+        "LCM_TOOL_MAX_RESULT_CHARS",
+        int,
+        20000,
+        "A tool result longer than this is cut (with a note) before it goes back to the model.",
+        500,
+        1_000_000,
+    ),
+    Setting(
+        "LCM_TURN_MAX_STEPS",
+        int,
+        8,
+        "Most provider steps one turn may take (a tool loop stops there with tool_step_limit).",
+        1,
+        100,
+    ),
+    Setting(
+        "LCM_TURN_THREADS",
+        int,
+        64,
+        "Turns one web process runs at once (streaming turns run on this pool).",
+        1,
+        1024,
+    ),
+    Setting(
+        "LCM_OFFLINE_STREAM_CHUNKS",
+        int,
+        12,
+        "Deltas the offline provider streams one answer in (demos and tests).",
+        1,
+        10000,
+    ),
+    Setting(
+        "LCM_OFFLINE_STREAM_DELAY_MS",
+        int,
+        0,
+        "Pause of the offline provider before each delta, to make streaming visible in demos.",
+        0,
+        60000,
+    ),
+    # Security (SRD 14): encryption at rest, throttling
+    Setting(
+        "LCM_ENCRYPTION_KEY",
+        str,
+        "",
+        "Fernet key that encrypts large-file objects, stream journals and turn event logs "
+        "(empty: stored in clear). Make one with `manage.py lcm_rotate_key --generate`.",
+    ),
+    Setting(
+        "LCM_ENCRYPTION_OLD_KEYS",
+        str,
+        "",
+        "Comma-separated retired Fernet keys, still accepted for reading until "
+        "`manage.py lcm_rotate_key` has re-encrypted everything under the current key.",
+    ),
+    Setting(
+        "LCM_THROTTLE_USER_RATE",
+        str,
+        "10000/min",
+        "API requests allowed per signed-in user or token (DRF rate, e.g. `600/min`; "
+        "empty: no limit). Over it: 429 with `Retry-After`.",
+    ),
+    Setting(
+        "LCM_THROTTLE_IP_RATE",
+        str,
+        "30000/min",
+        "API requests allowed per client IP, whoever makes them (empty: no limit).",
+    ),
+    Setting(
+        "LCM_AUTH_FAILURE_RATE",
+        str,
+        "300/min",
+        "API requests refused for missing or bad credentials (401) allowed per client IP; "
+        "beyond it every API request from that IP gets 429 until the window passes.",
+    ),
+    Setting(
+        "LCM_LOGIN_FAILURE_RATE",
+        str,
+        "10/min",
+        "Failed sign-ins allowed per client IP and per user name on the login page; "
+        "further attempts get 429 with `Retry-After` until the window passes.",
+    ),
+    # --- Background job reliability (workers/, docs/reliability.md) ---
+    Setting(
+        "LCM_JOB_LEASE_SECONDS",
+        int,
+        30,
+        "Lease of a running compaction job (renewed every third of it while the job runs); "
+        "once it expires another worker takes the job over.",
+        3,
+        3600,
+    ),
+    Setting(
+        "LCM_JOB_RECONCILE_SECONDS",
+        int,
+        15,
+        "How often each worker process looks for compaction jobs whose worker died.",
+        1,
+        3600,
+    ),
+    Setting(
+        "LCM_JOB_MAX_ATTEMPTS",
+        int,
+        5,
+        "Claims of one compaction job before a job whose worker keeps dying is failed.",
+        1,
+        1000,
+    ),
+    Setting(
+        "LCM_WORKER_STOP_SECONDS",
+        float,
+        8.0,
+        "After SIGTERM, how long `qcluster` lets running jobs finish their pass and release "
+        "before it kills them.",
+        0.5,
+        600,
+    ),
+)
+
+SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}
+
+
+def load_lcm_settings(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Parse every LCM_* setting from `environ`, raising on the first bad one."""
+    values: dict[str, Any] = {}
+    for setting in SETTINGS:
+        raw = environ.get(setting.name)
+        values[setting.name] = setting.default if raw is None else setting.parse(raw)
+    return values
+
+
+def settings_table_markdown() -> str:
+    rows = ["| variable | default | accepted | meaning |", "|---|---|---|---|"]
+    for s in SETTINGS:
+        default = (
+            "(empty)"
+            if s.default == ""
+            else str(s.default).lower()
+            if s.kind is bool
+            else s.default
+        )
+        rows.append(f"| `{s.name}` | `{default}` | {s.accepted()} | {s.help} |")
+    return "\n".join(rows)

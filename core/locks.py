@@ -1,0 +1,63 @@
+"""Advisory locks: one kind per purpose, keyed by a conversation id.
+
+PostgreSQL: transaction-scoped advisory locks (`pg_advisory_xact_lock`), released at
+commit or rollback, so a crashed worker can never leave one behind. `try_lock` does not
+wait and raises a retryable `Conflict` instead.
+
+SQLite: a documented no-op. Every write transaction is BEGIN IMMEDIATE (see settings),
+which takes the database-wide write lock at BEGIN, so writers are already serialized.
+
+Both refuse to run outside `transaction.atomic()`: a transaction-scoped lock taken in
+autocommit mode would be released before the next statement.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from django.db import connection
+
+from core.api.errors import Conflict
+
+
+class LockKind(IntEnum):
+    """Never renumber: the number is the first key of the advisory lock."""
+
+    COMPACTION = 1  # planning and applying compaction passes of one conversation
+
+
+def _key(conversation_id: int) -> int:
+    # The two-int4 form of the lock: fold ids past 2**31 (collisions only cost waiting).
+    return conversation_id % 2_147_483_647
+
+
+def _require_transaction() -> None:
+    if not connection.in_atomic_block:
+        raise RuntimeError("advisory locks are transaction-scoped: call inside atomic()")
+
+
+def lock(kind: LockKind, conversation_id: int) -> None:
+    """Wait for the lock; held until the surrounding transaction ends."""
+    _require_transaction()
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [int(kind), _key(conversation_id)])
+
+
+def try_lock(kind: LockKind, conversation_id: int, *, retry_after: float = 1.0) -> None:
+    """Take the lock or raise a retryable `Conflict` (HTTP 409 with Retry-After)."""
+    _require_transaction()
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_try_advisory_xact_lock(%s, %s)", [int(kind), _key(conversation_id)]
+        )
+        (acquired,) = cursor.fetchone()
+    if not acquired:
+        raise Conflict(
+            f"conversation {conversation_id} is being compacted; retry shortly",
+            retry_after=retry_after,
+            extra={"conversation_id": conversation_id},
+        )

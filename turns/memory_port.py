@@ -1,0 +1,38 @@
+"""What the turn engine needs from semantic memory, which sits above it.
+
+The memory app (docs/memory.md) stores its chunks against turns, so it is the higher
+layer (docs/architecture.md); it registers its implementation here in its
+`AppConfig.ready()`. Without it, turns run with no retrieval, no tools and no indexing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TurnMemory:
+    # (turn=, query=, budget_tokens=) -> a list of item dicts with a `stats` attribute
+    retrieve_for_turn: Callable[..., Any]
+    # (turn=, chunk_ids=) -> item dicts of the chunks a turn attached by hand
+    chunks_by_id: Callable[..., list[dict]]
+    # (turn_id=) -> chunk and embed a committed turn
+    index_turn: Callable[..., Any]
+    # (tools_mode) -> the tool definitions a turn offers the model
+    tool_definitions: Callable[[str], list[dict]]
+    # (name=, input=, turn=) -> {"content": ..., "is_error": bool}
+    execute_tool: Callable[..., dict]
+
+
+_memory: TurnMemory | None = None
+
+
+def register_turn_memory(memory: TurnMemory) -> None:
+    global _memory
+    _memory = memory
+
+
+def turn_memory() -> TurnMemory | None:
+    return _memory
