@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.factories import ConversationFactory, UserFactory, append_messages
+from tests.support.tokens import issue_token
 
 pytest_plugins = ["tests.support.fixtures", "tests.support.browser"]
 
@@ -60,8 +60,7 @@ def staff_user(db):
 
 def token_client(user) -> APIClient:
     client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(user)}")
     return client
 
 
