@@ -9,11 +9,11 @@ import uuid
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from benchmarks.harness import BenchContext, BenchRow, Timer, benchmark, p50, percentile
 from conversations.inputs import parse_message
 from conversations.services import conversation_create, messages_append
+from tokens.services import token_rotate
 
 _SENTENCE = (
     "the cache layer returns stale entries after deploy so we added a version key to "
@@ -104,7 +104,7 @@ def ingest(ctx: BenchContext) -> list[BenchRow]:
     )
 
     user = bench_user()
-    token, _ = Token.objects.get_or_create(user=user)
+    token = token_rotate(user=user, name="bench")
     client = Client(HTTP_AUTHORIZATION=f"Token {token.key}", HTTP_HOST="127.0.0.1")
     conversation = new_conversation("api")
     url = f"/api/v1/conversations/{conversation.pk}/messages/"

@@ -22,7 +22,6 @@ import httpx2
 from django.db import connection
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from rest_framework.authtoken.models import Token
 
 from benchmarks.conversations import bench_user, new_conversation, synthetic_payload
 from benchmarks.harness import BenchContext, BenchRow, benchmark, p50, percentile
@@ -31,6 +30,7 @@ from compaction.summarizers import DeterministicSummarizer
 from conversations.inputs import parse_message
 from conversations.models import Summary
 from conversations.services import messages_append
+from tokens.services import token_rotate
 
 ROOT = Path(__file__).resolve().parents[1]
 _RUNS = 200
@@ -99,7 +99,7 @@ def mcp(ctx: BenchContext) -> list[BenchRow]:
         conversation_id=conversation.pk, mode="full", summarizer=DeterministicSummarizer()
     )
     top = Summary.objects.filter(conversation=conversation).order_by("-depth", "-pk").first()
-    token, _ = Token.objects.get_or_create(user=bench_user())
+    token = token_rotate(user=bench_user(), name="bench")
     rows: list[BenchRow] = []
 
     port = _free_port()

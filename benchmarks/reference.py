@@ -337,12 +337,11 @@ def measure_http(ctx: BenchContext, out: dict) -> None:
     """POST one message at a time to a real `lcm_serve` (uvicorn + the qcluster worker,
     autocompaction on) on this database, timed by the client on one keep-alive
     connection: what an SDK sees."""
-    from rest_framework.authtoken.models import Token
-
     from benchmarks.conversations import bench_user
+    from tokens.services import token_rotate
 
     user = bench_user()
-    token, _ = Token.objects.get_or_create(user=user)
+    token = token_rotate(user=user, name="bench")
     conversation = _conversation("http")
     port = _free_port()
     env = dict(os.environ)

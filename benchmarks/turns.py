@@ -22,12 +22,12 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import connection, transaction
-from rest_framework.authtoken.models import Token
 
 from benchmarks.conversations import bench_user
 from benchmarks.harness import BenchContext, BenchRow, benchmark, p50, percentile
 from conversations.inputs import MessageInput
 from conversations.services import messages_append
+from tokens.services import token_rotate
 from turns import runner, services
 from turns.models import Phase, StateCheckpoint, StateReason, UserTurn
 
@@ -226,7 +226,7 @@ def turn_streams(ctx: BenchContext) -> list[BenchRow]:
     import httpx2 as httpx
 
     user = bench_user()
-    token, _ = Token.objects.get_or_create(user=user)
+    token = token_rotate(user=user, name="bench")
     headers = {"Authorization": f"Token {token.key}"}
     rows: list[BenchRow] = []
     # Long answers: 200 deltas 50 ms apart (10 s a turn) keep 50 streams open together.

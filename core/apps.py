@@ -4,7 +4,7 @@ from django.apps import AppConfig
 class CoreConfig(AppConfig):
     """The kernel: API plumbing, settings parsing, metrics, ids, tokens, crypto, progress,
     storage helpers, locks and leases. It imports no app of this project (docs/architecture.md);
-    its commands (`lcm_serve`, `lcm_settings`, `lcm_create_user`) are the project's own."""
+    its commands (`lcm_serve`, `lcm_settings`) are the project's own."""
 
     name = "core"
     default_auto_field = "django.db.models.BigAutoField"

@@ -619,6 +619,16 @@ SETTINGS: tuple[Setting, ...] = (
         "Failed sign-ins allowed per client IP and per user name on the login page; "
         "further attempts get 429 with `Retry-After` until the window passes.",
     ),
+    # --- API tokens (tokens/, docs/tokens.md) ---
+    Setting(
+        "LCM_TOKEN_DEFAULT_DAYS",
+        int,
+        365,
+        "Lifetime of a newly issued API token in days (`lcm_token issue --days` overrides "
+        "it); 0: tokens never expire. Tokens hashed from pre-hashing keys never expire.",
+        0,
+        36500,
+    ),
     # --- Background job reliability (workers/, docs/reliability.md) ---
     Setting(
         "LCM_JOB_LEASE_SECONDS",

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "core",
+    "tokens",  # hashed API tokens (docs/tokens.md)
     "workers",  # before django_q: its `qcluster` (bounded stop) wins
     "django_q",
     "conversations",
@@ -233,7 +234,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = LCM["LCM_MAX_REQUEST_BYTES"]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "tokens.authentication.ApiTokenAuthentication",  # hashed keys (docs/tokens.md)
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -1,10 +1,12 @@
 """Who is calling the MCP endpoint: the API token, sent as `Authorization: Token KEY`
-(as for /api/v1/) or `Authorization: Bearer KEY` (what MCP clients send)."""
+(as for /api/v1/) or `Authorization: Bearer KEY` (what MCP clients send), checked by the
+tokens app (hashed keys, expiry, revocation)."""
 
 from __future__ import annotations
 
 from django.db import close_old_connections
-from rest_framework.authtoken.models import Token
+
+from tokens.services import token_authenticate
 
 KEYWORDS = ("token", "bearer")
 
@@ -20,14 +22,10 @@ def token_from_header(value: str | None) -> str | None:
 
 
 def user_id_for_token(key: str) -> int | None:
-    """The active user owning `key`, or None."""
+    """The active user owning the live token `key`, or None."""
     close_old_connections()
     try:
-        row = (
-            Token.objects.filter(key=key, user__is_active=True)
-            .values_list("user_id", flat=True)
-            .first()
-        )
+        token = token_authenticate(key)
     finally:
         close_old_connections()
-    return row
+    return token.user_id if token is not None else None

@@ -40,7 +40,6 @@ def main() -> int:
     from django.conf import settings
     from django.core.management import call_command
     from django.db import connection
-    from rest_framework.authtoken.models import Token
 
     from benchmarks.harness import machine_line
     from benchmarks.load import run_load
@@ -49,12 +48,13 @@ def main() -> int:
     from conversations.services import conversation_create, messages_append
     from integrity.models import ScanMode, Trigger
     from integrity.services import integrity_scan
+    from tokens.services import token_issue
 
     call_command("migrate", interactive=False, verbosity=0)
     from django.contrib.auth import get_user_model
 
     owner = get_user_model().objects.create_user(username=f"load-{int(time.time())}")
-    token = Token.objects.create(user=owner).key
+    token = token_issue(user=owner, name="load").key
     conversations = []
     for n in range(4):
         conversation, _ = conversation_create(owner=owner, session_id=f"load-{owner.pk}-{n}")

@@ -87,16 +87,16 @@ def run_layout(
     from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.db import connection
-    from rest_framework.authtoken.models import Token
 
     from benchmarks.scale_out import run_ingest
     from compaction.models import CompactionJob
     from conversations.inputs import parse_message
     from conversations.models import Message, Summary
     from conversations.services import conversation_create, messages_append
+    from tokens.services import token_issue
 
     owner = get_user_model().objects.create_user(username=f"scale-{uuid.uuid4().hex[:8]}")
-    token = Token.objects.create(user=owner).key
+    token = token_issue(user=owner, name="scale-out").key
     ids = []
     for n in range(CONVERSATIONS):
         conversation, _ = conversation_create(owner=owner, session_id=f"scale-{owner.pk}-{n}")

@@ -50,7 +50,16 @@ class NotDeletable(LcmError):
 
 
 # Framework tables never hold conversation data (and the audit log must survive).
-_SKIP_APPS = {"admin", "auth", "contenttypes", "sessions", "authtoken", "django_q", "security"}
+_SKIP_APPS = {
+    "admin",
+    "auth",
+    "contenttypes",
+    "sessions",
+    "authtoken",
+    "tokens",
+    "django_q",
+    "security",
+}
 
 
 @dataclass

@@ -18,6 +18,9 @@ class AuditAction(models.TextChoices):
     ADMIN_CHANGE = "admin_change", "admin change"
     ADMIN_LOGIN = "admin_login", "admin sign-in"
     LOGIN_THROTTLED = "login_throttled", "sign-in throttled"
+    TOKEN_ISSUE = "token_issue", "API token issued"
+    TOKEN_ROTATE = "token_rotate", "API token rotated"
+    TOKEN_REVOKE = "token_revoke", "API token revoked"
 
 
 class AuditEvent(models.Model):

@@ -11,21 +11,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from console.terminal import parse_sse
 from tests.console.helpers import make_session
+from tests.support.tokens import issue_token
 from turns.models import Branch, Session, UserTurn
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_chat(live_server, user, lines: list[str], *args: str, tmp_path) -> str:
-    token, _ = Token.objects.get_or_create(user=user)
+    key = issue_token(user)
     env = {
         **{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")},
         "LCM_DATA_DIR": str(tmp_path / "client"),
-        "LCM_CHAT_TOKEN": token.key,
+        "LCM_CHAT_TOKEN": key,
         "PYTHONUNBUFFERED": "1",
     }
     result = subprocess.run(
@@ -154,11 +154,11 @@ def test_the_terminal_resumes_after_a_server_crash_and_labels_the_partial_answer
 
     server = LiveServer(LCM_OFFLINE_STREAM_DELAY_MS="400", LCM_OFFLINE_STREAM_CHUNKS="12")
     server.start()
-    token, _ = Token.objects.get_or_create(user=user)
+    key = issue_token(user)
     env = {
         **{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")},
         "LCM_DATA_DIR": str(tmp_path / "client"),
-        "LCM_CHAT_TOKEN": token.key,
+        "LCM_CHAT_TOKEN": key,
         "PYTHONUNBUFFERED": "1",
     }
     client = subprocess.Popen(

@@ -116,12 +116,12 @@ def test_a_created_conversation_belongs_to_the_caller(other_api, other_user, api
 
 def test_an_inactive_users_token_is_refused(user, owned):
     client = APIClient()
-    from rest_framework.authtoken.models import Token
+    from tests.support.tokens import issue_token
 
-    token = Token.objects.create(user=user)
+    key = issue_token(user)
     user.is_active = False
     user.save(update_fields=["is_active"])
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     response = client.get(f"/api/v1/conversations/{owned.pk}/")
     assert response.status_code == 401
     assert response.json()["code"] == "authentication_failed"

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from tests.factories import ConversationFactory, UserFactory, append_messages
 from tests.retrieval.dag_builder import BuiltDag, build_dag
+from tests.support.tokens import issue_token
 from turns.services import session_create
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,8 +48,8 @@ def world(transactional_db) -> McpWorld:
     return McpWorld(
         session_id=session_create(owner=owner, title="mcp").pk,
         other_session_id=session_create(owner=other, title="theirs").pk,
-        owner_token=Token.objects.create(user=owner).key,
-        other_token=Token.objects.create(user=other).key,
+        owner_token=issue_token(owner),
+        other_token=issue_token(other),
         conversation_id=conversation.pk,
         dag=dag,
         other_conversation_id=theirs.pk,

@@ -4,13 +4,14 @@ log read-only."""
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from integrity.models import ScanMode
 from integrity.services import integrity_scan, repair_plan_apply
 from security.models import AuditEvent
 from tests.factories import UserFactory
 from tests.integrity.conftest import broken  # noqa: F401, F811
+from tests.support.tokens import issue_token
+from tokens.models import ApiToken
 
 pytestmark = pytest.mark.django_db
 
@@ -23,16 +24,16 @@ def _admin_client(client):
 
 def test_an_admin_deletion_is_audited_without_content(client, user):
     admin = _admin_client(client)
-    token = Token.objects.create(user=user)
-    # The token admin addresses a token by its user's id.
-    response = client.post(f"/admin/authtoken/tokenproxy/{user.pk}/delete/", {"post": "yes"})
+    issue_token(user)
+    token = ApiToken.objects.get(user=user)
+    response = client.post(f"/admin/tokens/apitoken/{token.pk}/delete/", {"post": "yes"})
     assert response.status_code == 302
-    assert not Token.objects.filter(pk=token.pk).exists()
+    assert not ApiToken.objects.filter(pk=token.pk).exists()
     event = AuditEvent.objects.get(action="admin_change")
     assert (event.via, event.actor_id, event.target_id, event.details) == (
         "admin",
         admin.pk,
-        str(user.pk),
+        str(token.pk),
         {"flag": "deletion"},
     )
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from tests.factories import UserFactory
+from tests.support.tokens import issue_token
 from tests.turns.live import LiveServer, httpx, stream_events
 from turns import services
 from turns.models import Phase, StateCheckpoint, UserTurn
@@ -20,7 +20,7 @@ SLOW = {"LCM_OFFLINE_STREAM_CHUNKS": "40", "LCM_OFFLINE_STREAM_DELAY_MS": "25"}
 def world(transactional_db):
     owner = UserFactory(username="owner")
     session = services.session_create(owner=owner, title="live", default_model="offline")
-    token = Token.objects.create(user=owner).key
+    token = issue_token(owner)
     return session, {"Authorization": f"Token {token}"}
 
 

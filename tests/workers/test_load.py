@@ -5,10 +5,10 @@ exactly the acknowledged messages stored. The 60 s figures: scripts/lcm_load.py.
 from __future__ import annotations
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from benchmarks.load import run_load
 from tests.factories import ConversationFactory, UserFactory, append_messages
+from tests.support.tokens import issue_token
 from tests.turns.live import free_port
 from tests.workers.processes import assert_consistent, kill_group, start_server, worker_env
 
@@ -20,7 +20,7 @@ START = 200
 def test_eight_writers_a_compactor_and_four_readers_make_no_error_and_lose_nothing(settings):
     settings.LCM_AUTOCOMPACT_DISABLED = True
     owner = UserFactory(username="loader")
-    token = Token.objects.create(user=owner).key
+    token = issue_token(owner)
     conversations = [ConversationFactory(owner=owner) for _ in range(4)]
     for conversation in conversations:
         append_messages(conversation, START)

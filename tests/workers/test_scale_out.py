@@ -17,12 +17,12 @@ import uuid
 
 import pytest
 import redis
-from rest_framework.authtoken.models import Token
 
 from benchmarks.scale_out import overlapping_runs, run_ingest
 from compaction.models import CompactionJob, CompactionRun
 from tests.factories import ConversationFactory, UserFactory, append_messages
 from tests.support.fake_messages_api import message
+from tests.support.tokens import issue_token
 from tests.turns.live import ROOT, free_port
 from tests.workers.processes import (
     assert_consistent,
@@ -102,7 +102,7 @@ def test_three_web_processes_and_two_workers_keep_every_conversation_whole(
 ):
     settings.LCM_AUTOCOMPACT_DISABLED = True
     owner = UserFactory(username="scaler")
-    token = Token.objects.create(user=owner).key
+    token = issue_token(owner)
     conversations = [ConversationFactory(owner=owner) for _ in range(CONVERSATIONS)]
     for conversation in conversations:
         append_messages(conversation, START)

@@ -10,10 +10,10 @@ import time
 
 import httpx2 as httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
 from conversations.models import Message
 from tests.factories import ConversationFactory, UserFactory, message_payload
+from tests.support.tokens import issue_token
 from tests.turns.live import free_port
 from tests.workers.processes import assert_consistent, kill_group, start_server, worker_env
 
@@ -25,7 +25,7 @@ BATCH = 1000
 def test_killing_the_server_mid_batch_leaves_each_batch_whole_or_absent(settings):
     settings.LCM_AUTOCOMPACT_DISABLED = True
     owner = UserFactory(username="batcher")
-    token = Token.objects.create(user=owner).key
+    token = issue_token(owner)
     conversation = ConversationFactory(owner=owner)
     env = worker_env()
     rng = random.Random(7)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from rest_framework.authtoken.models import Token
+
+from tokens.services import token_rotate
 
 
 class Command(BaseCommand):
     help = (
-        "Create a user (or update an existing one) and print its API token. Clients send it "
+        "Create a user (or update an existing one) and print a new API token for it (the "
+        "previous default token, if any, is revoked). Clients send it "
         "as 'Authorization: Token <key>'. --password also enables browser sign-in."
     )
 
@@ -37,6 +39,8 @@ class Command(BaseCommand):
         if options["superuser"]:
             user.is_superuser = True
         user.save()
-        token, _ = Token.objects.get_or_create(user=user)
+        # Keys are stored hashed and cannot be shown again: each run issues a fresh key
+        # (the user's previous "default" token is revoked).
+        issued = token_rotate(user=user, name="default", via="command")
         self.stdout.write(f"{'created' if created else 'updated'} user {username}")
-        self.stdout.write(f"token: {token.key}")
+        self.stdout.write(f"token: {issued.key}")
