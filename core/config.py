@@ -298,7 +298,8 @@ SETTINGS: tuple[Setting, ...] = (
         "LCM_REDIS_URL",
         str,
         "",
-        "When set, the background worker uses this Redis broker instead of the database.",
+        "When set, the background worker uses this Redis broker instead of the database, "
+        "and Django's cache is Redis too, so rate limits are shared by every process.",
         prefixes=("redis://", "rediss://", "unix://"),
     ),
     Setting(
@@ -618,6 +619,21 @@ SETTINGS: tuple[Setting, ...] = (
         "10/min",
         "Failed sign-ins allowed per client IP and per user name on the login page; "
         "further attempts get 429 with `Retry-After` until the window passes.",
+    ),
+    # --- /metrics guard (security/metrics_guard.py, docs/deploy.md) ---
+    Setting(
+        "LCM_METRICS_ALLOWED_NETWORKS",
+        str,
+        "127.0.0.0/8,::1/128",
+        "Client networks allowed to read `/metrics` without a token, comma-separated "
+        "(the peer address: behind a proxy, the proxy's); empty: none.",
+    ),
+    Setting(
+        "LCM_METRICS_TOKEN",
+        str,
+        "",
+        "When set, `/metrics` is also readable from anywhere with "
+        "`Authorization: Bearer <this value>` (docs/deploy.md).",
     ),
     # --- API tokens (tokens/, docs/tokens.md) ---
     Setting(

@@ -201,6 +201,18 @@ else:
     Q_CLUSTER["orm"] = "default"
     Q_CLUSTER["poll"] = 0.5
 
+# --- Cache: rate-limit counters (security/throttling.py) ----------------------------------
+# With Redis configured, every process counts in the same place, so limits are shared;
+# without it, Django's per-process local-memory cache (the default).
+if LCM["LCM_REDIS_URL"]:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": LCM["LCM_REDIS_URL"],
+            "KEY_PREFIX": "lcm-cache",
+        }
+    }
+
 # ContextItem's unique (conversation, ordinal) constraint INCLUDEs the columns assembly
 # reads (an index-only scan on PostgreSQL). SQLite has no INCLUDE, so Django warns that it
 # would not create the constraint; on SQLite the table keeps the plain unique constraint

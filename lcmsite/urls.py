@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core.api.views import api_not_found
 from core.metrics import metrics_view
+from security.metrics_guard import metrics_guard
 
 api_v1 = [
     path("", include("largefiles.urls")),
@@ -24,7 +25,7 @@ api_v1 = [
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
-    path("metrics", metrics_view, name="metrics"),
+    path("metrics", metrics_guard(metrics_view), name="metrics"),  # docs/deploy.md
     path("chat/", include("console.urls")),
     path("", include("explorer.urls")),
 ]

@@ -9,6 +9,7 @@ class SecurityConfig(AppConfig):
         from core import crypto
         from core.audit import register_audit_writer
         from security import signals  # noqa: F401  (audits admin sign-ins and changes)
+        from security.metrics_guard import validate_metrics_guard
         from security.services import audit_record
         from security.throttling import validate_rates
 
@@ -17,6 +18,7 @@ class SecurityConfig(AppConfig):
 
         crypto.validate_configuration()  # a malformed key stops start-up, naming the variable
         validate_rates()
+        validate_metrics_guard()
 
 
 def _add_hard_delete_endpoints() -> None:

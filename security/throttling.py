@@ -12,8 +12,14 @@ Login: `LoginThrottleMiddleware` counts failed POSTs to the sign-in pages (the e
 and the admin's) per IP and per
 user name (`LCM_LOGIN_FAILURE_RATE`); once either is over the rate, further POSTs get 429
 until the window passes. Only failures count, so people who sign in successfully (and
-the browser tests) are never slowed down. Counters live in Django's cache: per process
-with the default local-memory cache, shared when a shared cache is configured.
+the browser tests) are never slowed down.
+
+Counters live in Django's cache: per process with the default local-memory cache, shared
+by every process when `LCM_REDIS_URL` is set (the cache is then Redis, see
+lcmsite/settings.py), so N web processes together allow the rate, not N times it. Each
+counter is a fixed window (`cache.add` then `cache.incr`, atomic in Redis), so
+concurrent requests in several processes never lose a count; a client may burst up to
+twice the rate across a window boundary.
 """
 
 from __future__ import annotations
@@ -62,15 +68,55 @@ def validate_rates() -> None:
             ) from None
 
 
+def _window(key: str, window: int, now: float) -> tuple[str, float]:
+    """The counter key of the fixed window `now` falls in, and when that window ends."""
+    start = int(now // window) * window
+    return f"{key}:{start}", start + window
+
+
+def _hit(key: str, window: int, now: float) -> int:
+    """Count one event in the current window; the count so far (atomic per backend)."""
+    counter, _ = _window(key, window, now)
+    cache.add(counter, 0, timeout=window + 1)
+    try:
+        return cache.incr(counter)
+    except ValueError:  # expired between add and incr
+        cache.add(counter, 1, timeout=window + 1)
+        return 1
+
+
+def _seconds_left(window: int, now: float) -> int:
+    return max(1, math.ceil(_window("", window, now)[1] - now))
+
+
 class _SettingsRate:
+    """A DRF throttle whose rate is read from a setting, counted in a fixed window of
+    the shared cache."""
+
     setting = ""
+    _wait_seconds: int | None = None
 
     def get_rate(self):
         return getattr(settings, self.setting, "") or None
 
+    def allow_request(self, request, view):
+        if self.rate is None:
+            return True
+        key = self.get_cache_key(request, view)
+        if key is None:
+            return True
+        now = time.time()
+        if _hit("lcm:rate:" + key, self.duration, now) <= self.num_requests:
+            return True
+        self._wait_seconds = _seconds_left(self.duration, now)
+        return False
+
+    def wait(self):
+        return self._wait_seconds
+
 
 class TokenRateThrottle(_SettingsRate, UserRateThrottle):
-    """Per signed-in user, which is per API token (one token per user); per IP otherwise."""
+    """Per signed-in user (all of the user's tokens together); per IP otherwise."""
 
     setting = "LCM_THROTTLE_USER_RATE"
 
@@ -92,23 +138,15 @@ def _key(kind: str, value: str) -> str:
     return "lcm:auth-failures:" + kind + ":" + hashlib.sha256(value.encode()).hexdigest()[:32]
 
 
-def _recent(key: str, window: int, now: float) -> list[float]:
-    return [t for t in cache.get(key, []) if t > now - window]
-
-
 def _wait(keys: list[str], limit: int, window: int, now: float) -> int | None:
-    """Seconds until the oldest counted failure leaves the window, if any key is full."""
-    waits = []
-    for key in keys:
-        history = _recent(key, window, now)
-        if len(history) >= limit:
-            waits.append(history[0] + window - now)
-    return max(1, math.ceil(max(waits))) if waits else None
+    """Seconds until the current window ends, if any key has used up its limit."""
+    full = any((cache.get(_window(key, window, now)[0]) or 0) >= limit for key in keys)
+    return _seconds_left(window, now) if full else None
 
 
 def _count(keys: list[str], window: int, now: float) -> None:
     for key in keys:
-        cache.set(key, [*_recent(key, window, now), now], window)
+        _hit(key, window, now)
 
 
 def _throttled(wait: int, message: str):

@@ -66,10 +66,18 @@ def _audit(action: str, token: ApiToken, *, via: str, actor=None, request=None) 
 
 
 def token_issue(
-    *, user, name: str = "default", days: int | None = None, via: str = "command", actor=None
+    *,
+    user,
+    name: str = "default",
+    days: int | None = None,
+    via: str = "command",
+    actor=None,
+    audited: bool = True,
 ) -> IssuedToken:
     """A new token for `user` and client `name`; refused if a live one has that name
-    (rotate it instead). `days`: lifetime (None: LCM_TOKEN_DEFAULT_DAYS; 0: never expires)."""
+    (rotate it instead). `days`: lifetime (None: LCM_TOKEN_DEFAULT_DAYS; 0: never expires).
+    `audited=False` only for test fixtures (tests/support/tokens.py), whose tokens are
+    set-up, not actions, and would otherwise show in every test's audit log."""
     name = name.strip()
     if not name:
         raise TokenError("a token needs a client name")
@@ -83,7 +91,8 @@ def token_issue(
                 digest=key_digest(key),
                 expires_at=_default_expiry(days),
             )
-            _audit("token_issue", token, via=via, actor=actor)
+            if audited:
+                _audit("token_issue", token, via=via, actor=actor)
     except IntegrityError:
         raise TokenError(
             f"user {user.get_username()} already has a live token named {name!r}: "

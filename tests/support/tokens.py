@@ -13,4 +13,4 @@ def issue_token(user, name: str | None = None) -> str:
     from tokens.services import token_issue
 
     name = name or f"test-{uuid.uuid4().hex[:12]}"
-    return token_issue(user=user, name=name, via="command").key
+    return token_issue(user=user, name=name, via="command", audited=False).key
