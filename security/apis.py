@@ -4,7 +4,9 @@ exports."""
 
 from __future__ import annotations
 
-from django.http import HttpResponse
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIRequest
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response
@@ -115,17 +117,31 @@ class ExportApi(APIView):
             conversation = conversation_get_for_user(
                 user=request.user, conversation_id=data["conversation_id"]
             )
-            archive, manifest = exports.export_conversation(
+            export = exports.export_conversation(
                 conversation=conversation, actor=request.user, via="api", request=request
             )
         else:
             session = session_get_for_user(user=request.user, session_id=data["session_id"])
-            archive, manifest = exports.export_session(
+            export = exports.export_session(
                 session=session, actor=request.user, via="api", request=request
             )
-        target = manifest["target"]
-        response = HttpResponse(archive, content_type="application/zip")
-        response["Content-Disposition"] = (
-            f'attachment; filename="lcm-{target["kind"]}-{target["id"]}.zip"'
-        )
+        # Streamed as it is built: the client gets bytes from the first table on, and no
+        # request waits for the whole archive (docs/security.md, "Exports").
+        if isinstance(request._request, ASGIRequest):
+            body = _async_chunks(export.chunks())
+        else:
+            body = export.chunks()
+        response = StreamingHttpResponse(body, content_type="application/zip")
+        response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
         return response
+
+
+async def _async_chunks(chunks):
+    """Each chunk built in a worker thread (the ORM is synchronous) and sent as it comes;
+    under ASGI, Django would otherwise read a synchronous iterator to its end first."""
+    step = sync_to_async(next, thread_sensitive=True)
+    while True:
+        chunk = await step(chunks, None)
+        if chunk is None:
+            return
+        yield chunk

@@ -16,6 +16,14 @@ A zip file, documented in docs/security.md:
 Which rows: the same walk as hard delete (`security.hard_delete.collect`): the target's
 conversations and session, then every row that refers to them, transitively. So the
 archive holds exactly what a hard delete would remove.
+
+The archive is streamed as it is built (`archive_chunks`): which rows, files and journals
+it holds is decided first, in one short transaction (`archive_plan`); then each table is
+read in batches and written, compressed, straight to the client, and manifest.json comes
+last. No request waits for the whole archive, and no transaction stays open while bytes
+go out. Canonical rows are immutable or append-only, so reading them in batches gives the
+planned rows as they were; a context item that compaction replaces meanwhile is left out
+(the manifest counts what was written).
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ import hashlib
 import io
 import json
 import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -53,83 +63,179 @@ def _row(instance) -> dict:
     return {f.attname: getattr(instance, f.attname) for f in instance._meta.concrete_fields}
 
 
-def _dump_rows(model, ids: set) -> bytes:
-    lines = []
+def _row_lines(model, ids: set) -> Iterator[bytes]:
+    """The rows of `model` with these ids as JSON lines, in primary-key order, one batch
+    (one short query) at a time. A row gone since the plan (a context item compaction
+    replaced) is simply not there."""
     for batch in _batches(sorted(ids, key=str)):
-        for instance in model._base_manager.filter(pk__in=batch).order_by("pk"):
-            lines.append(json.dumps(_row(instance), cls=_Encoder, ensure_ascii=False))
-    return "".join(line + "\n" for line in lines).encode()
+        lines = [
+            json.dumps(_row(instance), cls=_Encoder, ensure_ascii=False) + "\n"
+            for instance in model._base_manager.filter(pk__in=batch).order_by("pk")
+        ]
+        yield "".join(lines).encode()
+
+
+class _Sink(io.RawIOBase):
+    """Where zipfile writes: bytes wait here until the stream takes them. Not seekable,
+    so zipfile writes each entry's sizes after its data (a data descriptor)."""
+
+    def __init__(self) -> None:
+        self._chunks: list[bytes] = []
+        self._position = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self._chunks.append(bytes(data))
+        self._position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._position
+
+    def drain(self) -> bytes:
+        data, self._chunks = b"".join(self._chunks), []
+        return data
+
+
+@dataclass
+class ArchivePlan:
+    """What an archive will hold, decided in one short transaction before any byte is
+    written: the rows (by id), the conversations, the files and the stream journals."""
+
+    conversation_ids: set[int]
+    session_ids: set[str]
+    target: tuple[str, str]
+    collected: dict = field(default_factory=dict)  # model -> ids
+    file_ids: list[int] = field(default_factory=list)
+    stream_paths: list = field(default_factory=list)
+
+    def counts(self) -> dict:
+        return {
+            "rows": {m._meta.label: len(ids) for m, ids in self.collected.items()},
+            "files": len(self.file_ids),
+            "streams": len(self.stream_paths),
+        }
+
+
+def archive_plan(
+    *, conversation_ids: set[int], session_ids: set[str], target: tuple[str, str]
+) -> ArchivePlan:
+    with transaction.atomic():
+        collected = collect(conversation_ids=conversation_ids, session_ids=session_ids)
+    return ArchivePlan(
+        conversation_ids=set(conversation_ids),
+        session_ids=set(session_ids),
+        target=target,
+        collected=collected,
+        file_ids=sorted(collected.get(LargeFile, ())),
+        stream_paths=list(_stream_paths(collected)),
+    )
+
+
+def archive_chunks(plan: ArchivePlan, *, actor, manifest: dict | None = None) -> Iterator[bytes]:
+    """The zip archive of `plan`, as it is built: each table in batches, each transcript,
+    file and journal in turn, and manifest.json (counts and SHA-256 of every entry) last.
+    Nothing is held between chunks (no transaction, no whole archive in memory), so a
+    caller can send each chunk as it comes. `manifest`, if given, is filled in."""
+    manifest = manifest if manifest is not None else {}
+    manifest.update(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "created_at": datetime.now(UTC).isoformat(),
+            "exported_by": actor.get_username() if actor is not None else None,
+            "target": {"kind": plan.target[0], "id": plan.target[1]},
+            "conversation_ids": sorted(plan.conversation_ids),
+            "session_ids": sorted(plan.session_ids),
+            "tables": {},
+            "transcripts": {},
+            "files": [],
+            "streams": [],
+        }
+    )
+    sink = _Sink()
+    archive = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED)
+
+    def write(name: str, pieces, totals: dict) -> Iterator[bytes]:
+        """Write one entry from `pieces`, yielding compressed bytes as they come; its
+        size and SHA-256 go into `totals`."""
+        digest, size = hashlib.sha256(), 0
+        with archive.open(name, "w", force_zip64=True) as handle:
+            for piece in pieces:
+                handle.write(piece)
+                digest.update(piece)
+                size += len(piece)
+                if chunk := sink.drain():
+                    yield chunk
+        totals.update(bytes=size, sha256=digest.hexdigest())
+
+    for model in sorted(plan.collected, key=lambda m: m._meta.label):
+        name = f"tables/{model._meta.label}.jsonl"
+        lines, totals = _counted(_row_lines(model, plan.collected[model])), {}
+        yield from write(name, lines, totals)
+        manifest["tables"][model._meta.label] = {
+            "file": name,
+            "rows": lines.count,
+            "sha256": totals["sha256"],
+        }
+    for conversation in Conversation.objects.filter(pk__in=plan.conversation_ids).order_by("pk"):
+        name = f"transcripts/{conversation.pk}.jsonl"
+        yield from write(name, (line.encode() for line in export_jsonl(conversation)), {})
+        manifest["transcripts"][str(conversation.pk)] = name
+    storage = file_storage()
+    for large_file in LargeFile.objects.filter(pk__in=plan.file_ids).order_by("pk"):
+        name = f"files/{large_file.storage_key}"
+        totals = {}
+        yield from write(name, _file_pieces(storage, large_file.storage_key), totals)
+        manifest["files"].append({"file_id": large_file.pk, "path": name, **totals})
+    for path in plan.stream_paths:
+        if not journal_store.exists(path):  # local, or published to shared storage
+            continue
+        name = f"streams/{path.name}"
+        totals = {}
+        yield from write(name, _journal_lines(path), totals)
+        manifest["streams"].append({"path": name, **totals})
+    archive.writestr("manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))
+    archive.close()
+    yield sink.drain()
+
+
+class _counted:
+    """Row lines, counting the rows that went by."""
+
+    def __init__(self, batches: Iterator[bytes]) -> None:
+        self._batches = batches
+        self.count = 0
+
+    def __iter__(self):
+        for batch in self._batches:
+            self.count += batch.count(b"\n")
+            yield batch
+
+
+def _file_pieces(storage, key: str, size: int = 1 << 20) -> Iterator[bytes]:
+    with storage.open(key, "rb") as handle:
+        while piece := handle.read(size):
+            yield piece
+
+
+def _journal_lines(path) -> Iterator[bytes]:
+    for raw in journal_store.read_bytes(path).split(b"\n"):
+        try:
+            clear = crypto.decrypt_line(raw)
+        except crypto.DecryptionError:
+            continue  # a torn tail, as every reader skips it
+        if clear:
+            yield clear + b"\n"
 
 
 def build_archive(
     *, conversation_ids: set[int], session_ids: set[str], target: tuple[str, str], actor
 ) -> tuple[bytes, dict]:
-    """(zip bytes, manifest). Reads in one transaction, so the archive is one snapshot
-    on PostgreSQL (REPEATABLE READ is not needed: rows are immutable or append-only)."""
-    entries: dict[str, bytes] = {}
-    manifest: dict = {
-        "format": FORMAT,
-        "version": VERSION,
-        "created_at": datetime.now(UTC).isoformat(),
-        "exported_by": actor.get_username() if actor is not None else None,
-        "target": {"kind": target[0], "id": target[1]},
-        "conversation_ids": sorted(conversation_ids),
-        "session_ids": sorted(session_ids),
-        "tables": {},
-        "transcripts": {},
-        "files": [],
-        "streams": [],
-    }
-    with transaction.atomic():
-        collected = collect(conversation_ids=conversation_ids, session_ids=session_ids)
-        for model in sorted(collected, key=lambda m: m._meta.label):
-            name = f"tables/{model._meta.label}.jsonl"
-            entries[name] = _dump_rows(model, collected[model])
-            manifest["tables"][model._meta.label] = {
-                "file": name,
-                "rows": len(collected[model]),
-                "sha256": hashlib.sha256(entries[name]).hexdigest(),
-            }
-        for conversation in Conversation.objects.filter(pk__in=conversation_ids).order_by("pk"):
-            name = f"transcripts/{conversation.pk}.jsonl"
-            entries[name] = "".join(export_jsonl(conversation)).encode()
-            manifest["transcripts"][str(conversation.pk)] = name
-        storage = file_storage()
-        for large_file in LargeFile.objects.filter(pk__in=collected.get(LargeFile, ())).order_by(
-            "pk"
-        ):
-            with storage.open(large_file.storage_key, "rb") as handle:
-                data = handle.read()
-            name = f"files/{large_file.storage_key}"
-            entries[name] = data
-            manifest["files"].append(
-                {
-                    "file_id": large_file.pk,
-                    "path": name,
-                    "bytes": len(data),
-                    "sha256": hashlib.sha256(data).hexdigest(),
-                }
-            )
-        for path in _stream_paths(collected):
-            if not journal_store.exists(path):  # local, or published to shared storage
-                continue
-            lines = []
-            for raw in journal_store.read_bytes(path).split(b"\n"):
-                try:
-                    clear = crypto.decrypt_line(raw)
-                except crypto.DecryptionError:
-                    continue  # a torn tail, as every reader skips it
-                if clear:
-                    lines.append(clear + b"\n")
-            data = b"".join(lines)
-            name = f"streams/{path.name}"
-            entries[name] = data
-            manifest["streams"].append(
-                {"path": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-            )
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))
-        for name, data in entries.items():
-            archive.writestr(name, data)
-    return buffer.getvalue(), manifest
+    """(zip bytes, manifest): the whole archive in memory, for callers that want it so."""
+    plan = archive_plan(conversation_ids=conversation_ids, session_ids=session_ids, target=target)
+    manifest: dict = {}
+    data = b"".join(archive_chunks(plan, actor=actor, manifest=manifest))
+    return data, manifest

@@ -1,8 +1,12 @@
-"""Explicit, user-initiated exports (SRD 14.3): build the archive and audit who took it."""
+"""Explicit, user-initiated exports (SRD 14.3): plan the archive, audit who took it, and
+hand back its bytes as they are built (security/archive.py)."""
 
 from __future__ import annotations
 
-from security.archive import build_archive
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from security.archive import ArchivePlan, archive_chunks, archive_plan
 from security.hard_delete import NotDeletable
 from security.services import audit_record
 
@@ -11,7 +15,24 @@ class NotExportable(NotDeletable):
     code = "not_exportable"
 
 
-def export_conversation(*, conversation, actor, via: str, request=None) -> tuple[bytes, dict]:
+@dataclass
+class Export:
+    """An audited export, not yet built: iterate `chunks()` once for the zip's bytes;
+    `manifest` is complete when the iteration ends."""
+
+    plan: ArchivePlan
+    actor: object
+    manifest: dict = field(default_factory=dict)
+
+    @property
+    def filename(self) -> str:
+        return f"lcm-{self.plan.target[0]}-{self.plan.target[1]}.zip"
+
+    def chunks(self) -> Iterator[bytes]:
+        return archive_chunks(self.plan, actor=self.actor, manifest=self.manifest)
+
+
+def export_conversation(*, conversation, actor, via: str, request=None) -> Export:
     from turns.models import Branch
 
     session_ids = sorted(
@@ -33,7 +54,7 @@ def export_conversation(*, conversation, actor, via: str, request=None) -> tuple
     )
 
 
-def export_session(*, session, actor, via: str, request=None) -> tuple[bytes, dict]:
+def export_session(*, session, actor, via: str, request=None) -> Export:
     from turns.models import Branch
 
     conversation_ids = set(
@@ -49,10 +70,10 @@ def export_session(*, session, actor, via: str, request=None) -> tuple[bytes, di
     )
 
 
-def _export(*, conversation_ids, session_ids, target, actor, via, request):
-    data, manifest = build_archive(
-        conversation_ids=conversation_ids, session_ids=session_ids, target=target, actor=actor
-    )
+def _export(*, conversation_ids, session_ids, target, actor, via, request) -> Export:
+    plan = archive_plan(conversation_ids=conversation_ids, session_ids=session_ids, target=target)
+    counts = plan.counts()
+    # Audited when the export is taken (before any byte is sent): what it holds, by count.
     audit_record(
         action="export",
         via=via,
@@ -60,11 +81,6 @@ def _export(*, conversation_ids, session_ids, target, actor, via, request):
         request=request,
         target_kind=target[0],
         target_id=target[1],
-        details={
-            "bytes": len(data),
-            "rows": {label: t["rows"] for label, t in manifest["tables"].items()},
-            "files": len(manifest["files"]),
-            "streams": len(manifest["streams"]),
-        },
+        details=counts,
     )
-    return data, manifest
+    return Export(plan=plan, actor=actor)

@@ -43,17 +43,22 @@ class Command(BaseCommand):
                 row = Conversation.objects.filter(pk=conversation).first()
                 if row is None:
                     raise CommandError(f"conversation {conversation} not found")
-                data, manifest = export_conversation(conversation=row, actor=actor, via="command")
+                export = export_conversation(conversation=row, actor=actor, via="command")
             else:
                 row = Session.objects.filter(pk=session).first()
                 if row is None:
                     raise CommandError(f"session {session} not found")
-                data, manifest = export_session(session=row, actor=actor, via="command")
+                export = export_session(session=row, actor=actor, via="command")
         except LcmError as error:
             raise CommandError(error.message) from None
-        path.write_bytes(data)
+        size = 0
+        with path.open("xb") as handle:
+            for chunk in export.chunks():
+                handle.write(chunk)
+                size += len(chunk)
+        manifest = export.manifest
         rows = sum(t["rows"] for t in manifest["tables"].values())
         self.stdout.write(
             f"wrote {path}: {rows} rows, {len(manifest['files'])} files, "
-            f"{len(manifest['streams'])} stream files, {len(data)} bytes"
+            f"{len(manifest['streams'])} stream files, {size} bytes"
         )
