@@ -16,6 +16,7 @@ from django.utils.dateparse import parse_datetime
 
 from conversations.models import PartType, Role
 from core.api.errors import InvalidInput
+from core.api.requests import json_integer
 
 _STR = "string"
 _BOOL = "boolean"
@@ -97,9 +98,9 @@ def _check_type(value: Any, kind: str, limit: int | None) -> str | None:
     elif kind == _BOOL and not isinstance(value, bool):
         return "must be true or false"
     elif kind == _INT:
-        if isinstance(value, bool) or not isinstance(value, int):
+        if json_integer(value) is None:
             return "must be an integer"
-        if not INT_MIN <= value <= INT_MAX:
+        if not INT_MIN <= json_integer(value) <= INT_MAX:
             return f"must be an integer from {INT_MIN} to {INT_MAX}"
     elif kind == _NUM:
         if isinstance(value, bool) or not isinstance(value, int | float | str):
@@ -146,6 +147,8 @@ def parse_part(raw: Any, index: int | None, part_index: int) -> PartInput:
             f"{where}.part_type",
         )
     ordinal = raw.get("ordinal")
+    if ordinal is not None:
+        ordinal = json_integer(ordinal) if json_integer(ordinal) is not None else ordinal
     if ordinal is not None and (
         isinstance(ordinal, bool) or not isinstance(ordinal, int) or not 0 <= ordinal <= INT_MAX
     ):
@@ -164,6 +167,8 @@ def parse_part(raw: Any, index: int | None, part_index: int) -> PartInput:
         complaint = _check_type(value, kind, limit)
         if complaint:
             raise _fail(f"{where}.{name} {complaint}", index, f"{where}.{name}")
+        if kind == _INT:
+            value = json_integer(value)  # 5.0 is the integer 5 (JSON Schema 2020-12)
         columns[name] = Decimal(str(value)) if kind == _NUM else value
     return PartInput(part_type=part_type, ordinal=ordinal, columns=columns)
 

@@ -266,6 +266,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Lossless Context Management: store every message, compact history into a "
     "DAG of summaries, assemble a bounded context, and expand any summary back to its sources.",
     "VERSION": "1.0.0",
+    # OpenAPI 3.1 (JSON Schema 2020-12): `propertyNames` can state that object keys hold
+    # no NUL, as every string value already says (core/api/schema.py).
+    "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -175,7 +175,7 @@ class BranchForkApi(APIView):
         responses={201: serializers.BranchSerializer, **WRITE_ERRORS},
         description="Fork at a committed turn of this branch (default: its head). Nothing is "
         "copied: the fork sees its ancestry up to the fork point, never later parent turns. "
-        "400 turn_not_committed for a turn without a committed state.",
+        "409 turn_not_committed for a turn without a committed state.",
     )
     def post(self, request, branch_id: str):
         branch = selectors.branch_get_for_user(user=request.user, branch_id=branch_id)

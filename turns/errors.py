@@ -26,6 +26,10 @@ class TurnInProgress(Conflict):
 
 
 class TurnNotCommitted(InvalidInput):
+    """The request is well formed but does not fit the turn's state (not committed yet):
+    a 409, as the schema documents state conflicts (a 400 would say the request is bad)."""
+
+    status = 409
     code = "turn_not_committed"
 
 

@@ -212,7 +212,9 @@ class TurnStreamApi(FormatChecked, APIView):
     )
     def get(self, request, turn_id: str):
         turn = selectors.turn_get_for_user(user=request.user, turn_id=turn_id)
-        raw = request.query_params.get("after") or request.headers.get("Last-Event-ID") or "0"
+        raw = request.query_params.get("after")
+        if raw is None:  # an empty `after=` is not an event id: a 400 below
+            raw = request.headers.get("Last-Event-ID") or "0"
         try:
             after = int(raw)
         except ValueError:

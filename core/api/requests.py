@@ -35,6 +35,19 @@ _LIST = "a list"
 _OBJECT = "an object"
 
 
+def json_integer(value: Any) -> int | None:
+    """`value` as an integer when JSON Schema 2020-12 (the schema is OpenAPI 3.1) calls it
+    one: an int, or a number with no fractional part (`175.0`); None otherwise (a bool,
+    `1.5`, a string)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 def _expected_type(field: serializers.Field) -> tuple[str, tuple[type, ...]] | None:
     """The JSON type a field takes, or None when any JSON value is fine."""
     if isinstance(field, serializers.BooleanField):
@@ -66,7 +79,9 @@ def json_type_problem(field: serializers.Field, value: Any, path: str = "") -> s
     if expected is not None:
         name, types = expected
         is_bool = isinstance(value, bool)
-        if not isinstance(value, types) or (is_bool and bool not in types):
+        if name == _INT and json_integer(value) is not None:
+            pass  # 175.0 is an integer to the schema; DRF's IntegerField makes it 175
+        elif not isinstance(value, types) or (is_bool and bool not in types):
             return f"{path} must be {name}".strip()
     if isinstance(field, serializers.ListField) and isinstance(value, list):
         for index, item in enumerate(value):

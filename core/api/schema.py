@@ -72,6 +72,8 @@ def cursor_page(name: str, item: type[serializers.Serializer]) -> type[serialize
 
 _UNSAFE = {"post", "put", "patch", "delete"}
 _ERROR_REF = {"$ref": "#/components/schemas/Error"}
+_JSON_VALUE = "JsonValue"
+_JSON_VALUE_REF = f"#/components/schemas/{_JSON_VALUE}"
 
 
 def _statuses_for(path: str, method: str, operation: dict) -> list[int]:
@@ -110,7 +112,21 @@ def _close_request_components(result: dict) -> None:
                 seen.add(name)
                 close(components[name])
             return
-        if node.get("type") == "string" and "format" not in node and "enum" not in node:
+        if not node:  # any JSON value (a JSONField): the parser's rules, by reference
+            node["$ref"] = _JSON_VALUE_REF
+            return
+        extra = node.get("additionalProperties")
+        if extra is True or extra == {}:
+            node["additionalProperties"] = {"$ref": _JSON_VALUE_REF}
+        if extra is not None and extra is not False:
+            # A free-form object (metadata, a tool's input, provider fields of a block):
+            # its keys, like every string, hold no NUL (core/api/parsers.py refuses it).
+            node.setdefault("propertyNames", {"pattern": NO_NUL_PATTERN})
+            if isinstance(extra, dict) and extra:
+                close(extra)
+        kind = node.get("type")
+        is_string = kind == "string" or (isinstance(kind, list) and "string" in kind)
+        if is_string and "format" not in node and "enum" not in node:
             # PostgreSQL text cannot hold NUL (core/api/parsers.py refuses it): say so.
             node.setdefault("pattern", NO_NUL_PATTERN)
         if "properties" in node:
@@ -125,6 +141,15 @@ def _close_request_components(result: dict) -> None:
             if key in node:
                 close(node[key])
 
+    components[_JSON_VALUE] = {
+        "description": "Any JSON value. Strings and object keys hold no NUL character, at "
+        "any depth (PostgreSQL text and jsonb cannot store it): such a request is a 400 "
+        "`malformed_request`.",
+        "pattern": NO_NUL_PATTERN,
+        "propertyNames": {"pattern": NO_NUL_PATTERN},
+        "additionalProperties": {"$ref": _JSON_VALUE_REF},
+        "items": {"$ref": _JSON_VALUE_REF},
+    }
     for methods in result.get("paths", {}).values():
         for operation in methods.values():
             body = operation.get("requestBody", {}) if isinstance(operation, dict) else {}
@@ -162,5 +187,25 @@ def contract_hook(result, generator, request, public):
                 # Errors documented without a body (a bare description) get the shape too.
                 if status[0] in "45" and "content" not in response:
                     response["content"] = {"application/json": {"schema": _ERROR_REF}}
+    _drop_redundant_null_choices(result)
     _close_request_components(result)
     return result
+
+
+def _drop_redundant_null_choices(node) -> None:
+    """A nullable field of any JSON type comes out as `oneOf: [{}, {type: null}]`, which
+    in OpenAPI 3.1 (JSON Schema 2020-12) no value satisfies when it is null (`{}` matches
+    null too, and oneOf wants exactly one): any value, null included, is `{}`."""
+    if isinstance(node, list):
+        for item in node:
+            _drop_redundant_null_choices(item)
+        return
+    if not isinstance(node, dict):
+        return
+    choices = node.get("oneOf")
+    if isinstance(choices, list) and {} in choices and {"type": "null"} in choices:
+        rest = [c for c in choices if c != {"type": "null"}]
+        if rest == [{}]:
+            del node["oneOf"]
+    for value in node.values():
+        _drop_redundant_null_choices(value)

@@ -1,5 +1,6 @@
 """A real server for the contract tests: `manage.py lcm_serve` on a free port with its own
-SQLite database and data directory (migrated at start), a staff user and its API token.
+database (SQLite, or on a PostgreSQL run a fresh PostgreSQL database) and data directory
+(migrated at start), a staff user and its API token.
 
 It is independent of the test database, so the checks run against committed data through
 the real HTTP stack, once per session."""
@@ -30,10 +31,21 @@ class ContractServer:
         return {"Authorization": f"Token {self.token}"}
 
 
-def _env(data_dir: str) -> dict[str, str]:
+def _postgres_database() -> str | None:
+    """On a PostgreSQL run, a fresh database for the contract server (beside the test
+    database, on the same server): the contract runs on both databases in CI."""
+    url = os.environ.get("LCM_DATABASE_URL") or os.environ.get("DATABASE_URL") or ""
+    if not url.startswith(("postgres://", "postgresql://")):
+        return None
+    return url
+
+
+def _env(data_dir: str, database_url: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     for name in ("LCM_DATABASE_URL", "DATABASE_URL", "LCM_DEBUG", "LCM_REDIS_URL"):
         env.pop(name, None)
+    if database_url:
+        env["LCM_DATABASE_URL"] = database_url
     env.update(
         LCM_DATA_DIR=data_dir,
         DJANGO_SETTINGS_MODULE="lcmsite.settings",
@@ -59,7 +71,17 @@ def contract_server():
     import httpx
 
     data_dir = tempfile.mkdtemp(prefix="lcm-contract-")
-    env = _env(data_dir)
+    server_url = _postgres_database()
+    database = None
+    if server_url:
+        import psycopg
+
+        database = f"lcm_contract_{os.getpid()}"
+        with psycopg.connect(server_url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {database}")
+            admin.execute(f"CREATE DATABASE {database}")
+        server_url = server_url.rsplit("/", 1)[0] + "/" + database
+    env = _env(data_dir, server_url)
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     created = subprocess.run(
@@ -101,3 +123,8 @@ def contract_server():
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+        if database:
+            import psycopg
+
+            with psycopg.connect(_postgres_database(), autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")

@@ -3,9 +3,12 @@ operation of /api/v1/schema/ against a real server (`lcm_serve`, see conftest.py
 every check (status codes, content types, response schemas, schema-valid requests
 accepted, schema-violating requests rejected, no 5xx, auth not ignored).
 
-A few examples per operation (fixed seed, so a failure reproduces) keep it to seconds;
-the full run (all phases, 40 examples per operation) and its figures are in
-docs/reliability.md, "The API contract"."""
+All four phases (examples, coverage, fuzzing, and the stateful phase, which chains
+operations through the links schemathesis infers: create a conversation, then append to
+it), a few examples per operation (fixed seed, so a failure reproduces). It runs on the
+database of the suite: SQLite, and PostgreSQL in the PostgreSQL run (conftest.py). The
+full run (40 examples per operation) and its figures are in docs/reliability.md, "The API
+contract"."""
 
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ def test_every_operation_answers_as_the_schema_says(contract_server, tmp_path):
             "--checks",
             "all",
             "--phases",
-            "examples,fuzzing",
+            "examples,coverage,fuzzing,stateful",
             "--max-examples",
             str(EXAMPLES_PER_OPERATION),
             "--seed",
@@ -47,7 +50,7 @@ def test_every_operation_answers_as_the_schema_says(contract_server, tmp_path):
         env={**os.environ, "PYTHONPATH": str(ROOT)},  # for the config's hooks module
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     summary = run.stdout[-8000:]
     assert run.returncode == 0, summary  # schemathesis exits 1 on any failed check

@@ -185,7 +185,7 @@ def test_fork_at_an_uncommitted_turn_and_bad_rollbacks(api, user):
     branch_id = chat.active_branch_id
     before = _counts()
     fork = api.post(f"/api/v1/branches/{branch_id}/fork/", {"turn_id": pending.pk}, format="json")
-    assert (fork.status_code, fork.json()["code"]) == (400, "turn_not_committed")
+    assert (fork.status_code, fork.json()["code"]) == (409, "turn_not_committed")
     missing = api.post(f"/api/v1/branches/{branch_id}/rollback/", {"state_seq": 7}, format="json")
     assert missing.status_code == 404
     negative = api.post(f"/api/v1/branches/{branch_id}/rollback/", {"state_seq": -1}, format="json")
