@@ -205,6 +205,7 @@ def _stored_ids(keys: list[str], specs: Sequence[ChunkSpec]) -> dict[tuple[str, 
 def index_turn(*, turn_id: str) -> IndexResult:
     """Chunk and embed one committed turn (its user, assistant and tool messages)."""
     from turns.models import UserTurn
+    from turns.selectors import offline_authored_external_ids
 
     turn = UserTurn.objects.select_related("branch").get(pk=turn_id)
     messages = list(
@@ -217,7 +218,9 @@ def index_turn(*, turn_id: str) -> IndexResult:
     )
     if not messages:
         raise IndexingError(f"turn {turn_id} has no mirrored messages yet; retry later")
-    specs = chunk_messages(messages)
+    # What the offline provider wrote is not memory (turns/selectors.py says why).
+    offline = offline_authored_external_ids(turn_id=turn_id)
+    specs = chunk_messages([m for m in messages if m.external_id not in offline])
     result = store_chunks(
         specs,
         source_key=f"turn:{turn_id}",

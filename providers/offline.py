@@ -144,15 +144,20 @@ def _first(pattern: re.Pattern, texts: list[str]) -> str | None:
 
 
 def _best_memory(request: ProviderRequest) -> str | None:
+    """The best memory retrieved for the user's message: the first one given, or the
+    highest-scored artifact in the context. An earlier offline answer is never quoted as
+    memory (it is canned text about another turn; memory does not index new ones)."""
     memory = request.options.get("memory")
     if memory:
-        best = memory[0]
-        return best.get("text", "") if isinstance(best, dict) else str(best)
+        texts = [m.get("text", "") if isinstance(m, dict) else str(m) for m in memory]
+        texts = [t for t in texts if LABEL not in t]
+        return texts[0] if texts else None
     scored = [
         (float(score), index, body.strip())
         for index, (score, body) in enumerate(
             _ARTIFACT.findall("\n".join(t for t in _texts(request) if t))
         )
+        if LABEL not in body
     ]
     if scored:
         return max(scored, key=lambda entry: (entry[0], -entry[1]))[2]

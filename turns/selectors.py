@@ -165,3 +165,14 @@ def session_detail(*, session: Session) -> dict:
 
 def branch_state(*, branch: Branch) -> StateCheckpoint:
     return StateCheckpoint.objects.get(pk=branch.head_state_id)
+
+
+def offline_authored_external_ids(*, turn_id: str) -> set[str]:
+    """External ids of a turn's mirrored messages that the offline provider wrote. Its
+    answers are canned text quoting the assembled context: they stay in the transcript but
+    are not memory (indexed, they would come back as "best matching memory" and the demo
+    would retrieve its own boilerplate). docs/memory.md, "What is indexed"."""
+    indexes = ProviderStep.objects.filter(turn_id=turn_id, provider="offline").values_list(
+        "step_index", flat=True
+    )
+    return {f"turn:{turn_id}:step{index}:assistant" for index in indexes}
