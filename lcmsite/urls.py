@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core.api.views import api_not_found
 from core.metrics import metrics_view
+from mcpserver.views import mcp_needs_asgi
 from security.metrics_guard import metrics_guard
 
 api_v1 = [
@@ -26,6 +27,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("metrics", metrics_guard(metrics_view), name="metrics"),  # docs/deploy.md
+    # Only reached outside lcm_serve (its ASGI app answers /mcp/ first): a clear 404.
+    re_path(r"^mcp/?$", mcp_needs_asgi, name="mcp-needs-asgi"),
     path("chat/", include("console.urls")),
     path("", include("explorer.urls")),
 ]

@@ -9,12 +9,21 @@ responses: every POST stands alone, so any worker process can answer it.
 The session manager needs a long-lived task group. It is started by the ASGI lifespan
 when the server sends one, and otherwise on the first MCP request, in a background
 task of the server's event loop.
+
+A client that goes away (closes its session, is cancelled, loses the network) is an
+ordinary disconnect: the request body is read here first, so a disconnect before it is
+complete ends the request with one INFO line on the `lcm.mcp` logger, and the SDK's
+"Error handling POST request" traceback for a `ClientDisconnect` is logged the same way.
+
+The endpoint exists only under the ASGI server (`manage.py lcm_serve`); under
+`manage.py runserver` (WSGI) `/mcp/` answers a 404 that says so (lcmsite/urls.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -25,6 +34,59 @@ from mcpserver.auth import token_from_header, user_id_for_token
 from mcpserver.server import build_server
 
 MCP_PATHS = ("/mcp", "/mcp/")
+logger = logging.getLogger("lcm.mcp")
+
+
+class _DisconnectIsNotAnError(logging.Filter):
+    """The SDK logs any exception of a POST with its traceback; a client that closed the
+    connection (starlette's `ClientDisconnect`) is not an error: one INFO line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and type(exc).__name__ == "ClientDisconnect":
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg, record.args = "MCP client disconnected (%s)", (record.getMessage(),)
+        return True
+
+
+logging.getLogger("mcp.server.streamable_http").addFilter(_DisconnectIsNotAnError())
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_body(receive, limit: int) -> bytes | None:
+    """The whole request body, or None when the client disconnected first; `_TooLarge`
+    past `limit` bytes (what the SDK would refuse too)."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive):
+    """A `receive` that gives the SDK the body already read, then the real channel."""
+    given = False
+
+    async def replay():
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def _header(scope, name: bytes) -> str | None:
@@ -99,6 +161,18 @@ class McpHttpApp:
                 headers=[(b"www-authenticate", b"Bearer")],
             )
             return
+        if scope.get("method") == "POST":
+            try:
+                body = await _read_body(receive, settings.LCM_MAX_REQUEST_BYTES)
+            except _TooLarge:
+                await _error(
+                    send, 413, "payload_too_large", "request body over LCM_MAX_REQUEST_BYTES"
+                )
+                return
+            if body is None:
+                logger.info("MCP client disconnected before its request was complete")
+                return
+            receive = _replay(body, receive)
         await self.start()
         await self._manager.handle_request({**scope, "lcm_user_id": user_id}, receive, send)
 
