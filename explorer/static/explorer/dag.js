@@ -104,9 +104,12 @@
     });
   });
 
-  // A big DAG fitted whole is a few pixels per node: open instead at a readable zoom on
-  // what matters now (the selected node, else the lineage path, else the context
-  // summaries); "Fit all" and "Context" switch views, and the wheel zooms.
+  // The page opens fitted to the view (what "Fit all" gives), and stays fitted while the
+  // page settles (the detail panel filling in, a window resize) until the user moves the
+  // view: from then on their zoom and pan are kept. "Fit all" and "Context" switch views.
+  var PADDING = 20;
+  var userMoved = false;
+  function fitAllNodes() { cy.fit(undefined, PADDING); }
   function readableView(eles) {
     if (eles.empty()) eles = cy.nodes();
     cy.fit(eles, 40);
@@ -117,15 +120,27 @@
     }
   }
   var MIN_READABLE = 0.8, MAX_COMFORT = 1.2;
+  var container = cy.container();
+  ["wheel", "mousedown", "touchstart", "keydown"].forEach(function (name) {
+    container.addEventListener(name, function () { userMoved = true; }, { passive: true });
+  });
+  if (typeof ResizeObserver !== "undefined") {
+    new ResizeObserver(function () {
+      cy.resize();
+      if (!userMoved) fitAllNodes();
+    }).observe(container);
+  }
+  fitAllNodes();
   var first = data.selected || (onPath.size ? data.path[0] : null);
-  var focus = onPath.size ? cy.nodes(".path") : first ? cy.getElementById(first) : cy.collection();
-  if (focus.empty()) focus = cy.nodes(".in-context");
-  readableView(focus);
   if (first && !cy.getElementById(first).empty()) showDetail(first);
 
   var fitAll = document.getElementById("dag-fit");
-  if (fitAll) fitAll.addEventListener("click", function () { cy.fit(undefined, 20); });
+  if (fitAll) fitAll.addEventListener("click", function () { fitAllNodes(); });
   var toContext = document.getElementById("dag-context");
-  if (toContext) toContext.addEventListener("click", function () { readableView(cy.nodes(".in-context")); });
+  if (toContext) toContext.addEventListener("click", function () {
+    userMoved = true;
+    readableView(cy.nodes(".in-context"));
+  });
+  window.lcmDagView = { userMoved: function () { return userMoved; } }; // for tests
   document.body.dataset.dagReady = "true";
 })();
