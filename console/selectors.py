@@ -128,19 +128,30 @@ class Status:
     phase: str | None  # of the branch's newest turn
     last_turn_id: str | None
     running_turn_id: str | None  # a turn still open (accepted .. responding)
+    # The phases of the branch's newest turns, so the page's chips follow them (id -> phase)
+    turn_phases: dict[str, str]
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 
 
+RECENT_TURN_PHASES = 50
+
+
+@dataclass(frozen=True)
+class _Last:
+    pk: str
+    phase: str
+
+
 def status(*, session: Session, branch: Branch) -> Status:
     head = branch.head_state
-    last = (
+    recent = list(
         UserTurn.objects.filter(branch=branch)
         .order_by("-turn_seq")
-        .only("pk", "phase", "turn_seq")
-        .first()
+        .values_list("pk", "phase")[:RECENT_TURN_PHASES]
     )
+    last = _Last(*recent[0]) if recent else None
     pending = UserTurn.objects.filter(
         branch=branch, phase__in=FINALIZED_PHASES, state_after__isnull=True
     ).count()
@@ -155,6 +166,7 @@ def status(*, session: Session, branch: Branch) -> Status:
         phase=last.phase if last else None,
         last_turn_id=last.pk if last else None,
         running_turn_id=last.pk if last and last.phase in OPEN_PHASES else None,
+        turn_phases=dict(recent),
     )
 
 

@@ -217,7 +217,13 @@ def test_status_json_reports_the_header_fields(user, chat):
         "phase": UserTurn.objects.get(pk=turn.pk).phase,
         "last_turn_id": turn.pk,
         "running_turn_id": None,
+        "turn_phases": dict(
+            UserTurn.objects.filter(branch=branch)
+            .order_by("-turn_seq")
+            .values_list("pk", "phase")
+        ),
     }
+    assert data["turn_phases"][turn.pk] == UserTurn.objects.get(pk=turn.pk).phase
 
 
 def test_untrusted_text_is_escaped_everywhere(user):

@@ -51,7 +51,34 @@
     setText("h-pending", String(status.pending));
     if (!live.streaming) setText("h-phase", status.phase || "idle");
     chat.dataset.pending = String(status.pending);
-    if (status.pending > 0) schedulePoll(); else stopPoll();
+    showTurnPhases(status.turn_phases || {});
+    // Poll while a turn is pending or still on its way to done (commit, then indexing),
+    // so the header and the chips follow the phase without a reload.
+    var settled = !status.phase || FINAL_PHASES.indexOf(status.phase) >= 0;
+    if (status.pending > 0 || !settled) schedulePoll(); else stopPoll();
+  }
+
+  var FINAL_PHASES = ["done", "failed"];
+  // Each turn's phase chip (the transcript's articles, the pending list) follows the phase
+  // the status reports.
+  function showTurnPhases(phases) {
+    Object.keys(phases).forEach(function (turnId) {
+      var phase = phases[turnId];
+      document.querySelectorAll('[data-turn="' + CSS.escape(turnId) + '"]').forEach(function (node) {
+        if (node.tagName === "ARTICLE") {
+          if (node.dataset.phase && node.dataset.phase !== phase) {
+            node.classList.remove("phase-" + node.dataset.phase);
+            node.classList.add("phase-" + phase);
+          }
+          node.dataset.phase = phase;
+          var chip = node.querySelector(".chip.phase");
+          if (chip) chip.textContent = phase;
+        } else {
+          var first = node.querySelector(".chip");
+          if (first) first.textContent = phase;
+        }
+      });
+    });
   }
 
   function refreshStatus() {
