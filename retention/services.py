@@ -109,7 +109,8 @@ def orphan_objects(*, older_than: dt.timedelta | None = None) -> list[str]:
     has written its object but not yet committed its row."""
     store = segments.storage()
     cutoff = timezone.now() - older_than if older_than else None
-    known = set(Segment.objects.values_list("key", flat=True))
+    # A restored segment's object is no longer needed (its content is back in the rows).
+    known = set(Segment.objects.exclude(state=SegmentState.RESTORED).values_list("key", flat=True))
     found = []
     try:
         folders, _ = store.listdir("")
