@@ -215,6 +215,9 @@ class ExpandMessageItemSerializer(serializers.Serializer):
     token_count = serializers.IntegerField()
     created_at = serializers.DateTimeField()
     content = serializers.CharField()
+    from_archive = serializers.BooleanField(
+        help_text="The content was read back from an archive segment (docs/retention.md)."
+    )
 
 
 class ExpandResponseSerializer(serializers.Serializer):
