@@ -685,6 +685,13 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1,
     ),
     Setting(
+        "LCM_GREP_ARCHIVE_SEGMENTS",
+        int,
+        200,
+        "Most archive segments (newest first) one grep with include_archived scans.",
+        minimum=1,
+    ),
+    Setting(
         "LCM_RETENTION_ARCHIVE_AFTER_DAYS",
         int,
         0,
