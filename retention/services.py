@@ -190,3 +190,57 @@ def retention_status(*, conversations: Iterable[Conversation] | None = None) -> 
         "archive_raw_bytes": totals["raw"] or 0,
         "orphan_objects": len(orphan_objects()),
     }
+
+
+def policy_set(*, user=None, conversation: Conversation | None = None, values: dict,
+               actor, request=None) -> RetentionPolicy:  # fmt: skip
+    """Create or update a user's or a conversation's policy; fields not given keep their
+    value. A change of delete_after_days is audited (deletion is the one destructive policy)."""
+    from django.db import transaction
+
+    from core.audit import audit_record
+
+    scope = {"user": user} if user is not None else {"conversation": conversation}
+    with transaction.atomic(durable=True):
+        policy, _ = RetentionPolicy.objects.select_for_update().get_or_create(**scope)
+        old_delete = policy.delete_after_days
+        for name, value in values.items():
+            setattr(policy, name, value)
+        policy.save()
+        if policy.delete_after_days != old_delete:
+            audit_record(
+                action="retention.delete_policy_set",
+                via="api" if request is not None else "admin",
+                actor=actor,
+                target_kind="user" if user is not None else "conversation",
+                target_id=user.pk if user is not None else conversation.pk,
+                request=request,
+                details={"delete_after_days": policy.delete_after_days, "was": old_delete},
+            )
+    return policy
+
+
+def policy_clear(
+    *, user=None, conversation: Conversation | None = None, actor, request=None
+) -> bool:
+    from django.db import transaction
+
+    from core.audit import audit_record
+
+    scope = {"user": user} if user is not None else {"conversation": conversation}
+    with transaction.atomic(durable=True):
+        policy = RetentionPolicy.objects.filter(**scope).first()
+        if policy is None:
+            return False
+        if policy.delete_after_days is not None:
+            audit_record(
+                action="retention.delete_policy_set",
+                via="api",
+                actor=actor,
+                target_kind="user" if user is not None else "conversation",
+                target_id=user.pk if user is not None else conversation.pk,
+                request=request,
+                details={"delete_after_days": None, "was": policy.delete_after_days},
+            )
+        policy.delete()
+    return True
