@@ -19,7 +19,7 @@ def _grep(api, conversation, **body):
 
 @pytest.mark.parametrize(
     ("mode", "query"),
-    [("full_text", "please check deploy"), ("regex", r"case_8\b - Timeout")],
+    [("full_text", "please check deploy"), ("regex", r"case_8 - Timeout")],
 )
 def test_include_archived_finds_archived_messages(compacted, api, mode, query):
     conversation, _ = compacted
