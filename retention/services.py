@@ -15,6 +15,7 @@ from archive import segments
 from archive.models import Segment, SegmentState
 from archive.services import segment_archive, segment_restore
 from conversations.models import Conversation, Message
+from conversations.search.maintenance import message_index_optimize
 from retention.models import RetentionPolicy
 from retention.policies import Range, deletion_due, effective_policy, plan_conversation
 
@@ -96,6 +97,8 @@ def retention_apply(
             result.messages += done.archived
             result.stored_bytes += done.segment.stored_bytes
             result.raw_bytes += done.segment.raw_bytes
+    if result.messages:
+        message_index_optimize()  # SQLite: drop the FTS5 tombstones of the cleared content
     return result
 
 
