@@ -65,3 +65,23 @@ def test_a_bad_regex_over_archived_ranges_is_a_400(compacted, api):
                               "query": "(", "include_archived": True}, format="json")  # fmt: skip
     assert response.status_code == 400
     assert response.json()["code"] == "invalid_regex"
+
+
+def test_the_grep_tool_scans_archived_ranges_when_asked(compacted, user):
+    import json
+
+    from retrieval.tools import tool_call_for_user
+
+    conversation, _ = compacted
+    segment_archive(conversation=conversation, seq_from=1, seq_to=40)
+    ask = {"query": "case_8 - Timeout", "mode": "regex", "scope": "messages"}
+
+    plain = tool_call_for_user(
+        user=user, name="lcm_grep", input=ask, conversation_id=conversation.pk
+    )
+    scanned = tool_call_for_user(user=user, name="lcm_grep", conversation_id=conversation.pk,
+                                 input={**ask, "include_archived": True})  # fmt: skip
+
+    assert json.loads(plain.content) == {"results": []}
+    [hit] = json.loads(scanned.content)["results"]
+    assert (hit["seq"], hit["from_archive"]) == (9, True)

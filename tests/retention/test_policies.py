@@ -134,3 +134,30 @@ def test_a_deleted_conversation_takes_its_segments_along(user):
 
     assert _command("apply", "--delete")["deleted_conversations"] == [doomed.pk]
     assert Segment.objects.count() == 0
+
+
+def test_the_scheduled_job_archives_in_bounded_batches(compacted, settings):
+    from retention.tasks import retention_job
+
+    conversation, _ = compacted
+    settings.LCM_RETENTION_BATCH_SEGMENTS = 2
+    settings.LCM_ARCHIVE_SEGMENT_MESSAGES = 15
+    RetentionPolicy.objects.create(conversation=conversation, keep_newest_tokens=1)
+
+    first, second, third = retention_job(), retention_job(), retention_job()
+
+    assert [(r["segments"], r["messages"]) for r in (first, second, third)] == [
+        (2, 30), (1, 10), (0, 0)]  # fmt: skip
+    assert first["deleted_conversations"] == []
+    assert Message.objects.filter(archived_in__isnull=False).count() == 40
+
+
+def test_the_schedule_command_creates_one_schedule(db):
+    from django_q.models import Schedule
+
+    assert _command("schedule", "--minutes", "30") == {"scheduled": "lcm-retention", "minutes": 30}
+    _command("schedule", "--minutes", "45")
+    [schedule] = Schedule.objects.filter(name="lcm-retention")
+    assert (schedule.func, schedule.minutes) == ("retention.tasks.retention_job", 45)
+    assert _command("schedule", "--remove") == {"removed": True}
+    assert not Schedule.objects.filter(name="lcm-retention").exists()
