@@ -133,7 +133,7 @@ def _digests(conversation_ids) -> list[bytes]:
             if not batch:
                 break
             hydrate_messages(batch)
-            out += [segments.form_sha256(segments.canonical_form(m, list(m.parts.all())))
+            out += [segments.form_sha256(segments.canonical_form(m, sorted(m.parts.all(), key=lambda p: p.ordinal)))
                     for m in batch]  # fmt: skip
             last = batch[-1].seq
     return out

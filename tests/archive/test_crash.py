@@ -55,7 +55,9 @@ def _read(conversation):
     messages = hydrate_messages(
         Message.objects.filter(conversation=conversation).prefetch_related("parts").order_by("seq")
     )
-    return [segments.canonical_form(m, list(m.parts.all())) for m in messages]
+    return [
+        segments.canonical_form(m, sorted(m.parts.all(), key=lambda p: p.ordinal)) for m in messages
+    ]
 
 
 @pytest.fixture
