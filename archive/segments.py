@@ -1,12 +1,13 @@
 """The segment format and its storage.
 
-A segment object is `encrypt_bytes(HEADER + compressed JSON)` (clear when no
+A segment object is `encrypt_bytes(HEADER + compressed JSON lines)` (clear when no
 LCM_ENCRYPTION_KEY is set; core/crypto.py):
 
     b"LCMSEG1 zstd\n" or b"LCMSEG1 gzip\n"   the format and codec
     {"format": 1, "conversation_id": ..., "seq_from": ..., "seq_to": ...,
-     "manifest": [{"id": ..., "seq": ..., "sha256": ...}, ...],
-     "messages": [<canonical form>, ...]}
+     "manifest": [{"id": ..., "seq": ..., "sha256": ...}, ...]}       the first line
+    <canonical form of the first message>                            one line each
+    ...
 
 A message's canonical form is its columns (all but `archived_in`) plus "parts", the list of
 its parts' columns in ordinal order; `form_sha256` hashes its sorted-key compact JSON, so
@@ -103,13 +104,43 @@ def decompress(data: bytes, codec: str) -> bytes:
 
 
 def encode(payload: dict, *, codec: str) -> tuple[bytes, int]:
-    """(the stored object, the size of its JSON before compression)."""
-    raw = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    """(the stored object, the size of its JSON before compression). The JSON is lines: the
+    header (everything but "messages") first, then one line per message's canonical form, so
+    a reader parses only the messages it needs (JSON escapes newlines inside strings)."""
+    header = {k: v for k, v in payload.items() if k != "messages"}
+    lines = [json.dumps(header, separators=(",", ":"), ensure_ascii=False)]
+    lines += [
+        json.dumps(form, separators=(",", ":"), ensure_ascii=False, default=_plain)
+        for form in payload["messages"]
+    ]
+    raw = "\n".join(lines).encode()
     body = MAGIC + codec.encode() + b"\n" + compress(raw, codec)
     return crypto.encrypt_bytes(body), len(raw)
 
 
-def decode(data: bytes) -> dict:
+class LazySegment:
+    """A decoded segment whose message lines are parsed on first use."""
+
+    def __init__(self, header: dict, lines: list[bytes]) -> None:
+        self.header = header
+        self._lines = lines
+        self._parsed: dict[int, dict] = {}
+        self.index = {item["id"]: i for i, item in enumerate(header.get("manifest", []))}
+
+    def form(self, message_id: int) -> dict | None:
+        found = self._parsed.get(message_id)
+        if found is None:
+            at = self.index.get(message_id)
+            if at is None:
+                return None
+            found = self._parsed[message_id] = json.loads(self._lines[at])
+        return found
+
+    def forms(self) -> list[dict]:
+        return [self.form(message_id) for message_id in self.index]
+
+
+def decode_lazy(data: bytes) -> LazySegment:
     try:
         body = crypto.decrypt_bytes(data)
     except crypto.DecryptionError as error:
@@ -118,9 +149,23 @@ def decode(data: bytes) -> dict:
         raise SegmentError("not an archive segment")
     header, _, compressed = body.partition(b"\n")
     try:
-        return json.loads(decompress(compressed, header[len(MAGIC) :].decode()))
+        raw = decompress(compressed, header[len(MAGIC) :].decode())
+        first, *lines = raw.split(b"\n")
+        segment = LazySegment(json.loads(first), lines)
     except (OSError, ValueError, EOFError) as error:
         raise SegmentError(f"segment does not decompress: {error}") from None
+    if len(segment.index) != len(lines):
+        raise SegmentError("segment manifest and messages differ in number")
+    return segment
+
+
+def decode(data: bytes) -> dict:
+    """The whole payload: the header's fields and "messages" (every canonical form)."""
+    segment = decode_lazy(data)
+    try:
+        return {**segment.header, "messages": segment.forms()}
+    except ValueError as error:
+        raise SegmentError(f"segment does not parse: {error}") from None
 
 
 # -- storage ------------------------------------------------------------------------------

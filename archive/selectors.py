@@ -20,7 +20,7 @@ from archive.models import Segment
 from conversations.models import Message
 
 _lock = threading.Lock()
-_cache: OrderedDict[int, tuple[float, dict[int, dict]]] = OrderedDict()
+_cache: OrderedDict[int, tuple[float, segments.LazySegment]] = OrderedDict()
 
 
 def forget(segment_id: int | None = None) -> None:
@@ -31,7 +31,7 @@ def forget(segment_id: int | None = None) -> None:
             _cache.pop(segment_id, None)
 
 
-def _cached(segment_id: int) -> dict[int, dict] | None:
+def _cached(segment_id: int) -> segments.LazySegment | None:
     with _lock:
         entry = _cache.get(segment_id)
         if entry is None or entry[0] < time.monotonic():
@@ -40,7 +40,7 @@ def _cached(segment_id: int) -> dict[int, dict] | None:
         return entry[1]
 
 
-def _keep(segment_id: int, forms: dict[int, dict]) -> None:
+def _keep(segment_id: int, forms: segments.LazySegment) -> None:
     ttl = settings.LCM_ARCHIVE_CACHE_SECONDS
     if ttl <= 0:
         return
@@ -51,22 +51,28 @@ def _keep(segment_id: int, forms: dict[int, dict]) -> None:
             _cache.popitem(last=False)
 
 
-def segment_forms(segment: Segment) -> dict[int, dict]:
-    """`{message id: canonical form}` of a segment, verified against its recorded hash."""
+def segment_read(segment: Segment) -> segments.LazySegment:
+    """A segment, verified against its recorded hash, its messages parsed on demand."""
     found = _cached(segment.pk)
     if found is not None:
         return found
     data = segments.read(segment.key)
     if hashlib.sha256(data).hexdigest() != segment.sha256:
         raise segments.SegmentError(f"segment {segment.key} does not match its recorded hash")
-    forms = {form["id"]: form for form in segments.decode(data)["messages"]}
-    _keep(segment.pk, forms)
-    return forms
+    lazy = segments.decode_lazy(data)
+    _keep(segment.pk, lazy)
+    return lazy
+
+
+def segment_forms(segment: Segment) -> dict[int, dict]:
+    """`{message id: canonical form}` of every message of a segment."""
+    return {form["id"]: form for form in segment_read(segment).forms()}
 
 
 def archived_forms(message_ids: list[int]) -> dict[int, dict]:
     """The archive reader of conversations.archive_port: canonical forms of the archived
-    messages among `message_ids` (a missing or corrupt segment raises SegmentError)."""
+    messages among `message_ids` (a missing or corrupt segment raises SegmentError). Only
+    the lines of the asked messages are parsed."""
     pointers = dict(
         Message.objects.filter(pk__in=message_ids, archived_in__isnull=False).values_list(
             "pk", "archived_in"
@@ -74,13 +80,15 @@ def archived_forms(message_ids: list[int]) -> dict[int, dict]:
     )
     if not pointers:
         return {}
-    wanted = set(pointers.values())
-    found: dict[int, dict] = {}
-    missing = [sid for sid in wanted if _cached(sid) is None]
-    rows = {s.pk: s for s in Segment.objects.filter(pk__in=missing)} if missing else {}
-    for segment_id in wanted:
-        forms = _cached(segment_id)
-        if forms is None:
-            forms = segment_forms(rows[segment_id])
-        found.update(forms)
-    return {pk: found[pk] for pk in pointers if pk in found}
+    loaded = {sid: _cached(sid) for sid in set(pointers.values())}
+    missing = [sid for sid, lazy in loaded.items() if lazy is None]
+    if missing:
+        for segment in Segment.objects.filter(pk__in=missing):
+            loaded[segment.pk] = segment_read(segment)
+    found = {}
+    for pk, sid in pointers.items():
+        lazy = loaded.get(sid)
+        form = lazy.form(pk) if lazy is not None else None
+        if form is not None:
+            found[pk] = form
+    return found
