@@ -31,6 +31,7 @@ from django.core.files.storage import storages
 
 from conversations.models import Message, MessagePart
 from core import crypto
+from core.api.errors import Unavailable
 
 MAGIC = b"LCMSEG1 "
 CODECS = ("zstd", "gzip")
@@ -41,8 +42,12 @@ _MESSAGE_COLUMNS = [f.attname for f in Message._meta.concrete_fields if f.attnam
 _PART_COLUMNS = [f.attname for f in MessagePart._meta.concrete_fields]
 
 
-class SegmentError(Exception):
-    """A segment object that is missing, unreadable or does not match its record."""
+class SegmentError(Unavailable):
+    """A segment object that is missing, unreadable or does not match its record: a read of
+    its content fails with a 503 in the one error shape (never empty content, never a 500);
+    `lcm_integrity` reports it with a repair plan (docs/retention.md)."""
+
+    code = "archive_unavailable"
 
 
 def _plain(value):

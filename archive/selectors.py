@@ -16,7 +16,7 @@ from collections import OrderedDict
 from django.conf import settings
 
 from archive import segments
-from archive.models import Segment
+from archive.models import Segment, SegmentState
 from conversations.models import Message
 
 _lock = threading.Lock()
@@ -56,6 +56,11 @@ def segment_read(segment: Segment) -> segments.LazySegment:
     found = _cached(segment.pk)
     if found is not None:
         return found
+    if segment.state == SegmentState.MISSING:
+        raise segments.SegmentError(
+            f"segment {segment.pk} is marked missing: the content of messages "
+            f"{segment.seq_from}-{segment.seq_to} of conversation {segment.conversation_id} is lost"
+        )
     data = segments.read(segment.key)
     if hashlib.sha256(data).hexdigest() != segment.sha256:
         raise segments.SegmentError(f"segment {segment.key} does not match its recorded hash")

@@ -229,3 +229,31 @@ def _restore_rows(model, columns, rows: list[tuple[int, dict]]) -> None:
         cursor.executemany(
             sql, [[value(f, row[f.attname]) for f in fields] + [pk] for pk, row in rows]
         )
+
+
+def segment_mark_missing(*, segment: Segment, actor=None, via: str) -> bool:
+    """Record that a segment's object is lost for good (after no replica or backup could
+    restore it): its messages keep their rows, reads of their content say it is lost, and
+    integrity stops reporting it. Audited. Returns False if it was not active."""
+    from core.audit import audit_record
+
+    with transaction.atomic(durable=True):
+        marked = Segment.objects.filter(pk=segment.pk, state=SegmentState.ACTIVE).update(
+            state=SegmentState.MISSING
+        )
+        if marked:
+            audit_record(
+                action="archive.segment_marked_missing",
+                via=via,
+                actor=actor,
+                target_kind="archive_segment",
+                target_id=segment.pk,
+                details={
+                    "conversation_id": segment.conversation_id,
+                    "seq_from": segment.seq_from,
+                    "seq_to": segment.seq_to,
+                    "messages": segment.message_count,
+                },
+            )
+    forget(segment.pk)
+    return bool(marked)

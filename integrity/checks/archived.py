@@ -25,11 +25,11 @@ def unplaced_messages(scope: Scope) -> list[dict]:
             FROM {MESSAGE} m
             WHERE m.archived_in IS NOT NULL{where}
               AND NOT EXISTS (SELECT 1 FROM {SEGMENT} s
-                              WHERE s.id = m.archived_in AND s.state = %s
+                              WHERE s.id = m.archived_in AND s.state IN (%s, %s)
                                 AND s.conversation_id = m.conversation_id
                                 AND m.seq BETWEEN s.seq_from AND s.seq_to)
             ORDER BY m.conversation_id, m.seq""",
-        [*params, SegmentState.ACTIVE],
+        [*params, SegmentState.ACTIVE, SegmentState.MISSING],
     )
 
 

@@ -80,3 +80,46 @@ def test_a_message_pointing_to_no_segment_is_reported(compacted, rules_bypassed)
     assert (problem["seq"], problem["segment_id"]) == (3, segment.pk + 1000)
     # ... and its segment no longer matches the rows that point to it.
     assert counts["archive_segment_corrupt"] == 1
+
+
+def test_a_lost_segment_reads_as_a_503_and_marking_it_missing_is_audited(
+    compacted, archive_folder, api
+):
+    import json
+    from io import StringIO
+
+    import pytest
+    from django.core.management import CommandError, call_command
+
+    from archive.models import SegmentState
+    from archive.selectors import forget
+    from security.models import AuditEvent
+
+    conversation, _ = compacted
+    segment = segment_archive(conversation=conversation, seq_from=1, seq_to=40).segment
+    (archive_folder / segment.key).unlink()
+    forget()
+    url = f"/api/v1/conversations/{conversation.pk}/messages/?limit=100"
+
+    lost = api.get(url)
+
+    assert lost.status_code == 503
+    assert lost.json()["code"] == "archive_unavailable"
+    with pytest.raises(CommandError, match="--confirm"):
+        call_command("lcm_retention", "mark-missing", "--segment", str(segment.pk))
+    segment.refresh_from_db()
+    assert segment.state == SegmentState.ACTIVE and AuditEvent.objects.count() == 0
+
+    out = StringIO()
+    call_command("lcm_retention", "mark-missing", "--segment", str(segment.pk),
+                 "--confirm", str(segment.pk), "--json", stdout=out)  # fmt: skip
+
+    assert json.loads(out.getvalue()) == {"segment": segment.pk, "marked_missing": True}
+    segment.refresh_from_db()
+    assert segment.state == SegmentState.MISSING
+    [event] = AuditEvent.objects.all()
+    assert (event.action, event.target_id) == ("archive.segment_marked_missing", str(segment.pk))
+    _, counts = _archive_problems(conversation)
+    assert {name: counts[name] for name in ARCHIVE_CHECKS} == dict.fromkeys(ARCHIVE_CHECKS, 0)
+    after = api.get(url)
+    assert after.status_code == 503 and "is lost" in after.json()["message"]

@@ -19,11 +19,13 @@ class Command(BaseCommand):
         "Retention: `status` (archived messages, segments, sizes), `plan` (what the policies "
         "would archive), `apply` (archive it; --delete also runs the deletion policy), "
         "`restore` (bring a conversation's archived content back), `schedule` (the periodic "
-        "django-q2 job). --dry-run shows the plan without writing; --json prints JSON."
+        "django-q2 job), `mark-missing` (record a lost segment, audited). --dry-run shows the plan without writing; --json prints JSON."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("action", choices=["status", "plan", "apply", "restore", "schedule"])
+        parser.add_argument(
+            "action", choices=["status", "plan", "apply", "restore", "schedule", "mark-missing"]
+        )
         parser.add_argument("--conversation", type=int, action="append", default=None,
                             help="Only this conversation id (repeatable).")  # fmt: skip
         parser.add_argument("--dry-run", action="store_true", help="Plan only; write nothing.")
@@ -41,6 +43,11 @@ class Command(BaseCommand):
             "--minutes", type=int, default=60, help="schedule: minutes between runs."
         )
         parser.add_argument("--remove", action="store_true", help="schedule: remove it.")
+        parser.add_argument("--segment", type=int, default=None,
+                            help="mark-missing: the segment id (after no replica could restore "
+                            "it; audited).")  # fmt: skip
+        parser.add_argument("--confirm", type=int, default=None,
+                            help="mark-missing: the segment id again.")  # fmt: skip
 
     def _conversations(self, options):
         ids = options["conversation"]
@@ -64,6 +71,8 @@ class Command(BaseCommand):
             return self._out(options, data, text)
         if action == "schedule":
             return self._schedule(options)
+        if action == "mark-missing":
+            return self._mark_missing(options)
         if action == "restore":
             return self._restore(options, conversations)
         ranges = services.retention_plan(conversations=conversations)
@@ -125,6 +134,20 @@ class Command(BaseCommand):
                 bar.advance()
         return self._out(options, {"restored_messages": restored},
                          f"restored {restored} messages")  # fmt: skip
+
+    def _mark_missing(self, options):
+        from archive.services import segment_mark_missing
+
+        segment = Segment.objects.filter(pk=options["segment"]).first()
+        if segment is None:
+            raise CommandError(f"no segment {options['segment']}")
+        if options["confirm"] != segment.pk:
+            raise CommandError(f"the content of {segment.message_count} messages is lost for "
+                               f"good: repeat the id with --confirm {segment.pk}")  # fmt: skip
+        marked = segment_mark_missing(segment=segment, via="lcm_retention")
+        return self._out(options, {"segment": segment.pk, "marked_missing": marked},
+                         f"segment {segment.pk} marked missing" if marked
+                         else f"segment {segment.pk} was not active")  # fmt: skip
 
     def _schedule(self, options):
         from django_q.models import Schedule
