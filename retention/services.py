@@ -204,7 +204,8 @@ def policy_set(*, user=None, conversation: Conversation | None = None, values: d
     from core.audit import audit_record
 
     scope = {"user": user} if user is not None else {"conversation": conversation}
-    with transaction.atomic(durable=True):
+    # Not durable: the admin saves inside its own transaction (the audit row joins it).
+    with transaction.atomic():
         policy, _ = RetentionPolicy.objects.select_for_update().get_or_create(**scope)
         old_delete = policy.delete_after_days
         for name, value in values.items():
