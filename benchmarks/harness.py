@@ -48,6 +48,7 @@ BENCH_MODULES = [
     "benchmarks.importers",
     "benchmarks.mcpserver",
     "benchmarks.tokens",
+    "benchmarks.retention",
 ]
 
 

@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations import selectors, serializers, services
+from conversations.archive_port import hydrate_messages
 from conversations.inputs import parse_message_payload
 from core.api.errors import InvalidInput
 from core.api.pagination import IdPagination, OrdinalPagination, SequencePagination
@@ -105,6 +106,7 @@ class MessageListCreateApi(APIView):
         page = paginator.paginate_queryset(
             selectors.messages_of(conversation=conversation), request, view=self
         )
+        page = hydrate_messages(page)  # archived content back from its segments
         return paginator.get_paginated_response(serializers.MessageSerializer(page, many=True).data)
 
     @extend_schema(

@@ -107,6 +107,10 @@ class Message(models.Model):
     external_id = models.CharField(max_length=255, null=True, blank=True)
     # Large files this message refers to (file_<16 hex>), recorded at ingest.
     file_ids = models.JSONField(default=list, blank=True)
+    # Retention (docs/retention.md): the archive segment (archive.Segment id) that holds this
+    # message's content and its parts' content, which the database then no longer keeps. The
+    # one permitted change to a canonical row (migration 0008): clear to archive, restore.
+    archived_in = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -324,3 +328,12 @@ class ContextItem(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.ordinal} {self.item_type} {self.message_id or self.summary_id}"
+
+
+# Retention: the part columns an archive segment holds and the database clears (migration
+# 0008 keeps its own copy in its triggers). Everything else of a part stays: its type,
+# ordinal, tool call id and name, status, sizes and costs.
+ARCHIVED_PART_COLUMNS = (
+    "text_content", "tool_input", "tool_output", "tool_error", "tool_title", "patch_files",
+    "file_name", "file_url", "subtask_prompt", "subtask_desc", "step_reason", "metadata",
+)  # fmt: skip

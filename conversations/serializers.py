@@ -76,7 +76,16 @@ class MessageSerializer(serializers.ModelSerializer):
             "external_id",
             "file_ids",
             "parts",
+            "from_archive",
         ]
+
+    from_archive = serializers.SerializerMethodField(
+        help_text="The content and parts were read back from an archive segment "
+        "(docs/retention.md)."
+    )
+
+    def get_from_archive(self, message) -> bool:
+        return message.archived_in is not None
 
 
 @extend_schema_field(

@@ -680,6 +680,74 @@ SETTINGS: tuple[Setting, ...] = (
         0.5,
         600,
     ),
+    # --- Retention and archive segments (archive/, retention/, docs/retention.md) ---
+    Setting(
+        "LCM_ARCHIVE_CODEC",
+        str,
+        "zstd",
+        "Compression of new archive segments (zstd or gzip); readers accept both.",
+        choices=("zstd", "gzip"),
+    ),
+    Setting(
+        "LCM_ARCHIVE_SEGMENT_MESSAGES",
+        int,
+        500,
+        "Most messages one archive segment holds (a contiguous seq range of one conversation).",
+        minimum=1,
+        maximum=100000,
+    ),
+    Setting(
+        "LCM_ARCHIVE_CACHE_SECONDS",
+        int,
+        60,
+        "How long a decoded archive segment stays cached in a process for reads (0: no cache).",
+        minimum=0,
+    ),
+    Setting(
+        "LCM_ARCHIVE_CACHE_SEGMENTS",
+        int,
+        64,
+        "Most decoded archive segments a process keeps cached (least recently used out first).",
+        minimum=1,
+    ),
+    Setting(
+        "LCM_GREP_ARCHIVE_SEGMENTS",
+        int,
+        200,
+        "Most archive segments (newest first) one grep with include_archived scans.",
+        minimum=1,
+    ),
+    Setting(
+        "LCM_RETENTION_ARCHIVE_AFTER_DAYS",
+        int,
+        0,
+        "Server default policy: archive raw content of messages older than this many days, "
+        "once covered by summaries and out of the active context (0: not by age).",
+        minimum=0,
+    ),
+    Setting(
+        "LCM_RETENTION_KEEP_NEWEST_TOKENS",
+        int,
+        0,
+        "Server default policy: archive raw content beyond the newest N tokens of a "
+        "conversation, once covered by summaries (0: not by size).",
+        minimum=0,
+    ),
+    Setting(
+        "LCM_RETENTION_DELETE_AFTER_DAYS",
+        int,
+        0,
+        "Server default: hard-delete conversations idle for this many days, through the "
+        "audited hard-delete path (0: never; off by default).",
+        minimum=0,
+    ),
+    Setting(
+        "LCM_RETENTION_BATCH_SEGMENTS",
+        int,
+        20,
+        "Most segments one scheduled retention run archives before it stops (bounded batches).",
+        minimum=1,
+    ),
 )
 
 SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}

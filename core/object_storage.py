@@ -41,8 +41,9 @@ def object_storage(folder: str, *, lcm: dict[str, Any], data_dir: Path) -> dict:
 
 
 def storages_setting(*, lcm: dict[str, Any], data_dir: Path) -> dict:
-    """The STORAGES entries of large files and stream journals."""
+    """The STORAGES entries of large files, stream journals and archive segments."""
     journals = object_storage("streams", lcm=lcm, data_dir=data_dir)
+    archive = object_storage("archive", lcm=lcm, data_dir=data_dir)
     return {
         # Encrypts at rest when LCM_ENCRYPTION_KEY is set, around the real backend
         # (docs/security.md).
@@ -53,4 +54,10 @@ def storages_setting(*, lcm: dict[str, Any], data_dir: Path) -> dict:
         # Finished stream journals and turn event logs (turns/journal_store.py). Their lines
         # are already encrypted one by one (core/crypto.py): no second wrapper.
         "stream_journals": {"BACKEND": journals["backend"], "OPTIONS": journals["options"]},
+        # Archive segments (archive/segments.py): each object is already encrypted whole when
+        # LCM_ENCRYPTION_KEY is set (core/crypto.py), so no second wrapper.
+        "archive_segments": {
+            "BACKEND": archive["backend"],
+            "OPTIONS": archive["options"],
+        },
     }

@@ -14,6 +14,7 @@ from django.db.models.functions import Coalesce
 
 from compaction.assembly import assemble_context
 from compaction.planning import Row, fresh_tail_start
+from conversations.archive_port import hydrate_messages
 from conversations.models import (
     ContextItem,
     Conversation,
@@ -221,7 +222,7 @@ def timeline_page(*, conversation: Conversation, from_seq: int | None) -> Timeli
     latest_from = max(1, last - TIMELINE_PAGE + 1)
     start = latest_from if from_seq is None else min(max(1, from_seq), latest_from)
     end = start + TIMELINE_PAGE - 1
-    messages = list(
+    messages = hydrate_messages(  # archived content read back, marked from_archive
         Message.objects.filter(conversation=conversation, seq__range=(start, end))
         .prefetch_related("parts")
         .order_by("seq")

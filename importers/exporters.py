@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+from conversations.archive_port import hydrate_messages
 from conversations.models import Conversation, Message, MessagePart, PartType, Role
 
 FORMATS = ("jsonl", "anthropic", "openai")
@@ -30,12 +31,21 @@ _PART_COLUMNS = [
 
 
 def _messages(conversation: Conversation) -> Iterator[Message]:
-    return (
+    """In seq order, archived content read back from its segments (docs/retention.md), so
+    an export before and after archiving is the same."""
+    rows = (
         Message.objects.filter(conversation=conversation)
         .order_by("seq")
         .prefetch_related("parts")
         .iterator(chunk_size=1000)
     )
+    batch: list[Message] = []
+    for message in rows:
+        batch.append(message)
+        if len(batch) == 1000:
+            yield from hydrate_messages(batch)
+            batch = []
+    yield from hydrate_messages(batch)
 
 
 def _parts(message: Message) -> list[MessagePart]:

@@ -39,6 +39,14 @@ _REVIEW_ADVICE = {
     "file_object_corrupt": "Restore the object from a backup (the row records its SHA-256).",
     "file_object_unreferenced": "No row points to this object (an interrupted ingest): delete "
     "it after checking it is not needed.",
+    "archived_message_unplaced": "Find the segment that holds the message (lcm_retention "
+    "status), restore it from a replica of the archive storage, or record the content as "
+    "lost (audited).",
+    "archive_segment_missing": "Restore the object from a replica or backup of the archive "
+    "storage (the row records its SHA-256); else mark the segment missing (audited): the "
+    "content of its messages is lost.",
+    "archive_segment_corrupt": "Restore the object from a replica or backup of the archive "
+    "storage (the row records its SHA-256 and each message's); else mark it missing (audited).",
     "token_count_mismatch": "Canonical counts are immutable: note the difference; the context "
     "item copies can be recomputed.",
 }

@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "django_q",
     "conversations",
     "largefiles",
+    "archive",  # retention: archive segments (docs/retention.md)
     "compaction",
     "retrieval",
     "integrity",
@@ -68,6 +69,7 @@ INSTALLED_APPS = [
     "console",
     "mcpserver",
     "security",
+    "retention",  # retention policies and jobs (docs/retention.md)
     "benchmarks",
 ]
 

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from conversations.archive_port import hydrate_messages
 from conversations.models import Message, PartType, Role
 from conversations.search.query import as_datetime
 from memory.chunker import ChunkingOptions, ChunkSpec, Segment, chunk_segments
@@ -208,7 +209,7 @@ def index_turn(*, turn_id: str) -> IndexResult:
     from turns.selectors import offline_authored_external_ids
 
     turn = UserTurn.objects.select_related("branch").get(pk=turn_id)
-    messages = list(
+    messages = hydrate_messages(  # archived content is indexed from its segment
         Message.objects.filter(
             conversation_id=turn.branch.conversation_id,
             external_id__startswith=f"turn:{turn_id}:",
@@ -252,7 +253,7 @@ def index_conversation_messages(*, conversation_id: int) -> IndexResult:
     total = IndexResult(0, 0, 0)
     while True:
         cursor = MessageIndexCursor.objects.get(conversation_id=conversation_id)
-        messages = list(
+        messages = hydrate_messages(  # archived content is indexed from its segment
             Message.objects.filter(conversation_id=conversation_id, seq__gt=cursor.last_seq)
             .prefetch_related("parts")
             .order_by("seq")[:_MESSAGE_BATCH]

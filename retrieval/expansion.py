@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from conversations.archive_port import hydrate_messages
 from conversations.models import Message, Summary
 from conversations.selectors import conversation_get_for_user, conversations_visible_to
 from core.api.errors import InvalidInput, NotFound, Unavailable
@@ -178,7 +179,7 @@ def _run_offline(grant: DelegationGrant, targets: Targets, request: ExpansionReq
     # What grep found comes first: for a query, those messages are the evidence. The
     # grant is this run's own, so what fits is counted here and charged in one UPDATE.
     hit_ids = [h["id"] for h in targets.message_hits]
-    hit_rows = {m.pk: m for m in Message.objects.filter(pk__in=hit_ids)}
+    hit_rows = {m.pk: m for m in hydrate_messages(Message.objects.filter(pk__in=hit_ids))}
     remaining, evidence_tokens = grant.tokens_remaining, 0
     for hit in targets.message_hits:
         message = hit_rows[hit["id"]]

@@ -38,6 +38,7 @@ class GrepRequest:
     limit: int = DEFAULT_LIMIT
     sort: str = "recency"
     ignore_case: bool = False
+    include_archived: bool = False  # also scan archive segments (docs/retention.md)
 
     def validate(self) -> None:
         if not isinstance(self.query, str) or not self.query.strip():
@@ -93,6 +94,8 @@ def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> 
     else:
         results = _grep_rows(scope=scope, request=request)
         mode = request.mode
+        if request.include_archived and request.scope in ("messages", "both"):
+            results = _with_archived(results, scope=scope, request=request)
     observe_ms(
         "lcm_search_latency_ms",
         (time.perf_counter() - started) * 1000,
@@ -128,6 +131,30 @@ def _grep_by_meaning(*, scope: Scope, request: GrepRequest) -> list[dict]:
             scope=scope, request=replace(request, mode="full_text", sort="relevance")
         ),
     )
+
+
+def _with_archived(results: list[dict], *, scope: Scope, request: GrepRequest) -> list[dict]:
+    """Database hits, then (recency: merged by time) hits scanned from archive segments."""
+    from retrieval.grep_archived import grep_archived
+
+    archived = grep_archived(
+        scope=scope,
+        query=request.query,
+        mode=request.mode,
+        ignore_case=request.ignore_case,
+        since=request.since,
+        before=request.before,
+        limit=request.limit,
+    )
+    if archived:
+        ids = [hit["id"] for hit in archived]
+        covering = dag.covering_summary_rows(ids)
+        for hit in archived:
+            hit["covered_by"] = covering.get(hit["id"])
+    merged = results + archived
+    if request.sort == "recency":
+        merged.sort(key=lambda h: h["created_at"], reverse=True)
+    return merged[: request.limit]
 
 
 def _grep_rows(*, scope: Scope, request: GrepRequest) -> list[dict]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db.models import Q
 
+from conversations.archive_port import archived_contents
 from conversations.models import Message, Summary
 from conversations.search.query import as_datetime
 from conversations.selectors import conversations_visible_to
@@ -269,9 +270,24 @@ def expand_summary(
                     "token_count": token_count,
                     "created_at": when(created_at),
                     "content": content,
+                    "from_archive": False,
                 }
             )
+    _fill_archived(messages)
     return result
+
+
+def _fill_archived(messages: list[dict]) -> None:
+    """Archived messages read back from their segments (docs/retention.md): their rows
+    keep an empty content; one query finds their segments, each read once (cached)."""
+    empty = [m["id"] for m in messages if m["content"] == ""]
+    if not empty:
+        return
+    contents = archived_contents(empty)
+    for message in messages:
+        if message["id"] in contents:
+            message["content"] = contents[message["id"]]
+            message["from_archive"] = True
 
 
 def expand_for_user(

@@ -120,6 +120,12 @@ class GrepQuerySerializer(RequestSerializer):
     ignore_case = serializers.BooleanField(
         default=False, help_text="regex only (full text is always case-insensitive)"
     )
+    include_archived = serializers.BooleanField(
+        default=False,
+        help_text="Also scan the archive segments in scope (messages whose content retention "
+        "moved out of the database; bounded, see docs/retention.md). Their hits say "
+        "from_archive.",
+    )
 
     # The query keeps its spaces (a regex may need them) but must not be blank.
     # Semantic and hybrid modes do not search files.
@@ -173,6 +179,9 @@ class GrepHitSerializer(serializers.Serializer):
     chunk_type = serializers.CharField(required=False, help_text="Chunks: code, decision, ...")
     file_name = serializers.CharField(required=False)
     line = serializers.IntegerField(required=False, help_text="Files: the first matching line.")
+    from_archive = serializers.BooleanField(
+        required=False, help_text="A message hit scanned from an archive segment."
+    )
 
 
 class GrepResponseSerializer(serializers.Serializer):
@@ -215,6 +224,9 @@ class ExpandMessageItemSerializer(serializers.Serializer):
     token_count = serializers.IntegerField()
     created_at = serializers.DateTimeField()
     content = serializers.CharField()
+    from_archive = serializers.BooleanField(
+        help_text="The content was read back from an archive segment (docs/retention.md)."
+    )
 
 
 class ExpandResponseSerializer(serializers.Serializer):

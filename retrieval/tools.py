@@ -66,6 +66,12 @@ LCM_GREP = {
                 "default": False,
                 "description": "Search every conversation of the user, not only this one.",
             },
+            "include_archived": {
+                "type": "boolean",
+                "default": False,
+                "description": "Also scan old messages whose text retention archived (slower; "
+                "their hits say from_archive).",
+            },
         },
         "required": ["query"],
     },
@@ -178,6 +184,7 @@ def tool_call_for_user(*, user, name: str, input: dict, conversation_id: int) ->
                 limit=opt_int(input, "limit", 50),
                 sort=opt_str(input, "sort", "recency"),
                 ignore_case=opt_bool(input, "ignore_case", False),
+                include_archived=opt_bool(input, "include_archived", False),
             )
             return ToolResult(to_json({"results": grep_for_user(user=user, request=request)}))
         from retrieval.expansion import ExpansionRequest, expansion_run

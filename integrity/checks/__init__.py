@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from integrity.checks import context, files, lineage, messages, tokens
+from integrity.checks import archived, context, files, lineage, messages, tokens
 from integrity.checks.scope import Scope
 
 
@@ -93,6 +93,23 @@ CHECKS: tuple[Check, ...] = (
         "file_object_unreferenced",
         files.unreferenced_objects,
         "A stored object no large_files row points to (left by an interrupted ingest).",
+    ),
+    Check(
+        "archived_message_unplaced",
+        archived.unplaced_messages,
+        "An archived message whose segment is not an active segment of its conversation "
+        "covering its seq.",
+    ),
+    Check(
+        "archive_segment_missing",
+        archived.missing_segments,
+        "An active archive segment whose stored object is gone.",
+    ),
+    Check(
+        "archive_segment_corrupt",
+        archived.corrupt_segments,
+        "An archive segment whose object, or one of its messages, does not match the recorded "
+        "SHA-256, or whose messages differ from the rows that point to it.",
     ),
     Check(
         "token_count_mismatch",

@@ -2,7 +2,9 @@
 
 A message without parts stores exactly `estimate(content)`; one with parts stores the larger
 of its text's and its parts' estimates, so at least `estimate(content)`. A summary stores
-`estimate(content)`. A context item copies its message's or summary's count.
+`estimate(content)`. A context item copies its message's or summary's count. An archived
+message (docs/retention.md) keeps its count while its content is in a segment: the archive
+checks hash that content instead.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def _message_rows(scope: Scope):
     if settings.LCM_TOKEN_ESTIMATOR != _DEFAULT_ESTIMATOR:
         return _stream(
             f"""SELECT m.conversation_id, m.id, m.seq, m.content, m.token_count, {has_parts}
-                FROM {MESSAGE} m WHERE 1 = 1{where} ORDER BY m.conversation_id, m.seq""",
+                FROM {MESSAGE} m WHERE m.archived_in IS NULL{where}
+                ORDER BY m.conversation_id, m.seq""",
             params,
         )
     octets, chars = _LENGTHS[connection.vendor]
@@ -50,7 +53,7 @@ def _message_rows(scope: Scope):
     return _stream(
         f"""SELECT m.conversation_id, m.id, m.seq, m.content, m.token_count, {has_parts}
             FROM {MESSAGE} m
-            WHERE ({octets} <> {chars}
+            WHERE m.archived_in IS NULL AND ({octets} <> {chars}
                    OR m.token_count < {ascii_tokens}
                    OR (m.token_count <> {ascii_tokens} AND NOT {has_parts})){where}
             ORDER BY m.conversation_id, m.seq""",

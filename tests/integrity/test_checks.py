@@ -30,7 +30,7 @@ def test_a_clean_conversation_after_ingest_and_compaction_has_no_problems(compac
 
 def test_every_check_has_a_unique_name():
     names = [check.name for check in CHECKS]
-    assert len(names) == len(set(names)) == 16
+    assert len(names) == len(set(names)) == 19
 
 
 def test_it_names_a_message_that_fell_out_of_the_context(compacted):

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class RetentionConfig(AppConfig):
+    name = "retention"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,1 @@
+from tests.archive.conftest import archive_folder, compacted  # noqa: F401
