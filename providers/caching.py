@@ -161,3 +161,53 @@ def anthropic_breakpoints(
     wanted = sorted({*system_ends, *([stable_end] if stable_end is not None else [])})
     chosen = [i for i in wanted if 0 <= i < len(blocks) and cumulative[i] >= minimum]
     return chosen[-MAX_BREAKPOINTS:]
+
+
+def _cumulative(blocks: list[tuple[str, dict]]) -> list[int]:
+    out, running = [], 0
+    for _, block in blocks:
+        running += block_tokens(block)
+        out.append(running)
+    return out
+
+
+def anthropic_accounting(previous: dict | None, body: dict, *, minimum: int) -> dict:
+    """What Anthropic's cache serves `body` (a Messages API body) sent right after
+    `previous`: the tokens read (the longest prefix of whole blocks both share, up to one
+    of `previous`'s breakpoints that reached the minimum), written (from there to
+    `body`'s last breakpoint that reaches the minimum) and the rest, uncached."""
+    blocks = anthropic_wire_blocks(body)
+    cumulative = _cumulative(blocks)
+    total = cumulative[-1] if cumulative else 0
+    read = 0
+    if previous is not None:
+        before = anthropic_wire_blocks(previous)
+        before_cumulative = _cumulative(before)
+        shared_blocks = 0
+        for (a, _), (b, _) in zip(wire_segments(before), wire_segments(blocks), strict=False):
+            if a != b:
+                break
+            shared_blocks += 1
+        for index, (_, block) in enumerate(before[:shared_blocks]):
+            if "cache_control" in block and before_cumulative[index] >= minimum:
+                read = max(read, before_cumulative[index])
+    marks = [
+        cumulative[i]
+        for i, (_, block) in enumerate(blocks)
+        if "cache_control" in block and cumulative[i] >= minimum
+    ]
+    written = max(0, max(marks, default=read) - read)
+    return {"uncached": total - read - written, "read": read, "written": written, "total": total}
+
+
+def openai_accounting(previous: dict | None, body: dict) -> dict:
+    """What OpenAI's automatic cache serves `body` (a Responses API body) sent right after
+    `previous` under the same prompt_cache_key: the shared prefix of whole blocks, from
+    1,024 tokens, in steps of 128."""
+    segments = wire_segments(openai_wire_blocks(body))
+    total = sum(tokens for _, tokens in segments)
+    shared = 0
+    if previous is not None:
+        shared = shared_prefix_tokens(wire_segments(openai_wire_blocks(previous)), segments)
+    read = (shared // OPENAI_CACHE_STEP) * OPENAI_CACHE_STEP if shared >= OPENAI_MIN_TOKENS else 0
+    return {"uncached": total - read, "read": read, "written": 0, "total": total}

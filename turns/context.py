@@ -115,8 +115,13 @@ class AssembledContext:
 
     @property
     def stable_messages(self) -> int:
-        """How many leading request messages the next turn sends again unchanged."""
-        return len(self.history) + len(self.pending)
+        """How many leading request messages the next turn sends again unchanged (the
+        history and pending turns; one that ends on a user message merges with the
+        current message, so it is not stable)."""
+        stable = _alternating([*self.history, *self.pending])
+        if stable and stable[-1]["role"] == "user":
+            stable = stable[:-1]
+        return len(stable)
 
     def state_text(self) -> str:
         if not self.state_summary:
