@@ -232,6 +232,32 @@ def _direct(system: str, history: list[dict], ledger: Ledger) -> None:
     ledger.add(marked, plain)
 
 
+def _srd_order_bodies(context: dict) -> tuple[dict, dict]:
+    """The same context in the SRD's section order (before issue 20): instructions, pinned
+    facts and the state (`state`: the head summary; `lcm`: the branch's whole LCM context,
+    summaries and history as quoted text) in the system text, then pending turns,
+    retrieved memory and the user's message. Marked at the system's end, the only stable
+    boundary that order has."""
+    from providers.blocks import message, text
+    from turns.context import AssembledContext
+
+    ctx = AssembledContext.from_dict(context)
+    if ctx.strategy == "lcm":
+        lines = [*ctx.summaries]
+        lines.extend(f"[{m['role']}] {m.get('rendered_text', '')}" for m in ctx.history)
+        state = "Branch context (LCM):\n" + "\n".join(lines)
+    else:
+        state = "Conversation state:\n" + ctx.state_summary
+    head = ctx.system_parts[0]
+    system = (
+        f'{head}\n\n<memory_artifact kind="state" untrusted="true">\n{state}\n</memory_artifact>'
+    )
+    memory = ctx.retrieved_text()
+    user = [*([text(memory)] if memory else []), *ctx.user["blocks"]]
+    messages = [*ctx.pending, message("user", user)]
+    return _anthropic_bodies([system], messages, ctx.tools, len(ctx.pending))
+
+
 def _run_compaction_jobs() -> int:
     from compaction.models import CompactionJob, JobState
     from compaction.services import job_run
@@ -263,13 +289,14 @@ def _offline_window():
                 os.environ[key] = value
 
 
-def _session_run(turns: int, strategy: str) -> tuple[Ledger, Ledger]:
+def _session_run(turns: int, strategy: str) -> tuple[Ledger, Ledger, Ledger]:
     from conversations.models import Summary
     from providers.blocks import message
     from turns import runner, services
     from turns.models import Branch, ProviderStep
 
     engine = Ledger(f"session {turns} turns, {strategy}")
+    srd = Ledger(f"session {turns} turns, {strategy}: SRD section order", direct=True)
     direct = Ledger(f"session {turns} turns, {strategy}: whole history sent directly", direct=True)
     session = services.session_create(
         owner=bench_user(),
@@ -294,6 +321,7 @@ def _session_run(turns: int, strategy: str) -> tuple[Ledger, Ledger]:
             context["system_parts"], sent["messages"], sent["tools"], context["stable_messages"]
         )
         engine.add(marked, plain, prefix_key=tuple(context["system_parts"]))
+        srd.add(*_srd_order_bodies(context))
         history.append(message("user", text))
         _direct(SYSTEM_PROMPT, history, direct)
         history.append(message("assistant", turn.final_assistant_message["blocks"]))
@@ -303,8 +331,8 @@ def _session_run(turns: int, strategy: str) -> tuple[Ledger, Ledger]:
             engine.steady_from is None
             and Summary.objects.filter(conversation_id=branch.conversation_id).exists()
         ):
-            engine.steady_from = direct.steady_from = n  # the next request is after it
-    return engine, direct
+            engine.steady_from = direct.steady_from = srd.steady_from = n
+    return engine, srd, direct
 
 
 def _api_run(messages: int) -> tuple[Ledger, Ledger]:
