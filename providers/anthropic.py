@@ -131,13 +131,16 @@ class AnthropicProvider(SdkAdapter):
             blocks.extend((message["role"], blk) for blk in content)
             if index == plan.stable_messages - 1:
                 stable_end = len(blocks) - 1
+        ends = list(system_ends)
         if len(messages) > plan.stable_messages + 1:
-            # A tool loop's later step: its own earlier steps are stable for the next step.
-            loop_end = len(blocks) - len(messages[-1]["content"]) - 1
-            stable_end = max(stable_end or -1, loop_end)
+            # A tool loop's later step: its own earlier steps are stable for the next step
+            # (the history's end stays marked too, so a long loop still finds it).
+            if stable_end is not None:
+                ends.append(stable_end)
+            stable_end = len(blocks) - len(messages[-1]["content"]) - 1
         chosen = anthropic_breakpoints(
             blocks,
-            system_ends=system_ends,
+            system_ends=ends,
             stable_end=stable_end,
             minimum=anthropic_min_tokens(self.spec.model_id),
         )

@@ -152,7 +152,7 @@ def anthropic_breakpoints(
     blocks: list[tuple[str, dict]], *, system_ends: list[int], stable_end: int | None, minimum: int
 ) -> list[int]:
     """Indexes (into `blocks`) that get `cache_control`: the end of each stable system
-    part and of the stable messages, each only when the prefix up to it reaches the
+    part (and other stable ends in `system_ends`) and of the stable messages, each only when the prefix up to it reaches the
     model's minimum cacheable length; at most four, the latest kept."""
     cumulative, running = [], 0
     for _, block in blocks:
