@@ -34,21 +34,19 @@ from benchmarks.harness import BenchContext, BenchRow, benchmark
 from providers.anthropic import AnthropicProvider
 from providers.base import ProviderRequest
 from providers.caching import (
+    Analysed,
     CachePlan,
-    anthropic_accounting,
+    accounting_between,
+    analyse,
     anthropic_min_tokens,
     anthropic_wire_blocks,
     billed_input,
-    shared_prefix_tokens,
-    wire_segments,
+    block_tokens,
 )
 from providers.config import ModelSpec
 
 WINDOW = 200_000
 SONNET = ModelSpec("sonnet", "anthropic", "claude-sonnet-5-5", WINDOW, 8192, None, None)
-SONNET_OFF = ModelSpec(
-    "sonnet", "anthropic", "claude-sonnet-5-5", WINDOW, 8192, None, None, cache="off"
-)
 MINIMUM = anthropic_min_tokens(SONNET.model_id)
 # The conversation's compaction budget: what the turn engine gives the LCM context (half
 # the input room of the window), so compaction, not the assembler's budget walk, decides
@@ -58,12 +56,9 @@ CONVERSATION_BUDGET = INPUT_LIMIT // 2
 
 
 def _configure(window: int) -> None:
-    global WINDOW, SONNET, SONNET_OFF, INPUT_LIMIT, CONVERSATION_BUDGET
+    global WINDOW, SONNET, INPUT_LIMIT, CONVERSATION_BUDGET
     WINDOW = window
     SONNET = ModelSpec("sonnet", "anthropic", "claude-sonnet-5-5", window, 8192, None, None)
-    SONNET_OFF = ModelSpec(
-        "sonnet", "anthropic", "claude-sonnet-5-5", window, 8192, None, None, cache="off"
-    )
     INPUT_LIMIT = window - 4000 - 1500
     CONVERSATION_BUDGET = INPUT_LIMIT // 2
 
@@ -96,21 +91,16 @@ class Ledger:
     steady_from: int | None = None  # index of the first request after the first compaction
     prefix_runs: list[int] = field(default_factory=list)  # requests each summary prefix served
     overflow_at: int | None = None
-    previous: dict | None = None
-    previous_plain: dict | None = None
+    previous: Analysed | None = None
     previous_prefix: tuple | None = None
 
-    def add(self, marked: dict, plain: dict, prefix_key: tuple = ()) -> None:
-        account = anthropic_accounting(self.previous, marked, minimum=MINIMUM)
-        plain_account = anthropic_accounting(self.previous_plain, plain, minimum=MINIMUM)
-        shared = 0
-        if self.previous is not None:
-            shared = shared_prefix_tokens(
-                wire_segments(anthropic_wire_blocks(self.previous)),
-                wire_segments(anthropic_wire_blocks(marked)),
-            )
+    def add(self, marked: dict, prefix_key: tuple = ()) -> None:
+        """One request as sent with markers. Without markers nothing is cached, so the same
+        request costs its whole input (cache_control is not counted in the tokens)."""
+        current = analyse(anthropic_wire_blocks(marked))
+        account = accounting_between(self.previous, current, minimum=MINIMUM)
         self.total.append(account["total"])
-        self.shared.append(shared)
+        self.shared.append(account["shared"])
         self.read.append(account["read"])
         self.written.append(account["written"])
         self.billed.append(
@@ -118,12 +108,12 @@ class Ledger:
                 uncached=account["uncached"], read=account["read"], written=account["written"]
             )
         )
-        self.plain.append(plain_account["total"] - plain_account["read"])  # nothing is read
+        self.plain.append(account["total"])
         if prefix_key != self.previous_prefix or not self.prefix_runs:
             self.prefix_runs.append(0)
         self.prefix_runs[-1] += 1
         self.previous_prefix = prefix_key
-        self.previous, self.previous_plain = marked, plain
+        self.previous = current
 
     def steady(self, values: list) -> list:
         return values[self.steady_from :] if self.steady_from is not None else []
@@ -205,7 +195,7 @@ class Ledger:
         return rows
 
 
-def _anthropic_bodies(system_parts, messages, tools, stable_messages) -> tuple[dict, dict]:
+def _anthropic_body(system_parts, messages, tools, stable_messages) -> dict:
     system = "\n\n".join(system_parts)
     request = ProviderRequest(
         model=SONNET,
@@ -215,9 +205,7 @@ def _anthropic_bodies(system_parts, messages, tools, stable_messages) -> tuple[d
         max_output_tokens=1024,
         cache=CachePlan(tuple(system_parts), stable_messages, "bench"),
     )
-    marked = AnthropicProvider(SONNET).build_params(request)
-    plain = AnthropicProvider(SONNET_OFF).build_params(request)
-    return marked, plain
+    return AnthropicProvider(SONNET).build_params(request)
 
 
 def _direct(system: str, history: list[dict], ledger: Ledger) -> None:
@@ -225,14 +213,14 @@ def _direct(system: str, history: list[dict], ledger: Ledger) -> None:
     client that caches its own growing history does)."""
     if ledger.overflow_at is not None:
         return
-    marked, plain = _anthropic_bodies([system], history, [], max(0, len(history) - 1))
-    if anthropic_accounting(None, plain, minimum=MINIMUM)["total"] > INPUT_LIMIT:
+    marked = _anthropic_body([system], history, [], max(0, len(history) - 1))
+    if sum(block_tokens(b) for _, b in anthropic_wire_blocks(marked)) > INPUT_LIMIT:
         ledger.overflow_at = len(ledger.total) + 1
         return
-    ledger.add(marked, plain)
+    ledger.add(marked)
 
 
-def _srd_order_bodies(context: dict) -> tuple[dict, dict]:
+def _srd_order_body(context: dict) -> dict:
     """The same context in the SRD's section order (before issue 20): instructions, pinned
     facts and the state (`state`: the head summary; `lcm`: the branch's whole LCM context,
     summaries and history as quoted text) in the system text, then pending turns,
@@ -255,7 +243,7 @@ def _srd_order_bodies(context: dict) -> tuple[dict, dict]:
     memory = ctx.retrieved_text()
     user = [*([text(memory)] if memory else []), *ctx.user["blocks"]]
     messages = [*ctx.pending, message("user", user)]
-    return _anthropic_bodies([system], messages, ctx.tools, len(ctx.pending))
+    return _anthropic_body([system], messages, ctx.tools, len(ctx.pending))
 
 
 def _run_compaction_jobs() -> int:
@@ -317,11 +305,11 @@ def _session_run(turns: int, strategy: str) -> tuple[Ledger, Ledger, Ledger]:
         context = turn.context or {}
         step = ProviderStep.objects.filter(turn=turn).order_by("pk").first()
         sent = step.request_json
-        marked, plain = _anthropic_bodies(
+        marked = _anthropic_body(
             context["system_parts"], sent["messages"], sent["tools"], context["stable_messages"]
         )
-        engine.add(marked, plain, prefix_key=tuple(context["system_parts"]))
-        srd.add(*_srd_order_bodies(context))
+        engine.add(marked, prefix_key=tuple(context["system_parts"]))
+        srd.add(_srd_order_body(context))
         history.append(message("user", text))
         _direct(SYSTEM_PROMPT, history, direct)
         history.append(message("assistant", turn.final_assistant_message["blocks"]))
@@ -381,8 +369,8 @@ def _api_run(messages: int) -> tuple[Ledger, Ledger]:
             message(m["role"], _blocks(m["content"]))
             for m in output["messages"]  # the question is the last one
         ]
-        marked, plain = _anthropic_bodies(parts, sent, [], max(0, len(sent) - 1))
-        engine.add(marked, plain, prefix_key=tuple(parts))
+        marked = _anthropic_body(parts, sent, [], max(0, len(sent) - 1))
+        engine.add(marked, prefix_key=tuple(parts))
         history.append(message("user", question))
         _direct(SYSTEM_PROMPT, history, direct)
         history.append(message("assistant", answer))

@@ -171,33 +171,67 @@ def _cumulative(blocks: list[tuple[str, dict]]) -> list[int]:
     return out
 
 
-def anthropic_accounting(previous: dict | None, body: dict, *, minimum: int) -> dict:
-    """What Anthropic's cache serves `body` (a Messages API body) sent right after
-    `previous`: the tokens read (the longest prefix of whole blocks both share, up to one
-    of `previous`'s breakpoints that reached the minimum), written (from there to
-    `body`'s last breakpoint that reaches the minimum) and the rest, uncached."""
-    blocks = anthropic_wire_blocks(body)
-    cumulative = _cumulative(blocks)
-    total = cumulative[-1] if cumulative else 0
-    read = 0
-    if previous is not None:
-        before = anthropic_wire_blocks(previous)
-        before_cumulative = _cumulative(before)
-        shared_blocks = 0
-        for (a, _), (b, _) in zip(wire_segments(before), wire_segments(blocks), strict=False):
+@dataclass(frozen=True)
+class Analysed:
+    """A wire body as the prefix accounting sees it: per block, the prefix hash and the
+    cumulative tokens, and which blocks carry `cache_control`."""
+
+    hashes: tuple[str, ...]
+    cumulative: tuple[int, ...]
+    marks: tuple[int, ...]
+
+    @property
+    def total(self) -> int:
+        return self.cumulative[-1] if self.cumulative else 0
+
+    def shared_blocks(self, other: Analysed) -> int:
+        count = 0
+        for a, b in zip(self.hashes, other.hashes, strict=False):
             if a != b:
                 break
-            shared_blocks += 1
-        for index, (_, block) in enumerate(before[:shared_blocks]):
-            if "cache_control" in block and before_cumulative[index] >= minimum:
-                read = max(read, before_cumulative[index])
-    marks = [
-        cumulative[i]
-        for i, (_, block) in enumerate(blocks)
-        if "cache_control" in block and cumulative[i] >= minimum
-    ]
+            count += 1
+        return count
+
+
+def analyse(blocks: list[tuple[str, dict]]) -> Analysed:
+    segments = wire_segments(blocks)
+    cumulative, running = [], 0
+    for _, tokens in segments:
+        running += tokens
+        cumulative.append(running)
+    marks = tuple(i for i, (_, block) in enumerate(blocks) if "cache_control" in block)
+    return Analysed(tuple(h for h, _ in segments), tuple(cumulative), marks)
+
+
+def accounting_between(previous: Analysed | None, current: Analysed, *, minimum: int) -> dict:
+    """What Anthropic's cache serves `current` sent right after `previous`: the tokens read
+    (the longest prefix of whole blocks both share, up to one of `previous`'s breakpoints
+    that reached the minimum), written (from there to `current`'s last breakpoint that
+    reaches the minimum) and the rest, uncached; `shared`: the tokens of the whole blocks
+    both start with, marked or not."""
+    read = shared = 0
+    if previous is not None:
+        count = previous.shared_blocks(current)
+        shared = current.cumulative[count - 1] if count else 0
+        for index in previous.marks:
+            if index < count and previous.cumulative[index] >= minimum:
+                read = max(read, previous.cumulative[index])
+    marks = [current.cumulative[i] for i in current.marks if current.cumulative[i] >= minimum]
     written = max(0, max(marks, default=read) - read)
-    return {"uncached": total - read - written, "read": read, "written": written, "total": total}
+    total = current.total
+    return {
+        "uncached": total - read - written,
+        "read": read,
+        "written": written,
+        "total": total,
+        "shared": shared,
+    }
+
+
+def anthropic_accounting(previous: dict | None, body: dict, *, minimum: int) -> dict:
+    """`accounting_between` for two Messages API bodies (`previous` may be None)."""
+    before = analyse(anthropic_wire_blocks(previous)) if previous is not None else None
+    return accounting_between(before, analyse(anthropic_wire_blocks(body)), minimum=minimum)
 
 
 def openai_accounting(previous: dict | None, body: dict) -> dict:
@@ -210,4 +244,4 @@ def openai_accounting(previous: dict | None, body: dict) -> dict:
     if previous is not None:
         shared = shared_prefix_tokens(wire_segments(openai_wire_blocks(previous)), segments)
     read = (shared // OPENAI_CACHE_STEP) * OPENAI_CACHE_STEP if shared >= OPENAI_MIN_TOKENS else 0
-    return {"uncached": total - read, "read": read, "written": 0, "total": total}
+    return {"uncached": total - read, "read": read, "written": 0, "total": total, "shared": shared}
