@@ -410,13 +410,18 @@ def cost(ctx: BenchContext) -> list[BenchRow]:
     if ctx.scale < 1:  # a smaller run keeps its compactions: the window shrinks with it
         _configure(max(24_000, int(200_000 * ctx.scale)))
     ledgers: list[Ledger] = []
+    # LCM_BENCH_COST_SCENARIOS (comma-separated lcm,state,api; default all three) runs a
+    # subset, so that the scenarios can run as separate processes side by side.
+    chosen = os.environ.get("LCM_BENCH_COST_SCENARIOS", "lcm,state,api").split(",")
     with _offline_window():
         for strategy in ("lcm", "state"):
-            ledgers.extend(_session_run(turns, strategy))
-        ledgers.extend(_api_run(ctx.n(1000)))
+            if strategy in chosen:
+                ledgers.extend(_session_run(turns, strategy))
+        if "api" in chosen:
+            ledgers.extend(_api_run(ctx.n(1000)))
     for ledger in ledgers:
         rows.extend(ledger.rows())
-    path = Path(settings.DATA_DIR) / "bench-cost.csv"
+    path = Path(settings.DATA_DIR) / f"bench-cost-{'-'.join(chosen)}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     header = "scenario,request,input_tokens,shared_prefix,cache_read,cache_write,billed,no_markers"
     path.write_text(
