@@ -49,6 +49,7 @@ BENCH_MODULES = [
     "benchmarks.mcpserver",
     "benchmarks.tokens",
     "benchmarks.retention",
+    "benchmarks.cost",
 ]
 
 

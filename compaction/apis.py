@@ -96,5 +96,6 @@ class AssembleApi(APIView):
             token_budget=options.get("token_budget"),
             system=options.get("system"),
             fmt=options["format"],
+            split_summaries=options["split_summaries"],
         )
         return Response(assembled.as_dict())

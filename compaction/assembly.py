@@ -368,7 +368,17 @@ def assemble_context(
     system: str | None = None,
     fmt: Literal["neutral", "anthropic", "openai"] = "neutral",
     describe_dropped: bool = True,
+    split_summaries: bool = False,
+    exclude_message_ids: frozenset[int] = frozenset(),
 ) -> AssembledContext:
+    """The bounded context of `conversation` (see the module docstring).
+
+    `split_summaries=True` (the cache-friendly order, docs/cost.md): the leading run of
+    summaries is returned apart, as `output["summaries"]` (their XML, oldest first), and
+    `output["messages"]` holds only what follows them, so a caller can put the summaries,
+    which change only when compaction runs, before the messages, which grow every turn.
+    `exclude_message_ids`: messages left out of the output (the turn engine's own current
+    message, which it sends itself); they still count against the budget."""
     if fmt not in FORMATS:
         raise InvalidInput(f"format must be one of {', '.join(FORMATS)}", extra={"field": "format"})
     budget = conversation.token_budget if token_budget is None else token_budget
@@ -426,6 +436,13 @@ def assemble_context(
         items = _context_items(conversation.pk, None)
 
     included = items[first:]
+    if exclude_message_ids:
+        included = [i for i in included if i[_MESSAGE] not in exclude_message_ids]
+    lead = 0
+    if split_summaries:
+        while lead < len(included) and included[lead][_SUMMARY] is not None:
+            lead += 1
+    leading, rendered_items = included[:lead], included[lead:]
     missing = [
         i[_MESSAGE] for i in included if i[_MESSAGE] is not None and i[_MESSAGE] not in messages
     ]
@@ -438,7 +455,7 @@ def assemble_context(
             (i[_MESSAGE], None, *messages[i[_MESSAGE]])
             if i[_MESSAGE] is not None
             else (None, i[_SUMMARY], None, None, None)
-            for i in included
+            for i in rendered_items
         ]
         output = rendering.neutral(rows, xml, system)
     else:
@@ -453,11 +470,13 @@ def assemble_context(
             }
             if i[_MESSAGE] is not None
             else {"item_type": ItemType.SUMMARY, "summary_id": i[_SUMMARY], "message_id": None}
-            for i in included
+            for i in rendered_items
         ]
-        ids = [i[_MESSAGE] for i in included if i[_MESSAGE] is not None]
+        ids = [i[_MESSAGE] for i in rendered_items if i[_MESSAGE] is not None]
         parts = _parts(ids) if ids else {}
         output = rendering.render(fmt, records, parts=parts, xml=xml, system=system)
+    if split_summaries:
+        output["summaries"] = [xml[i[_SUMMARY]] for i in leading]
 
     def described() -> list[dict]:
         return [

@@ -91,6 +91,10 @@ class Decision:
     raw_tokens_outside_tail: int
     leaf_chunk_tokens: int
     fresh_tail_items: int
+    # What an automatic until-under job compacts down to: LCM_COMPACTION_LOW_WATER x
+    # budget, below the threshold, so that one pass buys many turns of a stable, cacheable
+    # prefix (docs/cost.md).
+    low_water_tokens: int = 0
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -138,4 +142,11 @@ def decide(figures: dict, *, token_budget: int, manual: bool = False) -> Decisio
         raw_tokens_outside_tail=outside,
         leaf_chunk_tokens=settings.LCM_LEAF_CHUNK_TOKENS,
         fresh_tail_items=figures["fresh_tail_items"],
+        low_water_tokens=low_water_tokens(token_budget),
     )
+
+
+def low_water_tokens(token_budget: int) -> int:
+    """The automatic compaction target: the low-water mark, never above the threshold."""
+    fraction = min(settings.LCM_COMPACTION_LOW_WATER, settings.LCM_CONTEXT_THRESHOLD)
+    return int(token_budget * fraction)

@@ -57,6 +57,15 @@ class AssembleRequestSerializer(RequestSerializer):
     format = serializers.ChoiceField(
         choices=["neutral", "anthropic", "openai"], required=False, default="neutral"
     )
+    split_summaries = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text=(
+            "Return the leading summaries apart, in `summaries`, and only what follows them in "
+            "`messages`: put them after your system prompt, before the messages, and mark the "
+            "end of each for your provider's prompt cache (docs/cost.md)."
+        ),
+    )
 
 
 class AssembledItemSerializer(serializers.Serializer):
@@ -80,6 +89,11 @@ class AssembledContextSerializer(serializers.Serializer):
     messages = serializers.ListField(
         child=serializers.DictField(),
         help_text="Model input messages in the requested format, chronological.",
+    )
+    summaries = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="With split_summaries: the leading summaries' XML, oldest first.",
     )
     items = AssembledItemSerializer(many=True)
     dropped = AssembledItemSerializer(many=True)

@@ -93,7 +93,7 @@ def schedule_after_append(conversation_id: int) -> None:
                 conversation=Conversation(pk=conversation_id),
                 reason=Reason.THRESHOLD,
                 mode=decision.suggested_mode,
-                target_tokens=decision.threshold_tokens
+                target_tokens=decision.low_water_tokens
                 if decision.suggested_mode == Mode.UNTIL_UNDER
                 else None,
             )

@@ -13,8 +13,23 @@ from dataclasses import dataclass, field
 from turns.models import Phase, UserTurn
 
 # The token bar's sections, in the order the context is assembled (SRD 5.9).
-SECTIONS = ("system", "pinned", "state", "pending", "retrieved", "user", "tools")
+# In the order the provider reads them: the stable (cacheable) prefix first.
+SECTIONS = (
+    "tools",
+    "system",
+    "pinned",
+    "summaries",
+    "history",
+    "pending",
+    "state",
+    "retrieved",
+    "user",
+)
+# The sections of the stable prefix (turns/context.py, docs/cost.md).
+STABLE_SECTIONS = frozenset({"tools", "system", "pinned", "summaries", "history", "pending"})
 _SECTION_ALIASES = {
+    "summaries": ("summaries",),
+    "history": ("history",),
     "system": ("system", "system_instructions"),
     "pinned": ("pinned", "pinned_facts"),
     "state": ("state", "state_summary", "head_state_summary"),
@@ -177,6 +192,10 @@ class Segment:
     tokens: int
     percent: float
 
+    @property
+    def stable(self) -> bool:
+        return self.name in STABLE_SECTIONS
+
 
 def _section_tokens(sections: dict, name: str) -> int:
     for key in _SECTION_ALIASES[name]:
@@ -271,8 +290,23 @@ def timings(turn: UserTurn) -> list[tuple[str, float]]:
     return sorted(rows.items())
 
 
-def usage_rows(steps: list[StepView]) -> list[tuple[int, str, object, object]]:
+def usage_rows(steps: list[StepView]) -> list[tuple[int, str, object, object, object, object]]:
+    """Per step: index, model, input and output tokens, and the provider's prompt-cache
+    reads and writes (None where it did not report them)."""
     return [
-        (s.index, s.model_id, s.usage.get("input_tokens"), s.usage.get("output_tokens"))
+        (
+            s.index,
+            s.model_id,
+            s.usage.get("input_tokens"),
+            s.usage.get("output_tokens"),
+            s.usage.get("cache_read_input_tokens"),
+            s.usage.get("cache_creation_input_tokens"),
+        )
         for s in steps
     ]
+
+
+def stable_prefix_tokens(context: dict) -> int:
+    """Tokens of the context's stable prefix (what the next turn sends again unchanged)."""
+    sections = context.get("sections_tokens") or {}
+    return sum(_section_tokens(sections, name) for name in SECTIONS if name in STABLE_SECTIONS)

@@ -637,6 +637,15 @@ class Chat:
                 self.say(f"  {name}: {' '.join(str(context[name]).split())[:300]}")
         for pin in context.get("pinned_facts") or []:
             self.say(f"  pinned: {pin.get('text', pin) if isinstance(pin, dict) else pin}")
+        if context.get("summaries"):
+            self.say(f"  summaries: {len(context['summaries'])} (untrusted, quoted)")
+        for message in context.get("history") or []:
+            self.say(f"  history {message.get('role')}: {message.get('rendered_text', '')[:200]}")
+        if "stable_messages" in context:
+            self.say(
+                f"  stable prefix: system, pins, summaries and {context['stable_messages']} "
+                "messages (cacheable); the rest changes every turn"
+            )
         for message in context.get("pending") or []:
             self.say(f"  pending {message.get('role')}: {message.get('rendered_text', '')[:200]}")
         for item in context.get("retrieved") or []:

@@ -206,6 +206,7 @@ def turn_context(request: HttpRequest, session_id: str, turn_id: str) -> HttpRes
             ],
             "timings": presenters.timings(turn),
             "usage": presenters.usage_rows(view.steps),
+            "stable_tokens": presenters.stable_prefix_tokens(context),
             "chat_url": reverse("console:chat", args=[session.pk]),
         },
     )

@@ -100,6 +100,14 @@ SETTINGS: tuple[Setting, ...] = (
         1.0,
     ),
     Setting(
+        "LCM_COMPACTION_LOW_WATER",
+        float,
+        0.5,
+        "Automatic compaction brings the context down to this fraction of the budget (at most the threshold): one pass then buys many turns of an unchanged, cacheable prefix (docs/cost.md).",
+        0.05,
+        1.0,
+    ),
+    Setting(
         "LCM_MAX_ACTIVE_MESSAGES",
         int,
         2000,

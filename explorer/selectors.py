@@ -13,6 +13,7 @@ from django.db.models import Count, IntegerField, Max, Min, OuterRef, Q, QuerySe
 from django.db.models.functions import Coalesce
 
 from compaction.assembly import assemble_context
+from compaction.evaluation import low_water_tokens
 from compaction.planning import Row, fresh_tail_start
 from conversations.archive_port import hydrate_messages
 from conversations.models import (
@@ -96,6 +97,21 @@ class ContextBar:
     summary_count: int
     message_count: int
     fresh_tail_count: int
+    # Prompt caching (docs/cost.md): the context only grows at its end until compaction
+    # runs at `compaction_at` tokens, so all of it is the next request's stable prefix;
+    # when items are dropped for the budget, the start slides every call (no stable prefix).
+    compaction_at: int = 0
+    low_water: int = 0
+
+    @property
+    def stable_tokens(self) -> int:
+        """Tokens the next request sends again unchanged (0 while the start slides)."""
+        return 0 if self.dropped_count else self.total
+
+    @property
+    def room_tokens(self) -> int:
+        """Tokens the context can still grow before compaction rewrites the prefix."""
+        return max(0, self.compaction_at - self.total)
 
     @property
     def total(self) -> int:
@@ -186,6 +202,8 @@ def context_bar(*, conversation: Conversation) -> ContextBar:
         summary_count=summary_count,
         message_count=message_count,
         fresh_tail_count=tail_count,
+        compaction_at=int(assembled.token_budget * settings.LCM_CONTEXT_THRESHOLD),
+        low_water=low_water_tokens(assembled.token_budget),
     )
 
 

@@ -41,6 +41,7 @@ from providers.base import (
     outcome,
     usage,
 )
+from providers.caching import anthropic_breakpoints, anthropic_min_tokens, read_cache_usage
 from providers.calls import (
     scrub,
 )
@@ -82,6 +83,9 @@ class AnthropicProvider(SdkAdapter):
         options = request.options
         if request.tools:
             params["tools"] = wire_tools(request.tools)
+        if request.cache is not None and self.spec.cache == "auto":
+            self.mark_cache(params, request)
+        if request.tools:
             choice: dict = {"type": options.get("tool_choice", "auto")}
             if choice["type"] in ("auto", "any"):
                 disable = engine_config().anthropic.disable_parallel_tool_use
@@ -94,6 +98,59 @@ class AnthropicProvider(SdkAdapter):
         if options.get("stop_sequences"):
             params["stop_sequences"] = list(options["stop_sequences"])
         return params
+
+    def mark_cache(self, params: dict, request: ProviderRequest) -> None:
+        """`cache_control` breakpoints at the stable boundaries of the request: the end of
+        each stable system part (the tools before it are cached with it) and the last
+        stable message; each only where the prefix reaches the model's minimum cacheable
+        length, at most four (providers/caching.py)."""
+        plan = request.cache
+        parts = [p for p in plan.system_parts if p]
+        if parts and "\n\n".join(parts) == request.system:
+            params["system"] = [{"type": "text", "text": p} for p in parts]
+        system = params.get("system")
+        system_blocks = (
+            system
+            if isinstance(system, list)
+            else ([{"type": "text", "text": system}] if system else [])
+        )
+        tools = params.get("tools") or []
+        messages = params["messages"]
+        # The wire's blocks in prompt order, and where each stable boundary falls.
+        blocks: list[tuple[str, dict]] = [("tool", t) for t in tools]
+        blocks.extend(("system", blk) for blk in system_blocks)
+        system_ends = [len(tools) + i for i in range(len(system_blocks))]
+        stable_end = None
+        # Request messages may merge on the wire only inside the current turn, so message
+        # i of the plan is wire message i while i < stable_messages.
+        for index, message in enumerate(messages):
+            content = message["content"]
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}]
+                message["content"] = content
+            blocks.extend((message["role"], blk) for blk in content)
+            if index == plan.stable_messages - 1:
+                stable_end = len(blocks) - 1
+        ends = list(system_ends)
+        if len(messages) > plan.stable_messages + 1:
+            # A tool loop's later step: its own earlier steps are stable for the next step
+            # (the history's end stays marked too, so a long loop still finds it).
+            if stable_end is not None:
+                ends.append(stable_end)
+            stable_end = len(blocks) - len(messages[-1]["content"]) - 1
+        chosen = anthropic_breakpoints(
+            blocks,
+            system_ends=ends,
+            stable_end=stable_end,
+            minimum=anthropic_min_tokens(self.spec.model_id),
+        )
+        control = {"type": "ephemeral"}
+        if self.spec.cache_ttl != "5m":
+            control["ttl"] = self.spec.cache_ttl
+        for index in chosen:
+            blocks[index][1]["cache_control"] = dict(control)
+        if system_blocks and not isinstance(system, list):
+            params["system"] = system_blocks
 
     def create(self, client, params: dict, *, stream: bool):
         if stream:
@@ -117,7 +174,11 @@ def response_from_message(spec: ModelSpec, raw_request: dict, raw: dict) -> Prov
         blocks=content,
         items=b.items_from_blocks(content),
         outcome=outcome(status, reason, code, "the model refused" if code == "refusal" else None),
-        usage=usage(spent.get("input_tokens"), spent.get("output_tokens")),
+        usage=usage(
+            spent.get("input_tokens"),
+            spent.get("output_tokens"),
+            **read_cache_usage(PROVIDER, spent),
+        ),
         model=raw.get("model") or spec.model_id,
     )
 
@@ -247,6 +308,10 @@ class _StreamReader(WireStreamReader):
             blocks=content,
             items=b.items_from_blocks(content),
             outcome=result,
-            usage=usage(self.usage.get("input_tokens"), self.usage.get("output_tokens")),
+            usage=usage(
+                self.usage.get("input_tokens"),
+                self.usage.get("output_tokens"),
+                **read_cache_usage(PROVIDER, self.usage),
+            ),
             model=self.message.get("model") or self.spec.model_id,
         )

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from providers.caching import CachePlan
 from providers.config import ModelSpec
 
 STATUSES = ("completed", "incomplete", "paused", "failed", "cancelled")
@@ -29,6 +30,7 @@ class ProviderRequest:
     options: dict = field(default_factory=dict)  # parallel_tool_calls, store, ...
     purpose: str = "turn"  # "turn" | "summary" | "expansion" | "librarian"
     conversation_id: int | None = None  # for spend guard accounting
+    cache: CachePlan | None = None  # the stable prefix (providers/caching.py); None: no marks
 
 
 @dataclass
@@ -38,7 +40,8 @@ class ProviderResponse:
     blocks: list[dict]  # assistant message blocks (our shape)
     items: list[dict]  # normalized transcript items
     outcome: dict  # {"status", "reason", "code", "message"}
-    usage: dict  # {"input_tokens": int|None, "output_tokens": int|None}
+    usage: dict  # {"input_tokens", "output_tokens", "cache_read_input_tokens",
+    # "cache_creation_input_tokens"}: int | None each, as the provider reported them
     model: str
 
     @property
@@ -98,8 +101,20 @@ def outcome(
     return {"status": status, "reason": reason, "code": code, "message": message}
 
 
-def usage(input_tokens: int | None = None, output_tokens: int | None = None) -> dict:
-    return {"input_tokens": input_tokens, "output_tokens": output_tokens}
+def usage(
+    input_tokens: int | None = None,
+    output_tokens: int | None = None,
+    cache_read_input_tokens: int | None = None,
+    cache_creation_input_tokens: int | None = None,
+) -> dict:
+    """Neutral usage. `input_tokens` is as the provider counts it: Anthropic's excludes the
+    cached tokens (read and written), OpenAI's includes the cached (read) ones."""
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cache_read_input_tokens": cache_read_input_tokens,
+        "cache_creation_input_tokens": cache_creation_input_tokens,
+    }
 
 
 class Provider(Protocol):

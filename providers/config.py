@@ -25,6 +25,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from providers.caching import CACHE_MODES, CACHE_TTLS
 from providers.errors import MissingKey, UnknownModel
 
 PROVIDERS = ("anthropic", "openai", "offline")
@@ -41,6 +42,11 @@ class ModelSpec:
     max_output_tokens: int
     api_key_env: str | None  # None for offline
     base_url_env: str | None  # e.g. ANTHROPIC_BASE_URL / OPENAI_BASE_URL
+    # Prompt caching (providers/caching.py, docs/cost.md): "auto" marks the stable prefix
+    # (Anthropic cache_control, OpenAI prompt_cache_key), "off" sends no marker; the TTL
+    # of Anthropic's cache entries, "5m" or "1h" (writes cost 1.25x or 2x the input price).
+    cache: str = "auto"
+    cache_ttl: str = "5m"
 
     def as_dict(self) -> dict:
         """Public description (no key, only the variable's name and whether it is set)."""
@@ -50,6 +56,8 @@ class ModelSpec:
             "model_id": self.model_id,
             "context_limit": self.context_limit,
             "max_output_tokens": self.max_output_tokens,
+            "cache": self.cache,
+            "cache_ttl": self.cache_ttl,
             "api_key_env": self.api_key_env,
             "key_present": self.provider == "offline" or api_key(self) is not None,
         }
@@ -267,6 +275,8 @@ _MODEL_FIELDS = {
     "max_output_tokens": int,
     "api_key_env": str,
     "base_url_env": str,
+    "cache": str,
+    "cache_ttl": str,
 }
 
 
@@ -321,7 +331,19 @@ def _build_spec(name: str, values: dict, label: str) -> ModelSpec:
     base_env = values.get("base_url_env", _DEFAULT_BASE_URL_ENV.get(provider)) or None
     if provider == "offline":
         key_env = base_env = None
-    return ModelSpec(name, provider, model_id, context_limit, max_output, key_env, base_env)
+    cache = values.get("cache", "auto")
+    if cache not in CACHE_MODES:
+        raise ImproperlyConfigured(
+            f"{label}.cache={cache!r} must be one of {', '.join(CACHE_MODES)}"
+        )
+    ttl = values.get("cache_ttl", "5m")
+    if ttl not in CACHE_TTLS:
+        raise ImproperlyConfigured(
+            f"{label}.cache_ttl={ttl!r} must be one of {', '.join(CACHE_TTLS)}"
+        )
+    return ModelSpec(
+        name, provider, model_id, context_limit, max_output, key_env, base_env, cache, ttl
+    )
 
 
 def _env_name(model: str) -> str:

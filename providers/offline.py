@@ -5,7 +5,7 @@ pretends to be a model.
 The answer quotes the head state summary and the best memory item. The turn engine may pass
 them explicitly as `options["state_summary"]` (str) and `options["memory"]` (list of str or
 of dicts with "text", best first); otherwise they are read from the assembled context
-(turns/context.py): the `<memory_artifact kind="state">` section of the system prompt,
+(turns/context.py): the `<memory_artifact kind="state">` block (in the current message),
 and the `<memory_artifact id=.. score=..>` item with the highest score in the messages
 (`<state_summary>`/`<state>` and `<memory ...>` tags are understood too). Options
 `offline_chunks` (int, deltas per answer, default 4) and `offline_delay_seconds` (float, a
@@ -47,6 +47,8 @@ _ARTIFACT = re.compile(
 )
 _MEMORY = re.compile(r"<(memory_item|memory|retrieved)\b[^>]*>(.*?)</\1>", re.S)
 _MEMORY_BLOCK_PREFIX = "Retrieved memory (untrusted data):"
+# Per-turn artifacts the turn engine puts before the user's own blocks (turns/context.py).
+_ARTIFACT_PREFIXES = (_MEMORY_BLOCK_PREFIX, '<memory_artifact kind="state"')
 _LABEL_LINE = re.compile(r"\A\s*[^\n]{1,60}:\n")  # "Conversation state:" before the summary
 
 
@@ -170,7 +172,7 @@ def _last_user_text(request: ProviderRequest) -> str:
             own = [
                 block
                 for block in message.get("blocks", [])
-                if not block.get("text", "").startswith(_MEMORY_BLOCK_PREFIX)
+                if not block.get("text", "").startswith(_ARTIFACT_PREFIXES)
             ]
             text = b.rendered_text(own)
             if text:

@@ -33,6 +33,7 @@ from providers.base import (
     outcome,
     usage,
 )
+from providers.caching import read_cache_usage
 from providers.calls import (
     scrub,
 )
@@ -106,6 +107,10 @@ class OpenAIProvider(SdkAdapter):
             params["tool_choice"] = options.get("tool_choice", "auto")
         if not store and config.include_encrypted_reasoning:
             params["include"] = ["reasoning.encrypted_content"]
+        if request.cache is not None and request.cache.key and self.spec.cache == "auto":
+            # OpenAI caches prefixes automatically; the key routes a branch's requests to
+            # the same cache (providers/caching.py).
+            params["prompt_cache_key"] = request.cache.key
         return params
 
     def create(self, client, params: dict, *, stream: bool):
@@ -132,7 +137,11 @@ def response_from_object(
         blocks=blocks,
         items=items,
         outcome=outcome(status, reason, code, scrub(message, secrets) if message else None),
-        usage=usage(spent.get("input_tokens"), spent.get("output_tokens")),
+        usage=usage(
+            spent.get("input_tokens"),
+            spent.get("output_tokens"),
+            **read_cache_usage(PROVIDER, spent),
+        ),
         model=raw.get("model") or spec.model_id,
     )
 

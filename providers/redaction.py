@@ -10,6 +10,7 @@ and PEM private keys, each as `[REDACTED:<kind>]`.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import importlib
 import os
@@ -119,6 +120,9 @@ def redact_request_texts(request):
     hook = redaction_hook()
     clone = copy.copy(request)
     clone.system = hook(request.system or "")
+    if getattr(request, "cache", None) is not None:
+        parts = tuple(hook(part) for part in request.cache.system_parts)
+        clone.cache = dataclasses.replace(request.cache, system_parts=parts)
     clone.messages = []
     for message in request.messages:
         redacted = redact_blocks(message.get("blocks", []), hook)

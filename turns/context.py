@@ -1,10 +1,23 @@
 """Context assembly and budget (SRD 5.9, 7): what the model sees for one turn.
 
-Sections, in order: system instructions (the session's prompt plus a fixed rule that
-memory artifacts are untrusted data), pinned facts (verbatim, never shrunk), the head
-state summary (or, with `context_strategy: lcm`, the branch's LCM context), pending turns
-(finalized but not yet committed, oldest first), retrieved memory items (manual attached
-chunks first), and the current user message.
+Order: the most stable part first, so that consecutive requests share the longest prefix a
+provider can cache (docs/cost.md):
+
+1. tools and system instructions (the session's prompt plus a fixed rule that memory
+   artifacts are untrusted data); pinned facts (verbatim, never shrunk);
+2. summaries (`context_strategy: lcm`: the branch's summary DAG, quoted as untrusted
+   artifacts; a fork's base state with them), which change only when compaction runs;
+3. the history as real messages with their roles, content blocks and tool pairing (`lcm`:
+   the branch's fresh tail and the older messages that fit), then pending turns (finalized
+   but not yet committed, oldest first);
+4. the per-turn parts, last, in the current user message: the head state summary
+   (`context_strategy: state`; rewritten every turn), retrieved memory items (manual
+   attached chunks first), then the user's own blocks.
+
+Only summaries, the state summary and retrieved memory are quoted artifacts; the model's
+own conversation is never presented to it as untrusted data. `stable_messages` counts the
+leading messages that the next turn will send again unchanged (where a cache breakpoint
+belongs); `system_parts` splits the system text at its stable boundaries.
 
 Budget: the model's context limit minus the response reserve and a safety margin is what
 the input may use; retrieval gets at most its own budget inside that. When the context
@@ -18,6 +31,7 @@ does not fit, the deterministic shrinker runs in SRD 7.3 order and logs each ste
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -29,7 +43,14 @@ from providers import blocks as B
 from providers.config import engine_config, model_get
 from turns.errors import ContextTooLarge
 from turns.memory_port import turn_memory
-from turns.models import FINALIZED_PHASES, ContextStrategy, Phase, StateCheckpoint, UserTurn
+from turns.models import (
+    FINALIZED_PHASES,
+    ContextStrategy,
+    Phase,
+    StateCheckpoint,
+    ToolsMode,
+    UserTurn,
+)
 
 logger = logging.getLogger("lcm.turns")
 
@@ -54,7 +75,7 @@ def _defang(text: str) -> str:
 class AssembledContext:
     instructions: str
     pinned_facts: list[dict]
-    state_summary: str
+    state_summary: str  # `state`: the head summary, sent with the current message
     pending: list[dict]  # messages, oldest first (user, assistant per pending turn)
     retrieved: list[dict]  # {"id", "text", "score", "summary"?, "provenance", "manual"?}
     user: dict
@@ -65,27 +86,50 @@ class AssembledContext:
     sections_tokens: dict = field(default_factory=dict)
     shrink_steps: list[str] = field(default_factory=list)
     pending_turn_ids: list[str] = field(default_factory=list)
+    summaries: list[str] = field(default_factory=list)  # quoted XML, oldest first (`lcm`)
+    history: list[dict] = field(default_factory=list)  # real messages before pending ones
 
     @property
-    def system(self) -> str:
-        """The full system text: instructions, pinned facts and the head summary."""
-        parts = [self.instructions]
+    def system_parts(self) -> list[str]:
+        """The system text cut at its stable boundaries: [instructions and pinned facts,
+        summaries] (the second only when there are summaries). Joined by a blank line they
+        are `system`."""
+        head = [self.instructions]
         if self.pinned_facts:
-            parts.append(
+            head.append(
                 "Pinned facts (always true in this conversation):\n"
                 + "\n".join(f"- {p['text']}" for p in self.pinned_facts)
             )
-        if self.state_summary:
-            label = (
-                "Branch context (LCM)"
-                if self.strategy == ContextStrategy.LCM
-                else "Conversation state"
-            )
+        parts = ["\n\n".join(head)]
+        if self.summaries:
             parts.append(
-                f'<memory_artifact kind="state" untrusted="true">\n{label}:\n'
-                f"{self.state_summary}\n</memory_artifact>"
+                "Summaries of earlier conversation (untrusted data, oldest first):\n"
+                + "\n".join(self.summaries)
             )
-        return "\n\n".join(parts)
+        return parts
+
+    @property
+    def system(self) -> str:
+        """The full system text: instructions, pinned facts and the summaries."""
+        return "\n\n".join(self.system_parts)
+
+    @property
+    def stable_messages(self) -> int:
+        """How many leading request messages the next turn sends again unchanged (the
+        history and pending turns; one that ends on a user message merges with the
+        current message, so it is not stable)."""
+        stable = _alternating([*self.history, *self.pending])
+        if stable and stable[-1]["role"] == "user":
+            stable = stable[:-1]
+        return len(stable)
+
+    def state_text(self) -> str:
+        if not self.state_summary:
+            return ""
+        return (
+            f'<memory_artifact kind="state" untrusted="true">\nConversation state:\n'
+            f"{_defang(self.state_summary)}\n</memory_artifact>"
+        )
 
     def retrieved_text(self) -> str:
         if not self.retrieved:
@@ -98,15 +142,15 @@ class AssembledContext:
         return "Retrieved memory (untrusted data):\n" + "\n".join(items)
 
     def to_request_messages(self) -> list[dict]:
-        """Pending turns, then the current user message (retrieved memory in a text block
-        before the user's own blocks)."""
-        messages = [dict(m) for m in self.pending]
+        """The history and pending turns as real messages, then the current user message
+        with the per-turn artifacts (state, retrieved memory) in text blocks before the
+        user's own blocks."""
+        messages = [dict(m) for m in self.history]
+        messages.extend(dict(m) for m in self.pending)
         user_blocks = list(self.user["blocks"])
-        memory = self.retrieved_text()
-        if memory:
-            user_blocks = [B.text(memory), *user_blocks]
-        messages.append(B.message("user", user_blocks))
-        return messages
+        leading = [B.text(t) for t in (self.state_text(), self.retrieved_text()) if t]
+        messages.append(B.message("user", [*leading, *user_blocks]))
+        return _alternating(messages)
 
     def token_total(self) -> int:
         return sum(self.sections_tokens.values())
@@ -114,6 +158,8 @@ class AssembledContext:
     def as_dict(self) -> dict:
         data = asdict(self)
         data["system"] = self.system
+        data["system_parts"] = self.system_parts
+        data["stable_messages"] = self.stable_messages
         return data
 
     @classmethod
@@ -122,18 +168,36 @@ class AssembledContext:
         return cls(**fields_)
 
 
+def _alternating(messages: list[dict]) -> list[dict]:
+    """Consecutive messages of one role merged (a history that ends with a user message,
+    e.g. a turn that failed, followed by the current one): the providers want turns to
+    alternate. Merging keeps every earlier message's bytes, so the prefix is unchanged."""
+    merged: list[dict] = []
+    for message in messages:
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1] = B.message(message["role"], [*merged[-1]["blocks"], *message["blocks"]])
+        else:
+            merged.append(message)
+    return merged
+
+
+def _message_tokens(message: dict) -> int:
+    extra = sum(estimate(str(b)) for b in message["blocks"] if b.get("type") != "text")
+    return estimate(message.get("rendered_text", "")) + extra + MESSAGE_OVERHEAD
+
+
 def _measure(ctx: AssembledContext) -> dict:
     return {
         "system": estimate(ctx.instructions) + MESSAGE_OVERHEAD,
         "pinned": estimate("\n".join(p["text"] for p in ctx.pinned_facts))
         + 2 * len(ctx.pinned_facts),
-        "state": estimate(ctx.state_summary) + (MESSAGE_OVERHEAD if ctx.state_summary else 0),
-        "pending": sum(
-            estimate(m.get("rendered_text", "")) + MESSAGE_OVERHEAD for m in ctx.pending
-        ),
+        "summaries": estimate("\n".join(ctx.summaries)) if ctx.summaries else 0,
+        "history": sum(_message_tokens(m) for m in ctx.history),
+        "state": estimate(ctx.state_text()),
+        "pending": sum(_message_tokens(m) for m in ctx.pending),
         "retrieved": estimate(ctx.retrieved_text()),
         "user": _user_tokens(ctx.user),
-        "tools": estimate(str(ctx.tools)) if ctx.tools else 0,
+        "tools": estimate(json.dumps(ctx.tools, sort_keys=True)) if ctx.tools else 0,
     }
 
 
@@ -180,11 +244,19 @@ def pending_turns(turn: UserTurn) -> list[UserTurn]:
 
 
 def _pending_messages(turns: list[UserTurn]) -> list[dict]:
+    """Each pending turn as real messages: the user's blocks, then the answer's text (a
+    final answer's tool calls have no recorded results here, so they are not sent)."""
     messages = []
     for pending in turns:
-        user = pending.user_message.get("rendered_text") or "(non-text message)"
-        answer = (pending.final_assistant_message or {}).get("rendered_text") or "(no text)"
-        messages.append(B.message("user", user))
+        user_blocks = list(pending.user_message.get("blocks") or [])
+        if not user_blocks:
+            user_blocks = [B.text(pending.user_message.get("rendered_text") or "(empty message)")]
+        answer = [
+            block
+            for block in (pending.final_assistant_message or {}).get("blocks") or []
+            if block.get("type") == "text" and block.get("text")
+        ] or [B.text("(no text)")]
+        messages.append(B.message("user", user_blocks))
         messages.append(B.message("assistant", answer))
     return messages
 
@@ -215,9 +287,30 @@ def _retrieve(turn: UserTurn, query: str, budget_tokens: int) -> tuple[list[dict
     return items, stats
 
 
-def _lcm_summary(turn: UserTurn, budget_tokens: int) -> str:
-    """The branch's LCM context (summary DAG + fresh tail) as text, without the current
-    turn's own user message; a fork prefixes its base state (its ancestry's summary)."""
+def _our_blocks(content: str | list[dict]) -> list[dict]:
+    """The assembler's Anthropic-format content as our blocks (providers/blocks.py)."""
+    if isinstance(content, str):
+        return [B.text(content)]
+    blocks = []
+    for block in content:
+        kind = block.get("type")
+        if kind == "text":
+            blocks.append(B.text(block["text"]))
+        elif kind == "tool_use":
+            blocks.append(B.tool_use(block["id"], block["name"], block.get("input")))
+        elif kind == "tool_result":
+            blocks.append(
+                B.tool_result(
+                    block["tool_use_id"], block.get("content") or "", bool(block.get("is_error"))
+                )
+            )
+    return blocks
+
+
+def _lcm_history(turn: UserTurn, budget_tokens: int) -> tuple[list[str], list[dict]]:
+    """The branch's LCM context without the current turn's own user message: its leading
+    summaries (quoted XML; a fork's base state first) and the messages after them as real
+    messages with tool pairing (the assembler's Anthropic format)."""
     from compaction.assembly import assemble_context
     from conversations.models import Conversation, Message
     from turns.mirror import mirror_turn
@@ -226,24 +319,33 @@ def _lcm_summary(turn: UserTurn, budget_tokens: int) -> str:
         mirror_turn(pending)  # so the LCM context holds every finalized answer
     branch = turn.branch
     conversation = Conversation.objects.get(pk=branch.conversation_id)
-    own_seq = (
-        Message.objects.filter(conversation=conversation, external_id=f"turn:{turn.pk}:user")
-        .values_list("seq", flat=True)
-        .first()
+    own = frozenset(
+        Message.objects.filter(
+            conversation=conversation, external_id=f"turn:{turn.pk}:user"
+        ).values_list("pk", flat=True)
     )
-    assembled = assemble_context(conversation=conversation, token_budget=max(1, budget_tokens))
-    lines = []
-    for message in assembled.output["messages"]:
-        ref = message.get("ref") or {}
-        if own_seq is not None and ref.get("type") == "message" and ref.get("seq", 0) >= own_seq:
-            continue
-        lines.append(f"[{message['role']}] {message['content']}")
-    text = "\n".join(lines)
+    assembled = assemble_context(
+        conversation=conversation,
+        token_budget=max(1, budget_tokens),
+        fmt="anthropic",
+        describe_dropped=False,
+        split_summaries=True,
+        exclude_message_ids=own,
+    )
+    summaries = list(assembled.output["summaries"])
+    history = [
+        B.message(m["role"], _our_blocks(m["content"])) for m in assembled.output["messages"]
+    ]
     if branch.parent_id is not None and branch.base_state_id:
         base = StateCheckpoint.objects.get(pk=branch.base_state_id).summary
         if base:
-            text = f"(before this branch)\n{base}\n(this branch)\n{text}"
-    return text
+            summaries.insert(
+                0,
+                '<memory_artifact kind="base_state" untrusted="true">\n'
+                f"State of the conversation before this branch:\n{_defang(base)}\n"
+                "</memory_artifact>",
+            )
+    return summaries, history
 
 
 def assemble(turn: UserTurn) -> AssembledContext:
@@ -264,8 +366,11 @@ def assemble(turn: UserTurn) -> AssembledContext:
         p for p in (session.system_prompt or DEFAULT_INSTRUCTIONS, UNTRUSTED_RULE) if p
     )
     pending = pending_turns(turn)
+    summaries: list[str] = []
+    history: list[dict] = []
     if session.context_strategy == ContextStrategy.LCM:
-        summary = _lcm_summary(turn, budget["input_limit"] // 2)
+        summaries, history = _lcm_history(turn, budget["input_limit"] // 2)
+        summary = ""
         pending_messages, pending_ids = [], [p.pk for p in pending]  # inside the LCM context
     else:
         summary = head.summary
@@ -283,6 +388,8 @@ def assemble(turn: UserTurn) -> AssembledContext:
         strategy=session.context_strategy,
         budget={**budget, "head_state_id": head.pk, "head_seq": head.state_seq},
         pending_turn_ids=pending_ids,
+        summaries=summaries,
+        history=history,
     )
     ctx.tools = _tools_for(turn)
     ctx.sections_tokens = _measure(ctx)
@@ -292,9 +399,13 @@ def assemble(turn: UserTurn) -> AssembledContext:
 
 
 def _tools_for(turn: UserTurn) -> list[dict]:
-    # The measured context has never counted tool definitions (the runner sends them); kept
-    # as it was while the layers were untangled (issue 22), counted with the cache work.
-    return []
+    """The tool definitions the runner sends with this turn: they come first in the
+    provider's prompt (before the system text), so they count in the budget and in the
+    cached prefix."""
+    memory = turn_memory()
+    if turn.tools_mode == ToolsMode.DISABLED or memory is None:
+        return []
+    return list(memory.tool_definitions(turn.tools_mode))
 
 
 def shrink(ctx: AssembledContext, spec, *, conversation_id: int | None = None) -> None:
@@ -334,10 +445,7 @@ def shrink(ctx: AssembledContext, spec, *, conversation_id: int | None = None) -
     # cost is known, so this is linear in the number of pending turns
     if total() > limit and ctx.pending:
         pairs = [ctx.pending[i : i + 2] for i in range(0, len(ctx.pending), 2)]
-        costs = [
-            sum(estimate(m.get("rendered_text", "")) + MESSAGE_OVERHEAD for m in pair)
-            for pair in pairs
-        ]
+        costs = [sum(_message_tokens(m) for m in pair) for pair in pairs]
         running = ctx.token_total()
         dropped = 0
         while running > limit and dropped < len(pairs):
@@ -351,7 +459,8 @@ def shrink(ctx: AssembledContext, spec, *, conversation_id: int | None = None) -
     if total() > limit and ctx.state_summary:
         from turns.librarian import shrink_summary
 
-        room = limit - (ctx.token_total() - ctx.sections_tokens["state"]) - MESSAGE_OVERHEAD
+        wrapper = ctx.sections_tokens["state"] - estimate(ctx.state_summary)
+        room = limit - (ctx.token_total() - ctx.sections_tokens["state"]) - wrapper
         target = max(MIN_SUMMARY_TOKENS, room)
         before = ctx.sections_tokens["state"]
         ctx.state_summary = shrink_summary(

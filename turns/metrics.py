@@ -3,6 +3,9 @@ workers' commits and indexing are exact), plus per-process latency histograms.""
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
+
 from django.db.models import Count
 
 from core.metrics import Sample, observe_ms
@@ -41,6 +44,37 @@ def collect():
         "gauge",
         "Live turn jobs (pending or running) by type.",
         tuple(({"job_type": kind}, float(n)) for kind, n in sorted(backlog.items())),
+    )
+    yield from cache_samples()
+
+
+# Prompt-cache tokens reported by the providers, per process (like the histograms):
+# (provider, model, kind) -> tokens, kind "read" or "write".
+_cache_tokens: Counter = Counter()
+_cache_lock = threading.Lock()
+
+
+def count_cache_tokens(provider: str, model: str, usage: dict) -> None:
+    with _cache_lock:
+        for kind, key in (
+            ("read", "cache_read_input_tokens"),
+            ("write", "cache_creation_input_tokens"),
+        ):
+            _cache_tokens[(provider, model, kind)] += int(usage.get(key) or 0)
+
+
+def cache_samples():
+    with _cache_lock:
+        rows = sorted(_cache_tokens.items())
+    yield Sample(
+        "lcm_provider_cache_tokens_total",
+        "counter",
+        "Input tokens the providers reported as read from (kind=read) or written to "
+        "(kind=write) their prompt cache, by this process's turn steps.",
+        tuple(
+            ({"provider": provider, "model": model, "kind": kind}, float(n))
+            for (provider, model, kind), n in rows
+        ),
     )
 
 

@@ -38,9 +38,10 @@ from providers.base import (
     provider_for,
 )
 from providers.blocks import message as make_message
+from providers.caching import CachePlan, prompt_cache_key
 from providers.config import engine_config, model_get
 from providers.errors import ProviderError
-from turns import events, services
+from turns import events, metrics, services
 from turns.journal import StreamJournal, recover_step
 from turns.memory_port import turn_memory
 from turns.models import ToolsMode, UserTurn
@@ -50,6 +51,7 @@ logger = logging.getLogger(__name__)
 # An `incomplete` stream with one of these reasons is still a complete answer as far as
 # the model is concerned (it ran out of room), so the turn is finalized with it; any other
 # incomplete stream (a dropped connection, a shutdown) fails the turn, keeping the output.
+CACHE_USAGE_KEYS = ("cache_read_input_tokens", "cache_creation_input_tokens")
 _FINALIZABLE_INCOMPLETE = {"max_tokens", "max_output_tokens", "model_context_window_exceeded"}
 
 _shutting_down = threading.Event()
@@ -131,6 +133,7 @@ class _TurnRun:
         self.turn = turn
         self.channel = channel
         self.timings: dict[str, float] = {}
+        self.cache_steps: list[dict] = []
 
     # The whole turn ------------------------------------------------------------------
 
@@ -166,6 +169,11 @@ class _TurnRun:
             return self.fail(getattr(error, "code", "model_unavailable"), str(error))
         tools = self.tool_definitions()
         messages = context.to_request_messages()
+        cache = CachePlan(
+            system_parts=tuple(context.system_parts),
+            stable_messages=context.stable_messages,
+            key=prompt_cache_key(turn.branch_id),
+        )
         for step_index in range(max_steps()):
             request = ProviderRequest(
                 model=spec,
@@ -176,6 +184,7 @@ class _TurnRun:
                 options=self.request_options(spec, tools),
                 purpose="turn",
                 conversation_id=turn.branch.conversation_id,
+                cache=cache,
             )
             step = services.step_start(
                 turn=turn,
@@ -186,6 +195,7 @@ class _TurnRun:
             response = self.stream_step(provider, request, step, step_index)
             if response is None:  # failed before the first byte; the turn is failed
                 return self.turn
+            self.count_cache(spec, response)
             status = response.status
             calls = [b for b in response.blocks if b.get("type") == "tool_use"]
             if status == "paused" and calls:
@@ -406,9 +416,21 @@ class _TurnRun:
 
     # Endings ---------------------------------------------------------------------------
 
+    def count_cache(self, spec, response: ProviderResponse) -> None:
+        """The step's cache usage: into the turn's telemetry (summed over its steps, and
+        per step) and the process's Prometheus counters."""
+        spent = response.usage or {}
+        step_cache = {key: spent.get(key) for key in CACHE_USAGE_KEYS}
+        self.cache_steps.append(step_cache)
+        metrics.count_cache_tokens(spec.provider, spec.name, step_cache)
+
     def finalize(self, step, response: ProviderResponse) -> UserTurn:
         telemetry = dict(self.turn.telemetry or {})
         telemetry["latency_ms"] = {**telemetry.get("latency_ms", {}), **self.timings}
+        telemetry["cache"] = {
+            **{key: sum(s.get(key) or 0 for s in self.cache_steps) for key in CACHE_USAGE_KEYS},
+            "steps": list(self.cache_steps),
+        }
         self.turn.telemetry = telemetry  # written by TX-A with the answer
         self.turn = services.response_finalize(turn=self.turn, step=step, response=response)
         self.publish(

@@ -179,3 +179,24 @@ def test_compact_until_under_a_target_through_the_api(api, conversation, small_c
     assert body["status"] == "compacted"
     assert body["tokens_before"] > 1500 >= body["tokens_after"]
     assert CompactionRun.objects.get(pk=body["run_id"]).target_tokens == 1500
+
+
+def test_assemble_can_return_the_summaries_apart_for_a_cacheable_prefix(
+    api, conversation, small_chunks
+):
+    from compaction.engine import compact_conversation
+
+    append_messages(conversation, 60)
+    compact_conversation(conversation_id=conversation.pk, mode="full")
+    body = {"format": "anthropic", "split_summaries": True, "system": "Be exact."}
+    response = api.post(assemble_url(conversation), body, format="json")
+    assert response.status_code == 200
+    data = response.json()
+    ids = [i["id"] for i in data["items"] if i["type"] == "summary"]
+    assert ids and [s.split('"')[1] for s in data["summaries"]] == ids
+    assert data["system"] == "Be exact."
+    assert "<summary id=" not in str(data["messages"])
+    plain = api.post(assemble_url(conversation), {"format": "anthropic"}, format="json").json()
+    assert "summaries" not in plain
+    refused = api.post(assemble_url(conversation), {"split_summaries": "perhaps"}, format="json")
+    assert refused.status_code == 400

@@ -262,3 +262,40 @@ def test_reading_only_what_fits_gives_the_same_context(
         assert "user" in roles  # the tail reached back past the trailing assistant steps
     with pytest.raises(RuntimeError):
         _ = fitting.dropped
+
+
+def test_split_summaries_puts_the_leading_summaries_apart_and_keeps_the_rest(
+    conversation, small_chunks
+):
+    append_messages(conversation, 60)
+    compact_conversation(conversation_id=conversation.pk, mode="full")
+    whole = assemble_context(conversation=conversation, token_budget=10**6, fmt="anthropic")
+    split = assemble_context(
+        conversation=conversation, token_budget=10**6, fmt="anthropic", split_summaries=True
+    )
+    leading = [i for i in whole.items if i["type"] == "summary"]
+    assert leading and whole.items[: len(leading)] == leading
+    assert len(split.output["summaries"]) == len(leading)
+    assert all(s.startswith("<summary id=") for s in split.output["summaries"])
+    assert [s.split('"')[1] for s in split.output["summaries"]] == [i["id"] for i in leading]
+    texts = json.dumps(split.output["messages"])
+    assert "<summary id=" not in texts
+    # the messages after the summaries are the same as without the split
+    assert split.output["messages"][-3:] == whole.output["messages"][-3:]
+    assert "summaries" not in whole.output
+
+
+def test_excluded_messages_are_left_out_of_the_output_only(conversation):
+    append_messages(conversation, 6)
+    last = conversation.messages.order_by("-seq").first()
+    full = assemble_context(conversation=conversation, token_budget=10**6, fmt="neutral")
+    without = assemble_context(
+        conversation=conversation,
+        token_budget=10**6,
+        fmt="neutral",
+        exclude_message_ids=frozenset({last.pk}),
+    )
+    assert [m["ref"]["id"] for m in without.output["messages"]] == [
+        m["ref"]["id"] for m in full.output["messages"][:-1]
+    ]
+    assert without.token_estimate == full.token_estimate

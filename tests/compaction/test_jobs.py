@@ -43,6 +43,20 @@ def test_an_ingest_over_the_context_threshold_asks_for_until_under(
         append_messages(conversation, 30)
 
     job = CompactionJob.objects.get(conversation=conversation)
+    # due at the threshold (0.75 x 600), compacted down to the low-water mark (0.5 x 600)
+    assert (job.mode, job.target_tokens) == ("until_under", 300)
+
+
+def test_the_low_water_mark_never_exceeds_the_threshold(
+    make_conversation, small_chunks, settings, django_capture_on_commit_callbacks
+):
+    settings.LCM_COMPACTION_LOW_WATER = 0.9
+    conversation = make_conversation(token_budget=600)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        append_messages(conversation, 30)
+
+    job = CompactionJob.objects.get(conversation=conversation)
     assert (job.mode, job.target_tokens) == ("until_under", 450)
 
 

@@ -390,3 +390,50 @@ def test_a_page_opened_mid_turn_follows_the_running_turn(page, user, live_server
     expect(done.locator(".answer")).to_have_text(answer_of(turn.pk))
     assert page.evaluate("window.lcmConsole.lastStream.text") == answer_of(turn.pk)
     assert page.console_errors == []
+
+
+def test_what_the_model_saw_marks_the_stable_prefix_and_the_cache_reads(
+    page, user, live_server, settings, monkeypatch
+):
+    from tests.support.fake_messages_api import FakeMessagesAPI, anthropic_text_stream
+
+    settings.LCM_LIBRARIAN_MODEL = "offline"
+    prompt = "You answer about the billing service. " + " ".join(
+        f"Rule {i}: cite the file and the ticket." for i in range(150)
+    )
+    session = make_session(user, title="Cache", context_strategy="lcm", system_prompt=prompt)
+    with FakeMessagesAPI(prompt_cache=True) as api:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+        for i in range(3):
+            api.enqueue(anthropic_text_stream(f"Answer {i}: see billing/invoices.py."))
+            latest = send(session, f"Question {i} about invoices", model="sonnet")
+        reports = api.cache_reports
+    assert reports[-1]["cache_read_input_tokens"] > 0
+    sign_in(page, user, live_server)
+    page.goto(f"/chat/{session.pk}/turns/{latest.pk}/context/")
+    stable = page.locator("#stable-prefix")
+    expect(stable).to_have_attribute("data-stable-messages", "4")
+    expect(stable.locator(".ctx-history")).to_have_count(4)
+    expect(stable.locator(".ctx-history .who")).to_have_text(
+        ["user", "assistant", "user", "assistant"]
+    )
+    expect(page.locator("#stable-prefix .ctx-state")).to_have_count(0)  # per-turn: after it
+    sections = latest.context["sections_tokens"]
+    stable_tokens = sum(
+        sections[k] for k in ("tools", "system", "pinned", "summaries", "history", "pending")
+    )
+    expect(page.locator("#stable-tokens")).to_have_text(str(stable_tokens))
+    expect(page.locator("#token-bar .tok[data-section=history]")).to_have_attribute(
+        "data-stable", "true"
+    )
+    expect(page.locator("#token-bar .tok[data-section=user]")).to_have_attribute(
+        "data-stable", "false"
+    )
+    row = page.locator("#usage tr[data-step='0']")
+    expect(row.locator(".cache-read")).to_have_text(str(reports[-1]["cache_read_input_tokens"]))
+    expect(row.locator(".cache-write")).to_have_text(
+        str(reports[-1]["cache_creation_input_tokens"])
+    )
+    page.screenshot(path=str(shot("what-the-model-saw-cache")), full_page=True)
+    assert page.console_errors == []

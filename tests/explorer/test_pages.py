@@ -184,6 +184,10 @@ def test_context_bar_adds_up_by_kind(user, make_conversation, settings):
     assert '<b data-seg="summaries">0</b>' in body
     assert f'<b data-seg="total">{sum(t)}</b>' in body
     assert '<b data-seg="dropped">0</b>' in body
+    # nothing dropped: all of it is the next call's stable prefix, until compaction
+    room = int(conversation.token_budget * settings.LCM_CONTEXT_THRESHOLD) - sum(t)
+    assert f'id="stable-prefix" data-stable="{sum(t)}" data-room="{room}"' in body
+    assert f'<b data-seg="room">{room}</b>' in body
 
 
 def test_context_bar_shows_what_the_assembler_drops(user, make_conversation, settings):
@@ -204,6 +208,8 @@ def test_context_bar_shows_what_the_assembler_drops(user, make_conversation, set
     assert f'<b data-seg="total">{t[2] + t[3] + t[4]}</b>' in body
     dropped = re.findall(r'<li class="ctx message role-\w+ dropped" data-ordinal="(\d+)"', body)
     assert dropped == ["1", "2"]
+    assert 'id="stable-prefix" data-stable="0"' in body
+    assert "No stable prefix" in body
 
 
 def test_conversation_page_query_count_does_not_grow_with_the_conversation(

@@ -79,7 +79,12 @@ def test_a_text_stream_yields_every_wire_event_the_deltas_and_one_finished(anthr
         "code": None,
         "message": None,
     }
-    assert response.usage == {"input_tokens": 100, "output_tokens": 20}
+    assert response.usage == {
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+    }
     assert response.model == "claude-fake-1"
     assert response.raw_response["stop_reason"] == "end_turn"
     assert response.raw_response["content"] == [{"type": "text", "text": "hello world"}]
@@ -260,7 +265,12 @@ def test_a_dropped_connection_ends_incomplete_and_keeps_the_partial_blocks(anthr
     assert response.outcome["status"] == "incomplete"
     assert response.outcome["reason"] == "connection_lost"
     assert response.blocks == [blocks.text("abcd")]
-    assert response.usage == {"input_tokens": 100, "output_tokens": 1}
+    assert response.usage == {
+        "input_tokens": 100,
+        "output_tokens": 1,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+    }
 
 
 def test_a_stream_cut_in_a_tool_call_keeps_what_came(anthropic_env, sonnet):
@@ -428,7 +438,12 @@ def test_complete_makes_one_non_streaming_call_with_the_same_mapping(anthropic_e
         blocks.text("Hi."),
         blocks.tool_use("toolu_b", "get_weather", {"city": "B"}),
     ]
-    assert response.usage == {"input_tokens": 100, "output_tokens": 20}
+    assert response.usage == {
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+    }
     assert response.raw_request == anthropic_env.requests[0].body
 
 

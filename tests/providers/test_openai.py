@@ -66,7 +66,12 @@ def test_a_text_stream_accumulates_deltas_by_index(openai_env, gpt):
         "code": None,
         "message": None,
     }
-    assert response.usage == {"input_tokens": 100, "output_tokens": 20}
+    assert response.usage == {
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": None,
+    }
     assert response.model == "gpt-fake-1"
     assert response.raw_response["status"] == "completed"
 
@@ -317,7 +322,12 @@ def test_complete_reads_typed_output_items(openai_env, gpt):
         blocks.text("Sure."),
         blocks.tool_use("call_b", "get_weather", {"city": "B"}),
     ]
-    assert response.usage == {"input_tokens": 100, "output_tokens": 20}
+    assert response.usage == {
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": None,
+    }
 
 
 def test_a_stream_that_stalls_past_the_timeout_ends_incomplete(openai_env, gpt):

@@ -159,7 +159,11 @@ class FakeAPI:
             responder = self._queue.popleft() if self._queue else None
         if responder is None:
             return self.error_response(500, "api_error", f"{self.name}: no scripted response left")
-        return responder(request) if callable(responder) else responder
+        return self.answer(request, responder(request) if callable(responder) else responder)
+
+    def answer(self, request: RecordedRequest, scripted: Scripted) -> Scripted:
+        """The response actually sent (a subclass may fill in figures from the request)."""
+        return scripted
 
     def _wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`; False when the server is shutting down."""

@@ -50,9 +50,12 @@ response, so `__exit__` never waits on a hanging handler thread.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 
 from tests.support.fake_http import SSE, FakeAPI, RecordedRequest, Responder, Scripted, next_id
+from tests.support.fake_prompt_cache import AnthropicPromptCache
 
 __all__ = ["FakeMessagesAPI", "RecordedRequest", "Responder", "SSE", "Scripted"]
 
@@ -300,14 +303,47 @@ def anthropic_error_stream(
 
 
 class FakeMessagesAPI(FakeAPI):
-    """The fake API on 127.0.0.1 with an ephemeral port, served from a background thread."""
+    """The fake API on 127.0.0.1 with an ephemeral port, served from a background thread.
+
+    `cache_control` rules are always enforced (more than four breakpoints, or a bad value:
+    400). With `prompt_cache=True` the usage of every answer (input_tokens,
+    cache_creation_input_tokens, cache_read_input_tokens) is computed from the prefixes
+    received (tests/support/fake_prompt_cache.py) instead of the scripted figures, and
+    `cache_reports` lists them in request order."""
 
     route = "/v1/messages"
     name = "fake Messages API"
 
+    def __init__(self, *, prompt_cache: bool = False) -> None:
+        super().__init__()
+        self.prompt_cache = AnthropicPromptCache() if prompt_cache else None
+        self.cache_reports: list[dict] = []
+
     def invalid(self, request: RecordedRequest) -> Scripted | None:
         problem = _invalid(request)
+        if problem is None and isinstance(request.body, dict):
+            problem = AnthropicPromptCache().refuse(request.body)
         return error(400, "invalid_request_error", problem) if problem else None
+
+    def answer(self, request: RecordedRequest, scripted: Scripted) -> Scripted:
+        if self.prompt_cache is None or scripted.status != 200:
+            return scripted
+        spent = self.prompt_cache.usage(request.body)
+        self.cache_reports.append(spent)
+        if scripted.events is not None:
+            events = []
+            for event in scripted.events:
+                data = event.data
+                if event.event == "message_start" and isinstance(data, dict):
+                    data = copy.deepcopy(data)
+                    data["message"]["usage"].update(spent)
+                events.append(SSE(event.event, data))
+            return dataclasses.replace(scripted, events=tuple(events))
+        if isinstance(scripted.body, dict) and "usage" in scripted.body:
+            body = copy.deepcopy(scripted.body)
+            body["usage"].update(spent)
+            return dataclasses.replace(scripted, body=body)
+        return scripted
 
     def error_response(self, status: int, kind: str, text: str) -> Scripted:
         return error(status, kind, text)

@@ -39,10 +39,13 @@ Builders (each returns a `Scripted`):
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import time
 
 from tests.support.fake_http import SSE, FakeAPI, RecordedRequest, Scripted, next_id
+from tests.support.fake_prompt_cache import OpenAIPromptCache
 
 __all__ = ["FakeResponsesAPI", "RecordedRequest", "SSE", "Scripted"]
 
@@ -333,9 +336,45 @@ def responses_auth_error() -> Scripted:
 
 
 class FakeResponsesAPI(FakeAPI):
+    """With `prompt_cache=True` every answer's usage (input_tokens and
+    input_tokens_details.cached_tokens) is computed from the prefixes received per
+    `prompt_cache_key` (tests/support/fake_prompt_cache.py); `cache_reports` lists them."""
+
     route = "/v1/responses"
     url_suffix = "/v1"
     name = "fake Responses API"
+
+    def __init__(self, *, prompt_cache: bool = False) -> None:
+        super().__init__()
+        self.prompt_cache = OpenAIPromptCache() if prompt_cache else None
+        self.cache_reports: list[dict] = []
+
+    def answer(self, request: RecordedRequest, scripted: Scripted) -> Scripted:
+        if self.prompt_cache is None or scripted.status != 200:
+            return scripted
+        spent = self.prompt_cache.usage(request.body)
+        self.cache_reports.append(spent)
+
+        def patched(response: dict) -> dict:
+            response = copy.deepcopy(response)
+            if response.get("usage"):
+                usage = response["usage"]
+                usage["input_tokens"] = spent["input_tokens"]
+                usage["input_tokens_details"] = {"cached_tokens": spent["cached_tokens"]}
+                usage["total_tokens"] = spent["input_tokens"] + usage.get("output_tokens", 0)
+            return response
+
+        if scripted.events is not None:
+            events = []
+            for event in scripted.events:
+                data = event.data
+                if isinstance(data, dict) and isinstance(data.get("response"), dict):
+                    data = {**data, "response": patched(data["response"])}
+                events.append(SSE(event.event, data))
+            return dataclasses.replace(scripted, events=tuple(events))
+        if isinstance(scripted.body, dict) and "usage" in scripted.body:
+            return dataclasses.replace(scripted, body=patched(scripted.body))
+        return scripted
 
     def invalid(self, request: RecordedRequest) -> Scripted | None:
         try:

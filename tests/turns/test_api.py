@@ -67,7 +67,9 @@ def test_history_turn_context_and_step(api, user):
     assert detail["state_before"] == {"id": first.state_after_id, "state_seq": 1}
     context = api.get(f"/api/v1/turns/{second.pk}/context/").json()
     assert context["context"]["user"]["rendered_text"] == "and again"
-    assert context["requests"][0]["messages"][-1]["rendered_text"] == "and again"
+    sent = context["requests"][0]["messages"][-1]["blocks"]
+    assert sent[-1]["text"] == "and again"  # the state artifact is a block before it
+    assert sent[0]["text"].startswith('<memory_artifact kind="state"')
     step_id = detail["steps"][0]["id"]
     step = api.get(f"/api/v1/steps/{step_id}/").json()
     assert (

@@ -40,13 +40,26 @@ def test_the_context_has_every_section_in_order(chat):
     ctx = assemble(turn)
     system = ctx.system
     assert system.index("untrusted data") < system.index("Always answer in English.")
-    assert system.index("Always answer in English.") < system.index("first exchange")
+    # the state summary is a per-turn part: not in the system text, but in the current
+    # message, after the pending turns (real messages) and before the user's own text
+    assert "first exchange" not in system
+    messages = ctx.to_request_messages()
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[0]["blocks"] == [{"type": "text", "text": "second exchange", "annotations": []}]
+    assert "memory_artifact" not in messages[0]["rendered_text"]
+    last = messages[-1]["blocks"]
+    assert last[0]["text"].startswith('<memory_artifact kind="state" untrusted="true">')
+    assert "first exchange" in last[0]["text"]
+    assert last[-1]["text"] == "third"
+    assert ctx.stable_messages == 2
     assert ctx.pending_turn_ids == [pending.pk]
     assert ctx.budget["model_limit"] == 32_768
     assert ctx.budget["input_limit"] == 32_768 - 4000 - 1500
     assert set(ctx.sections_tokens) == {
         "system",
         "pinned",
+        "summaries",
+        "history",
         "state",
         "pending",
         "retrieved",
@@ -96,15 +109,20 @@ def test_a_context_that_cannot_fit_fails_the_turn_naming_the_settings(user, tiny
     assert stored.context is None
 
 
-def test_the_lcm_strategy_puts_the_branch_conversation_where_the_summary_stands(user):
+def test_the_lcm_strategy_sends_the_branch_history_as_real_messages(user):
     chat = services.session_create(owner=user, context_strategy="lcm")
-    send(chat, "The octopus repository is at git.example.com/octo", commit=True)
+    first = send(chat, "The octopus repository is at git.example.com/octo", commit=True)
     branch = Branch.objects.get(pk=chat.active_branch_id)
     turn = services.turn_accept(session=chat, branch=branch, content="where is the octopus repo?")
     ctx = assemble(turn)
     assert ctx.strategy == "lcm"
-    assert "[user] The octopus repository is at git.example.com/octo" in ctx.state_summary
-    assert (
-        "where is the octopus repo?" not in ctx.state_summary
-    )  # the current message is not repeated
-    assert "Branch context (LCM)" in ctx.system
+    assert ctx.state_summary == "" and ctx.summaries == []
+    assert "octopus" not in ctx.system and "memory_artifact" not in ctx.system
+    messages = ctx.to_request_messages()
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[0]["rendered_text"] == "The octopus repository is at git.example.com/octo"
+    answer = first.final_assistant_message["rendered_text"]
+    assert messages[1]["rendered_text"] == answer.strip()
+    # the current message is sent once, last, and never as part of the history
+    assert messages[2]["rendered_text"] == "where is the octopus repo?"
+    assert ctx.stable_messages == 2

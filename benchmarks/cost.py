@@ -1,0 +1,435 @@
+"""The cost of a turn in billed input tokens (`manage.py lcm_bench --only cost`, issue 20).
+
+Deterministic and offline: turns run through the real turn engine with the offline
+provider (a 200,000-token window, like the Anthropic models'), compaction jobs run inline
+as the scheduler asks for them, and every request is rebuilt as the Anthropic adapter
+would send it (`AnthropicProvider.build_params`, nothing sent) for a Sonnet-class model
+(minimum cacheable prefix 1,024 tokens, 5-minute TTL). Per request the prefix accounting
+of providers/caching.py gives the input tokens, the tokens shared with the previous
+request, and what Anthropic's cache would serve: read (0.1x), written (1.25x), uncached.
+
+Scenarios:
+- a 1,000-turn session with `context_strategy: lcm`, and one with `state`;
+- a 1,000-message API conversation under compaction: a client appends each exchange and
+  asks `assemble_context` for the cache-friendly order (summaries apart) each time.
+
+Beside each, in the same run: the same requests without cache markers (billed in full),
+and the whole history sent directly, marked at its end the way a client that caches
+would (until it would overflow the window). Figures are for the steady state: the
+requests after the conversation's first compaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.test import override_settings
+
+from benchmarks.conversations import bench_user
+from benchmarks.harness import BenchContext, BenchRow, benchmark
+from providers.anthropic import AnthropicProvider
+from providers.base import ProviderRequest
+from providers.caching import (
+    Analysed,
+    CachePlan,
+    accounting_between,
+    analyse,
+    anthropic_min_tokens,
+    anthropic_wire_blocks,
+    billed_input,
+    block_tokens,
+)
+from providers.config import ModelSpec
+
+WINDOW = 200_000
+SONNET = ModelSpec("sonnet", "anthropic", "claude-sonnet-5-5", WINDOW, 8192, None, None)
+MINIMUM = anthropic_min_tokens(SONNET.model_id)
+# The conversation's compaction budget: what the turn engine gives the LCM context (half
+# the input room of the window), so compaction, not the assembler's budget walk, decides
+# what leaves the context.
+INPUT_LIMIT = WINDOW - 4000 - 1500
+CONVERSATION_BUDGET = INPUT_LIMIT // 2
+
+
+def _configure(window: int) -> None:
+    global WINDOW, SONNET, INPUT_LIMIT, CONVERSATION_BUDGET
+    WINDOW = window
+    SONNET = ModelSpec("sonnet", "anthropic", "claude-sonnet-5-5", window, 8192, None, None)
+    INPUT_LIMIT = window - 4000 - 1500
+    CONVERSATION_BUDGET = INPUT_LIMIT // 2
+
+
+def API_BUDGET() -> int:  # noqa: N802 - follows the window
+    """The API client's conversation budget: a quarter of the turn engine's, so that its
+    shorter messages meet compaction several times in 1,000 messages."""
+    return max(4000, CONVERSATION_BUDGET // 4)
+
+
+SYSTEM_PROMPT = "You are the engineering assistant of the billing team. " + " ".join(
+    f"House rule {i}: cite the file, the function and the ticket for every claim; "
+    "never guess a figure."
+    for i in range(60)
+)
+
+
+@dataclass
+class Ledger:
+    """Per-request accounting of one scenario."""
+
+    label: str
+    direct: bool = False
+    total: list[int] = field(default_factory=list)
+    shared: list[int] = field(default_factory=list)
+    read: list[int] = field(default_factory=list)
+    written: list[int] = field(default_factory=list)
+    billed: list[float] = field(default_factory=list)
+    plain: list[int] = field(default_factory=list)  # the same request without markers
+    steady_from: int | None = None  # index of the first request after the first compaction
+    prefix_runs: list[int] = field(default_factory=list)  # requests each summary prefix served
+    overflow_at: int | None = None
+    previous: Analysed | None = None
+    previous_prefix: tuple | None = None
+
+    def add(self, marked: dict, prefix_key: tuple = ()) -> None:
+        """One request as sent with markers. Without markers nothing is cached, so the same
+        request costs its whole input (cache_control is not counted in the tokens)."""
+        current = analyse(anthropic_wire_blocks(marked))
+        account = accounting_between(self.previous, current, minimum=MINIMUM)
+        self.total.append(account["total"])
+        self.shared.append(account["shared"])
+        self.read.append(account["read"])
+        self.written.append(account["written"])
+        self.billed.append(
+            billed_input(
+                uncached=account["uncached"], read=account["read"], written=account["written"]
+            )
+        )
+        self.plain.append(account["total"])
+        if prefix_key != self.previous_prefix or not self.prefix_runs:
+            self.prefix_runs.append(0)
+        self.prefix_runs[-1] += 1
+        self.previous_prefix = prefix_key
+        self.previous = current
+
+    def steady(self, values: list) -> list:
+        return values[self.steady_from :] if self.steady_from is not None else []
+
+    def csv_lines(self) -> list[str]:
+        return [
+            f"{self.label},{i + 1},{self.total[i]},{self.shared[i]},{self.read[i]},"
+            f"{self.written[i]},{self.billed[i]:.1f},{self.plain[i]}"
+            for i in range(len(self.total))
+        ]
+
+    def rows(self) -> list[BenchRow]:
+        steady_total = sum(self.steady(self.total))
+        n = len(self.steady(self.total))
+        if not n:
+            return [
+                BenchRow(
+                    f"cost {self.label}: no compaction happened",
+                    float(len(self.total)),
+                    "requests",
+                    "",
+                    "no steady state to measure",
+                )
+            ]
+        read_share = sum(self.steady(self.read)) / steady_total if steady_total else 0.0
+        billed = sum(self.steady(self.billed))
+        plain = sum(self.steady(self.plain))
+        runs = self.prefix_runs[1:-1] or self.prefix_runs
+        detail = (
+            f"{len(self.total)} requests, steady state from #{self.steady_from + 1} ({n}); "
+            f"mean input {steady_total / n:,.0f} tok/request, mean shared prefix "
+            f"{sum(self.steady(self.shared)) / n:,.0f}, mean billed {billed / n:,.0f} "
+            f"vs {plain / n:,.0f} without markers"
+        )
+        rows = [
+            BenchRow(
+                f"cost {self.label}: input served from the cache",
+                100 * read_share,
+                "%",
+                ">= 90",
+                detail,
+            ),
+            BenchRow(
+                f"cost {self.label}: billed input, % of the same context without markers",
+                100 * billed / plain if plain else 0.0,
+                "%",
+                "<= 20",
+                "read 0.1x, written 1.25x",
+            ),
+            BenchRow(
+                f"cost {self.label}: billed input per request (mean)",
+                billed / n,
+                "tokens",
+                "",
+                f"{plain / n:,.0f} without markers",
+            ),
+        ]
+        if not self.direct:
+            rows.append(
+                BenchRow(
+                    f"cost {self.label}: requests a summary prefix survives (mean)",
+                    sum(runs) / len(runs),
+                    "requests",
+                    "",
+                    f"{len(self.prefix_runs)} summary prefixes (one per compaction, + 1); "
+                    f"runs {self.prefix_runs[:12]}",
+                )
+            )
+        if self.overflow_at is not None:
+            rows.append(
+                BenchRow(
+                    f"cost {self.label}: overflowed the window at request",
+                    float(self.overflow_at),
+                    "#",
+                    "",
+                    f"{WINDOW:,}-token window",
+                )
+            )
+        return rows
+
+
+def _anthropic_body(system_parts, messages, tools, stable_messages) -> dict:
+    system = "\n\n".join(system_parts)
+    request = ProviderRequest(
+        model=SONNET,
+        system=system,
+        messages=messages,
+        tools=tools,
+        max_output_tokens=1024,
+        cache=CachePlan(tuple(system_parts), stable_messages, "bench"),
+    )
+    return AnthropicProvider(SONNET).build_params(request)
+
+
+def _direct(system: str, history: list[dict], ledger: Ledger) -> None:
+    """The whole history sent as it is, the end of the previous exchange marked (the way a
+    client that caches its own growing history does)."""
+    if ledger.overflow_at is not None:
+        return
+    marked = _anthropic_body([system], history, [], max(0, len(history) - 1))
+    if sum(block_tokens(b) for _, b in anthropic_wire_blocks(marked)) > INPUT_LIMIT:
+        ledger.overflow_at = len(ledger.total) + 1
+        return
+    ledger.add(marked)
+
+
+def _srd_order_body(context: dict) -> dict:
+    """The same context in the SRD's section order (before issue 20): instructions, pinned
+    facts and the state (`state`: the head summary; `lcm`: the branch's whole LCM context,
+    summaries and history as quoted text) in the system text, then pending turns,
+    retrieved memory and the user's message. Marked at the system's end, the only stable
+    boundary that order has."""
+    from providers.blocks import message, text
+    from turns.context import AssembledContext
+
+    ctx = AssembledContext.from_dict(context)
+    if ctx.strategy == "lcm":
+        lines = [*ctx.summaries]
+        lines.extend(f"[{m['role']}] {m.get('rendered_text', '')}" for m in ctx.history)
+        state = "Branch context (LCM):\n" + "\n".join(lines)
+    else:
+        state = "Conversation state:\n" + ctx.state_summary
+    head = ctx.system_parts[0]
+    system = (
+        f'{head}\n\n<memory_artifact kind="state" untrusted="true">\n{state}\n</memory_artifact>'
+    )
+    memory = ctx.retrieved_text()
+    user = [*([text(memory)] if memory else []), *ctx.user["blocks"]]
+    messages = [*ctx.pending, message("user", user)]
+    return _anthropic_body([system], messages, ctx.tools, len(ctx.pending))
+
+
+def _run_compaction_jobs() -> int:
+    from compaction.models import CompactionJob, JobState
+    from compaction.services import job_run
+
+    ran = 0
+    for job_id in CompactionJob.objects.filter(state=JobState.PENDING).values_list("pk", flat=True):
+        job_run(job_id=job_id)
+        ran += 1
+    return ran
+
+
+@contextlib.contextmanager
+def _offline_window():
+    """The offline model with the Anthropic window, conversations with the matching
+    compaction budget."""
+    saved = {k: os.environ.get(k) for k in ("LCM_MODEL_OFFLINE_CONTEXT_LIMIT", "LCM_CONFIG_FILE")}
+    os.environ["LCM_MODEL_OFFLINE_CONTEXT_LIMIT"] = str(WINDOW)
+    os.environ.pop("LCM_CONFIG_FILE", None)
+    try:
+        with override_settings(
+            LCM_DEFAULT_TOKEN_BUDGET=CONVERSATION_BUDGET, LCM_LIBRARIAN_MODEL="offline"
+        ):
+            yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _session_run(turns: int, strategy: str) -> tuple[Ledger, Ledger, Ledger]:
+    from conversations.models import Summary
+    from providers.blocks import message
+    from turns import runner, services
+    from turns.models import Branch, ProviderStep
+
+    engine = Ledger(f"session {turns} turns, {strategy}")
+    srd = Ledger(f"session {turns} turns, {strategy}: SRD section order", direct=True)
+    direct = Ledger(f"session {turns} turns, {strategy}: whole history sent directly", direct=True)
+    session = services.session_create(
+        owner=bench_user(),
+        title=f"cost {strategy}",
+        default_model="offline",
+        context_strategy=strategy,
+        system_prompt=SYSTEM_PROMPT,
+    )
+    branch = Branch.objects.get(pk=session.active_branch_id)
+    history: list[dict] = []
+    for n in range(1, turns + 1):
+        text = (
+            f"Turn {n}: we decided to keep module src/mod_{n % 37}/part_{n}.py and call "
+            f"`handler_{n}()`; the build must stay under {n % 9 + 1} minutes. What next?"
+        )
+        turn = services.turn_accept(session=session, branch=branch, content=text)
+        turn = runner.run_turn(turn_id=turn.pk)
+        context = turn.context or {}
+        step = ProviderStep.objects.filter(turn=turn).order_by("pk").first()
+        sent = step.request_json
+        marked = _anthropic_body(
+            context["system_parts"], sent["messages"], sent["tools"], context["stable_messages"]
+        )
+        engine.add(marked, prefix_key=tuple(context["system_parts"]))
+        srd.add(_srd_order_body(context))
+        history.append(message("user", text))
+        _direct(SYSTEM_PROMPT, history, direct)
+        history.append(message("assistant", turn.final_assistant_message["blocks"]))
+        services.commit_pending(branch=branch)
+        _run_compaction_jobs()
+        if (
+            engine.steady_from is None
+            and Summary.objects.filter(conversation_id=branch.conversation_id).exists()
+        ):
+            engine.steady_from = direct.steady_from = srd.steady_from = n
+    return engine, srd, direct
+
+
+def _api_run(messages: int) -> tuple[Ledger, Ledger]:
+    from compaction.assembly import assemble_context
+    from conversations.inputs import MessageInput
+    from conversations.models import Summary
+    from conversations.services import conversation_create, messages_append
+    from core.ids import new_id
+    from providers.blocks import message
+
+    conversation, _ = conversation_create(
+        owner=bench_user(),
+        session_id=f"cost-api-{new_id()}",
+        title="cost api",
+        token_budget=API_BUDGET(),
+    )
+    engine = Ledger(f"API conversation {messages} messages")
+    direct = Ledger(
+        f"API conversation {messages} messages: whole history sent directly", direct=True
+    )
+    history: list[dict] = []
+    for n in range(1, messages // 2 + 1):
+        question = (
+            f"Exchange {n}: the ledger export for account {n % 23} failed with code E{n % 7}; "
+            f"what does handler_{n}() in src/ledger/export_{n % 11}.py do?"
+        )
+        answer = (
+            f"handler_{n}() reads the account's entries, groups them by month and writes "
+            f"export_{n}.csv; code E{n % 7} means the month {n % 12 + 1} was still open. "
+            "Close the month first, then run the export again."
+        )
+        messages_append(
+            conversation_id=conversation.pk,
+            messages=[MessageInput(role="user", content=question)],
+        )
+        assembled = assemble_context(
+            conversation=conversation,
+            fmt="anthropic",
+            describe_dropped=False,
+            split_summaries=True,
+        )
+        output = assembled.output
+        summaries = output["summaries"]
+        parts = [SYSTEM_PROMPT] + (["\n".join(summaries)] if summaries else [])
+        sent = [
+            message(m["role"], _blocks(m["content"]))
+            for m in output["messages"]  # the question is the last one
+        ]
+        marked = _anthropic_body(parts, sent, [], max(0, len(sent) - 1))
+        engine.add(marked, prefix_key=tuple(parts))
+        history.append(message("user", question))
+        _direct(SYSTEM_PROMPT, history, direct)
+        history.append(message("assistant", answer))
+        messages_append(
+            conversation_id=conversation.pk,
+            messages=[MessageInput(role="assistant", content=answer)],
+        )
+        _run_compaction_jobs()
+        if (
+            engine.steady_from is None
+            and Summary.objects.filter(conversation_id=conversation.pk).exists()
+        ):
+            engine.steady_from = direct.steady_from = n
+    return engine, direct
+
+
+def _blocks(content) -> list[dict]:
+    from providers import blocks as B
+
+    if isinstance(content, str):
+        return [B.text(content)]
+    out = []
+    for block in content:
+        if block["type"] == "text":
+            out.append(B.text(block["text"]))
+        elif block["type"] == "tool_use":
+            out.append(B.tool_use(block["id"], block["name"], block.get("input")))
+        elif block["type"] == "tool_result":
+            out.append(B.tool_result(block["tool_use_id"], block.get("content") or ""))
+    return out
+
+
+@benchmark("cost")
+def cost(ctx: BenchContext) -> list[BenchRow]:
+    rows: list[BenchRow] = []
+    turns = ctx.n(1000)
+    if ctx.scale < 1:  # a smaller run keeps its compactions: the window shrinks with it
+        _configure(max(24_000, int(200_000 * ctx.scale)))
+    ledgers: list[Ledger] = []
+    # LCM_BENCH_COST_SCENARIOS (comma-separated lcm,state,api; default all three) runs a
+    # subset, so that the scenarios can run as separate processes side by side.
+    chosen = os.environ.get("LCM_BENCH_COST_SCENARIOS", "lcm,state,api").split(",")
+    with _offline_window():
+        for strategy in ("lcm", "state"):
+            if strategy in chosen:
+                ledgers.extend(_session_run(turns, strategy))
+        if "api" in chosen:
+            ledgers.extend(_api_run(ctx.n(1000)))
+    for ledger in ledgers:
+        rows.extend(ledger.rows())
+    path = Path(settings.DATA_DIR) / f"bench-cost-{'-'.join(chosen)}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = "scenario,request,input_tokens,shared_prefix,cache_read,cache_write,billed,no_markers"
+    path.write_text(
+        "\n".join([header, *(line for led in ledgers for line in led.csv_lines())]) + "\n"
+    )
+    ctx.notes.append(f"cost: per-request figures in {path}")
+    ctx.notes.append(
+        f"cost: Sonnet-class accounting (min cacheable {MINIMUM} tokens, 5m TTL), "
+        f"{WINDOW:,}-token window, conversation budget {CONVERSATION_BUDGET:,}"
+    )
+    return rows
