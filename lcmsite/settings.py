@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "console",
     "mcpserver",
     "security",
+    "dropin",
     "benchmarks",
 ]
 

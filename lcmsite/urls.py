@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core.api.views import api_not_found
 from core.metrics import metrics_view
+from dropin.urls import anthropic_urls, openai_urls
 
 api_v1 = [
     path("", include("largefiles.urls")),
@@ -26,5 +27,8 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("metrics", metrics_view, name="metrics"),
     path("chat/", include("console.urls")),
+    # Drop-in: the OpenAI and Anthropic wires (docs/drop-in.md).
+    path("openai/v1/", include(openai_urls)),
+    path("anthropic/v1/", include(anthropic_urls)),
     path("", include("explorer.urls")),
 ]

@@ -1,0 +1,322 @@
+"""What a drop-in request does to the store, and what the upstream is sent.
+
+1. `thread_plan` (reads only): the chain hashes of the request's messages, the thread it
+   continues (the `X-LCM-Conversation` key's, else the caller's thread whose stored history
+   is a prefix of the request), and how many of its messages the request shares.
+2. `thread_commit` (writes): a new thread, or the new messages appended to the continued
+   one, or, when the request's history differs from the stored one, a fork: a new thread
+   whose conversation holds the request's history, linked to its parent at the first
+   difference (the parent is never changed, only marked inactive so the key follows the
+   fork).
+3. `upstream_messages`: the client's messages when they fit the model's input budget, else
+   the product's assembled context (compaction's assembler: summaries, then the fresh tail
+   verbatim, tool pairing intact) within the budget.
+4. `answer_store`: the answer appended after the request's messages (a partial answer is
+   stored too, with a `step_finish` part saying it is incomplete).
+
+Every append goes through `conversations.services.messages_append`, with the external id
+`dropin:<chain hash>`: a resent message is found, never stored twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+
+from compaction.assembly import assemble_context
+from conversations.inputs import MessageInput, PartInput
+from conversations.models import Conversation, Message, PartType, Role
+from conversations.services import conversation_create, messages_append
+from core.ids import new_id
+from core.tokens import estimate
+from dropin.errors import DropinError
+from dropin.models import Thread
+from dropin.requests import DropinRequest
+from providers import blocks as b
+from providers.config import ModelSpec, engine_config
+from turns.mirror import _block_parts as block_parts
+
+EXTERNAL_PREFIX = "dropin:"
+
+
+# identity -----------------------------------------------------------------------------------
+
+
+def _identity(message: dict) -> list:
+    """What makes two messages the same message, whichever wire they came on: the role, the
+    visible text (one string: a wire may join text blocks), tool calls, tool results and
+    images. Reasoning and provider metadata are not part of it."""
+    calls, results, images = [], [], []
+    for block in message["blocks"]:
+        kind = block.get("type")
+        if kind == "tool_use":
+            calls.append([block["id"], block["name"], block.get("input") or {}])
+        elif kind == "tool_result":
+            results.append(
+                [block["tool_use_id"], b.tool_result_text(block), bool(block.get("is_error"))]
+            )
+        elif kind == "image":
+            source = block.get("source") or {}
+            images.append(
+                source.get("url")
+                or hashlib.sha256(str(source.get("data", "")).encode()).hexdigest()
+            )
+    return [message["role"], b.rendered_text(message["blocks"]), calls, results, images]
+
+
+def chain(system: str, messages: list[dict]) -> list[str]:
+    """[hash of the system prompt, then of each message with everything before it]."""
+    head = hashlib.sha256(b"system\0" + system.encode()).hexdigest()
+    hashes = [head]
+    for message in messages:
+        data = json.dumps(_identity(message), sort_keys=True, ensure_ascii=False)
+        head = hashlib.sha256((head + data).encode()).hexdigest()
+        hashes.append(head)
+    return hashes
+
+
+# planning (reads) ---------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    hashes: list[str]  # len(messages) + 1
+    thread: Thread | None  # the thread continued (or forked from)
+    shared: int  # messages of the request already stored in `thread`
+    key: str  # the conversation key the answer carries
+
+    @property
+    def forks(self) -> bool:
+        return self.thread is not None and self.shared < self.thread.message_count
+
+
+def thread_plan(*, user, request: DropinRequest, key: str | None) -> Plan:
+    hashes = chain(request.system, request.messages)
+    if key is not None:
+        thread = Thread.objects.filter(key=key, active=True).first()
+        if thread is None:
+            return Plan(hashes, None, 0, key)
+        if thread.owner_id != user.pk:
+            raise DropinError(
+                404, "not_found", f"no conversation {key!r}", param="X-LCM-Conversation"
+            )
+        return Plan(hashes, thread, _shared(thread, hashes), key)
+    # No key: the caller's thread whose stored history is a prefix of the request (the
+    # longest such), found by its head hash in one indexed lookup. The last message of the
+    # request is new by definition (the client asks for an answer to it).
+    candidates = hashes[:-1]
+    thread = (
+        Thread.objects.filter(owner=user, active=True, head_hash__in=candidates)
+        .order_by("-message_count")
+        .first()
+    )
+    if thread is None:
+        return Plan(hashes, None, 0, f"lcm-{new_id().lower()}")
+    return Plan(hashes, thread, thread.message_count, thread.key)
+
+
+def _shared(thread: Thread, hashes: list[str]) -> int:
+    """How many of the request's messages the thread holds (a prefix: each hash covers
+    everything before it)."""
+    count = thread.message_count
+    if count < len(hashes) and hashes[count] == thread.head_hash:
+        return count  # the usual case: the stored history is a prefix of the request
+    if hashes[0] != chain(thread.system, [])[0]:
+        return 0
+    ids = [EXTERNAL_PREFIX + h for h in hashes[1 : count + 1]]
+    return Message.objects.filter(
+        conversation_id=thread.conversation_id, external_id__in=ids
+    ).count()
+
+
+# writing ------------------------------------------------------------------------------------
+
+
+def message_input(message: dict, chain_hash: str, *, extra_parts: tuple = ()) -> MessageInput:
+    blocks = message["blocks"]
+    only_results = blocks and all(block.get("type") == "tool_result" for block in blocks)
+    role = (
+        Role.ASSISTANT
+        if message["role"] == "assistant"
+        else Role.TOOL
+        if only_results
+        else Role.USER
+    )
+    parts = list(block_parts(blocks)) + list(extra_parts)
+    return MessageInput(
+        role=role,
+        content=b.rendered_text(blocks),
+        parts=tuple(PartInput(p.part_type, i, p.columns) for i, p in enumerate(parts)),
+        external_id=EXTERNAL_PREFIX + chain_hash,
+    )
+
+
+def _new_thread(
+    *, user, key: str, request: DropinRequest, spec: ModelSpec, parent=None, shared=0
+) -> Thread:
+    conversation, _ = conversation_create(
+        owner=user,
+        session_id=f"dropin:{new_id()}",
+        title=(f"drop-in {key}" + (f" (fork at message {shared})" if parent else ""))[:500],
+        token_budget=input_budget(spec, request),
+    )
+    return Thread(
+        owner=user,
+        conversation=conversation,
+        key=key,
+        system=request.system,
+        model=spec.name,
+        head_hash=chain(request.system, [])[0],
+        message_count=0,
+        parent=parent,
+        fork_position=shared,
+    )
+
+
+def thread_commit(*, user, plan: Plan, request: DropinRequest, spec: ModelSpec) -> Thread:
+    """The thread that holds the request's messages once this returns."""
+    thread = plan.thread
+    if thread is None or plan.forks:
+        child = _new_thread(
+            user=user, key=plan.key, request=request, spec=spec, parent=thread, shared=plan.shared
+        )
+        try:
+            with transaction.atomic(durable=True):
+                if thread is not None:
+                    # Compare-and-set: only one fork takes the key over.
+                    moved = Thread.objects.filter(pk=thread.pk, active=True).update(active=False)
+                    if not moved:
+                        raise IntegrityError("the thread was forked concurrently")
+                child.save()
+        except IntegrityError:
+            raise DropinError(
+                409,
+                "invalid_request",
+                f"conversation {plan.key!r} changed concurrently; retry",
+                param="X-LCM-Conversation",
+            ) from None
+        thread, start = child, 0
+    else:
+        start = plan.shared
+    _append(thread, request.messages, plan.hashes, start)
+    return thread
+
+
+def _append(thread: Thread, messages: list[dict], hashes: list[str], start: int) -> None:
+    if start >= len(messages):
+        return
+    inputs = [message_input(messages[i], hashes[i + 1]) for i in range(start, len(messages))]
+    messages_append(conversation_id=thread.conversation_id, messages=inputs)
+    _advance(thread, count=len(messages), head=hashes[len(messages)])
+
+
+def _advance(thread: Thread, *, count: int, head: str) -> None:
+    # Only forward: a concurrent request that already went further wins.
+    Thread.objects.filter(pk=thread.pk, message_count__lt=count).update(
+        message_count=count, head_hash=head
+    )
+    thread.message_count, thread.head_hash = max(thread.message_count, count), head
+
+
+def answer_store(
+    *, thread: Thread, request: DropinRequest, hashes: list[str], blocks: list[dict], status: str
+) -> None:
+    """Append the answer after the request's messages (marked when not completed)."""
+    message = {"role": "assistant", "blocks": blocks or [b.text("")]}
+    head = chain_next(hashes[-1], message)
+    extra = ()
+    if status not in ("completed", "paused"):
+        extra = (
+            PartInput(
+                PartType.STEP_FINISH,
+                None,
+                {"step_reason": status, "metadata": {"dropin": {"status": status}}},
+            ),
+        )
+    messages_append(
+        conversation_id=thread.conversation_id,
+        messages=[message_input(message, head, extra_parts=extra)],
+    )
+    _advance(thread, count=len(hashes), head=head)
+
+
+def chain_next(head: str, message: dict) -> str:
+    data = json.dumps(_identity(message), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256((head + data).encode()).hexdigest()
+
+
+# the upstream's input -----------------------------------------------------------------------
+
+
+def max_output(spec: ModelSpec, request: DropinRequest) -> int:
+    return min(request.max_tokens or spec.max_output_tokens, spec.max_output_tokens)
+
+
+def input_budget(spec: ModelSpec, request: DropinRequest) -> int:
+    margin = engine_config().budget.safety_margin_tokens
+    return max(256, spec.context_limit - max_output(spec, request) - margin)
+
+
+def message_tokens(message: dict) -> int:
+    identity = _identity(message)
+    rest = identity[2:]
+    extra = estimate(json.dumps(rest, ensure_ascii=False)) if any(rest) else 0
+    return 4 + estimate(identity[1]) + extra
+
+
+def request_tokens(system: str, messages: list[dict], tools: list[dict]) -> int:
+    return (
+        estimate(system)
+        + sum(message_tokens(message) for message in messages)
+        + (estimate(json.dumps(tools)) if tools else 0)
+    )
+
+
+@dataclass
+class Upstream:
+    system: str
+    messages: list[dict]
+    tokens: int
+    compacted: bool
+
+
+def upstream_messages(
+    *, thread: Thread, request: DropinRequest, spec: ModelSpec, extra_tools: list[dict]
+) -> Upstream:
+    tools = request.tools + extra_tools
+    budget = input_budget(spec, request)
+    sent = request_tokens(request.system, request.messages, tools)
+    if sent <= budget:
+        return Upstream(request.system, request.messages, sent, False)
+    conversation = Conversation.objects.get(pk=thread.conversation_id)
+    room = budget - estimate(json.dumps(tools)) if tools else budget
+    assembled = assemble_context(
+        conversation=conversation,
+        token_budget=max(1, room),
+        system=request.system,
+        fmt="anthropic",
+        describe_dropped=False,
+    )
+    messages = [
+        {"role": m["role"], "blocks": [_our_block(block) for block in m["content"]]}
+        for m in assembled.output["messages"]
+    ]
+    system = assembled.output.get("system") or request.system
+    return Upstream(system, messages, request_tokens(system, messages, tools), True)
+
+
+def _our_block(block: dict) -> dict:
+    kind = block.get("type")
+    if kind == "tool_use":
+        return b.tool_use(block["id"], block["name"], block.get("input") or {})
+    if kind == "tool_result":
+        content = block.get("content")
+        return b.tool_result(
+            block["tool_use_id"],
+            content if isinstance(content, str) else [_our_block(c) for c in content or []],
+            bool(block.get("is_error")),
+        )
+    return b.text(str(block.get("text", "")))

@@ -1,0 +1,312 @@
+"""The drop-in endpoints: `POST /openai/v1/chat/completions`, `GET /openai/v1/models`,
+`POST /anthropic/v1/messages`, `POST /anthropic/v1/messages/count_tokens`.
+
+Plain Django views (not DRF): each wire has its own error shape and stream format, which
+the SDKs parse byte for byte. A request is refused (in the wire's shape) before anything
+is written; then its new messages are stored, the upstream is called with no transaction
+open, and the answer is stored (a partial one too, when the client goes away).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import close_old_connections
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_POST
+
+from core.ids import new_id
+from dropin import services, wire_anthropic, wire_openai
+from dropin.auth import key_from_headers, user_for_key
+from dropin.errors import DropinError
+from dropin.requests import DropinRequest
+from providers.base import Finished, ProviderRequest, provider_for
+from providers.config import model_get, models, require_key
+from providers.errors import MissingKey, ProviderError, ToolOrderingError, UnknownModel
+
+logger = logging.getLogger("lcm.dropin")
+
+WIRES = {"openai": wire_openai, "anthropic": wire_anthropic}
+KEY_HEADER = "X-LCM-Conversation"
+MAX_KEY_LENGTH = 200
+
+
+def _error(wire, error: DropinError) -> JsonResponse:
+    response = JsonResponse(wire.error_body(error), status=error.status)
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
+
+
+def _body(request) -> dict:
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise DropinError(
+            413, "too_large", f"the request body exceeds {settings.LCM_MAX_REQUEST_BYTES} bytes"
+        ) from None
+    if len(raw) > settings.LCM_MAX_REQUEST_BYTES:
+        raise DropinError(
+            413, "too_large", f"the request body exceeds {settings.LCM_MAX_REQUEST_BYTES} bytes"
+        )
+    try:
+        body = json.loads(raw or b"null")
+    except (ValueError, UnicodeDecodeError):
+        raise DropinError(
+            400, "invalid_request", "the body is not valid JSON", param="body"
+        ) from None
+    if not isinstance(body, dict):
+        raise DropinError(400, "invalid_request", "the body must be a JSON object", param="body")
+    return body
+
+
+def _user(request):
+    user = user_for_key(key_from_headers(request.headers))
+    if user is None:
+        raise DropinError(
+            401,
+            "authentication",
+            "invalid API key: send an LCM API token as `Authorization: Bearer KEY` or `x-api-key`",
+            code="invalid_api_key",
+        )
+    return user
+
+
+def _spec(name: str):
+    try:
+        spec = model_get(name)
+    except UnknownModel as error:
+        raise DropinError(
+            404, "not_found", error.message, param="model", code="model_not_found"
+        ) from None
+    try:
+        require_key(spec)
+    except MissingKey as error:
+        raise DropinError(
+            400, "invalid_request", error.message, param="model", code="missing_api_key"
+        ) from None
+    return spec
+
+
+def _conversation_key(request) -> str | None:
+    key = request.headers.get(KEY_HEADER)
+    if key is None:
+        return None
+    key = key.strip()
+    if not key or len(key) > MAX_KEY_LENGTH:
+        raise DropinError(
+            400,
+            "invalid_request",
+            f"{KEY_HEADER} must be 1 to {MAX_KEY_LENGTH} characters",
+            param=KEY_HEADER,
+        )
+    return key
+
+
+def _memory_tools_requested(request) -> bool:
+    value = (request.headers.get("X-LCM-Tools") or "").strip().lower()
+    return value == "memory"
+
+
+def _serve(request, wire) -> HttpResponse:
+    started = time.perf_counter()
+    try:
+        user = _user(request)
+        body = _body(request)
+        parsed: DropinRequest = wire.parse(body)
+        spec = _spec(parsed.model)
+        key = _conversation_key(request)
+        if _memory_tools_requested(request):
+            raise DropinError(
+                400,
+                "invalid_request",
+                "X-LCM-Tools: memory is not available yet",
+                param="X-LCM-Tools",
+            )
+        # Refuse what the upstream cannot take (tool ordering) before storing anything.
+        _check_ordering(parsed)
+        plan = services.thread_plan(user=user, request=parsed, key=key)
+        thread = services.thread_commit(user=user, plan=plan, request=parsed, spec=spec)
+        upstream = services.upstream_messages(
+            thread=thread, request=parsed, spec=spec, extra_tools=[]
+        )
+    except DropinError as error:
+        return _error(wire, error)
+    provider_request = ProviderRequest(
+        model=spec,
+        system=upstream.system,
+        messages=upstream.messages,
+        tools=parsed.tools,
+        max_output_tokens=services.max_output(spec, parsed),
+        options=parsed.options,
+        purpose="turn",
+        conversation_id=thread.conversation_id,
+    )
+    headers = {
+        KEY_HEADER: plan.key,
+        "X-LCM-Conversation-Id": str(thread.conversation_id),
+        "X-LCM-Tokens-Sent": str(upstream.tokens),
+        "X-LCM-Compacted": "true" if upstream.compacted else "false",
+        "X-LCM-Forked": "true" if plan.forks else "false",
+    }
+    answer_id = ("chatcmpl-" if wire is wire_openai else "msg_") + new_id().lower()
+    prepared_ms = (time.perf_counter() - started) * 1000
+    headers["X-LCM-Server-Ms"] = f"{prepared_ms:.2f}"
+    close_old_connections()
+    if parsed.stream:
+        return _stream(wire, parsed, provider_request, thread, plan, headers, answer_id)
+    try:
+        response = provider_for(spec).complete(provider_request)
+    except ProviderError as error:
+        return _error(wire, _upstream_error(error))
+    services.answer_store(
+        thread=thread,
+        request=parsed,
+        hashes=plan.hashes,
+        blocks=response.blocks,
+        status=response.outcome["status"],
+    )
+    if response.outcome["status"] == "failed":
+        return _error(
+            wire,
+            DropinError(
+                502, "upstream", response.outcome.get("message") or "the upstream model failed"
+            ),
+        )
+    result = JsonResponse(wire.response_body(parsed, response, answer_id))
+    for name, value in headers.items():
+        result[name] = value
+    return result
+
+
+def _check_ordering(parsed: DropinRequest) -> None:
+    from providers.ordering import check_tool_ordering, tool_results_first
+
+    try:
+        check_tool_ordering([tool_results_first(message) for message in parsed.messages])
+    except ToolOrderingError as error:
+        raise DropinError(400, "invalid_request", str(error), param="messages") from None
+
+
+def _upstream_error(error: ProviderError) -> DropinError:
+    status = error.status if error.status and 400 <= error.status < 600 else 502
+    return DropinError(
+        status,
+        "upstream",
+        f"upstream {error.provider or 'model'}: {error.message}",
+        code=error.code,
+    )
+
+
+def _stream(wire, parsed, provider_request, thread, plan, headers, answer_id) -> HttpResponse:
+    provider = provider_for(provider_request.model)
+    try:
+        events = provider.stream(provider_request)
+        first = next(events)  # opens the call: errors before the first byte are refused here
+    except ProviderError as error:
+        return _error(wire, _upstream_error(error))
+
+    def body():
+        writer = wire.StreamWriter(parsed, answer_id)
+        collected: list = []
+        finished = None
+        try:
+            yield from writer.start()
+            pending = [first]
+            while True:
+                event = pending.pop() if pending else next(events, None)
+                if event is None:
+                    break
+                if isinstance(event, Finished):
+                    finished = event.response
+                    break
+                collected.append(event)
+                yield from writer.event(event)
+            if finished is not None:
+                services.answer_store(
+                    thread=thread,
+                    request=parsed,
+                    hashes=plan.hashes,
+                    blocks=finished.blocks,
+                    status=finished.outcome["status"],
+                )
+                yield from writer.finish(finished)
+        finally:
+            if finished is None:  # the client went away: keep what came, marked incomplete
+                events.close()
+                blocks = _partial_blocks(collected)
+                try:
+                    services.answer_store(
+                        thread=thread,
+                        request=parsed,
+                        hashes=plan.hashes,
+                        blocks=blocks,
+                        status="incomplete",
+                    )
+                except Exception:
+                    logger.exception("storing a partial drop-in answer failed")
+            close_old_connections()
+
+    response = StreamingHttpResponse(body(), content_type="text/event-stream; charset=utf-8")
+    response["Cache-Control"] = "no-cache"
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+def _partial_blocks(events: list) -> list[dict]:
+    from providers import blocks as b
+    from providers.base import TextDelta
+
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    return [b.text(text)] if text else []
+
+
+@csrf_exempt
+@require_POST
+def chat_completions(request) -> HttpResponse:
+    return _serve(request, wire_openai)
+
+
+@csrf_exempt
+@require_POST
+def anthropic_messages(request) -> HttpResponse:
+    return _serve(request, wire_anthropic)
+
+
+@csrf_exempt
+@require_POST
+def anthropic_count_tokens(request) -> HttpResponse:
+    try:
+        _user(request)
+        parsed = wire_anthropic.parse(_body(request), counting=True)
+        try:
+            model_get(parsed.model)
+        except UnknownModel as error:
+            raise DropinError(404, "not_found", error.message, param="model") from None
+    except DropinError as error:
+        return _error(wire_anthropic, error)
+    tokens = services.request_tokens(parsed.system, parsed.messages, parsed.tools)
+    return JsonResponse({"input_tokens": tokens})
+
+
+@require_GET
+def openai_models(request) -> HttpResponse:
+    try:
+        _user(request)
+    except DropinError as error:
+        return _error(wire_openai, error)
+    return JsonResponse(
+        {
+            "object": "list",
+            "data": [
+                {"id": spec.name, "object": "model", "created": 0, "owned_by": spec.provider}
+                for spec in models()
+            ],
+        }
+    )
