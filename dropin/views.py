@@ -190,7 +190,7 @@ def _check_ordering(parsed: DropinRequest) -> None:
     try:
         check_tool_ordering([tool_results_first(message) for message in parsed.messages])
     except ToolOrderingError as error:
-        raise DropinError(400, "invalid_request", str(error), param="messages") from None
+        raise DropinError(400, "invalid_request", f"messages: {error}", param="messages") from None
 
 
 def _upstream_error(error: ProviderError) -> DropinError:
