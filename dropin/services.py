@@ -87,10 +87,10 @@ class Plan:
     thread: Thread | None  # the thread continued (or forked from)
     shared: int  # messages of the request already stored in `thread`
     key: str  # the conversation key the answer carries
+    forks: bool = False  # the request's history differs from the thread's: a new branch
 
-    @property
-    def forks(self) -> bool:
-        return self.thread is not None and self.shared < self.thread.message_count
+    def __post_init__(self) -> None:
+        self.forks = self.thread is not None and self.shared < self.thread.message_count
 
 
 def thread_plan(*, user, request: DropinRequest, key: str | None) -> Plan:
