@@ -654,6 +654,14 @@ SETTINGS: tuple[Setting, ...] = (
         0.5,
         600,
     ),
+    # Drop-in endpoints (docs/drop-in.md) ---------------------------------------------------
+    Setting(
+        "LCM_DROPIN_MEMORY_TOOLS",
+        bool,
+        False,
+        "Offer the memory tools (lcm_grep, lcm_describe, lcm_expand, memory_search) on every "
+        "drop-in request, as `X-LCM-Tools: memory` does for one.",
+    ),
 )
 
 SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}

@@ -32,6 +32,7 @@ class Thread(models.Model):
     system = models.TextField(blank=True, default="")
     model = models.CharField(max_length=255)
     head_hash = models.CharField(max_length=64)
+    root_hash = models.CharField(max_length=64, blank=True, default="")  # its first message's
     message_count = models.PositiveIntegerField(default=0)
     parent = models.ForeignKey(
         "self", on_delete=models.PROTECT, null=True, blank=True, related_name="forks"
@@ -46,7 +47,10 @@ class Thread(models.Model):
                 fields=["key"], condition=Q(active=True), name="dropin_thread_active_key"
             ),
         ]
-        indexes = [models.Index(fields=["owner", "head_hash"], name="dropin_thread_head")]
+        indexes = [
+            models.Index(fields=["owner", "head_hash"], name="dropin_thread_head"),
+            models.Index(fields=["owner", "root_hash"], name="dropin_thread_root"),
+        ]
 
     def __str__(self) -> str:
         return f"drop-in thread {self.key} (conversation {self.conversation_id})"

@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from compaction.assembly import assemble_context
 from conversations.inputs import MessageInput, PartInput
@@ -40,6 +41,9 @@ from providers.config import ModelSpec, engine_config
 from turns.mirror import _block_parts as block_parts
 
 EXTERNAL_PREFIX = "dropin:"
+# Without a key, how many of the caller's threads with the same first message are compared
+# with a request that continues none of them (the most recently used first).
+FORK_CANDIDATES = 5
 
 
 # identity -----------------------------------------------------------------------------------
@@ -87,6 +91,7 @@ class Plan:
     thread: Thread | None  # the thread continued (or forked from)
     shared: int  # messages of the request already stored in `thread`
     key: str  # the conversation key the answer carries
+    keyed: bool = False  # named by X-LCM-Conversation (a fork takes the key over)
     forks: bool = False  # the request's history differs from the thread's: a new branch
 
     def __post_init__(self) -> None:
@@ -98,12 +103,12 @@ def thread_plan(*, user, request: DropinRequest, key: str | None) -> Plan:
     if key is not None:
         thread = Thread.objects.filter(key=key, active=True).first()
         if thread is None:
-            return Plan(hashes, None, 0, key)
+            return Plan(hashes, None, 0, key, keyed=True)
         if thread.owner_id != user.pk:
             raise DropinError(
                 404, "not_found", f"no conversation {key!r}", param="X-LCM-Conversation"
             )
-        return Plan(hashes, thread, _shared(thread, hashes), key)
+        return Plan(hashes, thread, _shared(thread, hashes), key, keyed=True)
     # No key: the caller's thread whose stored history is a prefix of the request (the
     # longest such), found by its head hash in one indexed lookup. The last message of the
     # request is new by definition (the client asks for an answer to it).
@@ -113,9 +118,19 @@ def thread_plan(*, user, request: DropinRequest, key: str | None) -> Plan:
         .order_by("-message_count")
         .first()
     )
-    if thread is None:
-        return Plan(hashes, None, 0, f"lcm-{new_id().lower()}")
-    return Plan(hashes, thread, thread.message_count, thread.key)
+    if thread is not None:
+        return Plan(hashes, thread, thread.message_count, thread.key)
+    # A history that shares a beginning with one of the caller's recent threads but differs
+    # later (an edited or regenerated message) forks that thread at the first difference.
+    key = f"lcm-{new_id().lower()}"
+    best, shared = None, 0
+    if len(hashes) > 2:
+        recent = Thread.objects.filter(owner=user, root_hash=hashes[1]).order_by("-updated_at")
+        for candidate in recent[:FORK_CANDIDATES]:
+            count = _shared(candidate, hashes)
+            if count > shared:
+                best, shared = candidate, count
+    return Plan(hashes, best, shared, key)
 
 
 def _shared(thread: Thread, hashes: list[str]) -> int:
@@ -185,7 +200,7 @@ def thread_commit(*, user, plan: Plan, request: DropinRequest, spec: ModelSpec) 
         )
         try:
             with transaction.atomic(durable=True):
-                if thread is not None:
+                if thread is not None and plan.keyed:
                     # Compare-and-set: only one fork takes the key over.
                     moved = Thread.objects.filter(pk=thread.pk, active=True).update(active=False)
                     if not moved:
@@ -210,13 +225,13 @@ def _append(thread: Thread, messages: list[dict], hashes: list[str], start: int)
         return
     inputs = [message_input(messages[i], hashes[i + 1]) for i in range(start, len(messages))]
     messages_append(conversation_id=thread.conversation_id, messages=inputs)
-    _advance(thread, count=len(messages), head=hashes[len(messages)])
+    _advance(thread, count=len(messages), head=hashes[len(messages)], root=hashes[1])
 
 
-def _advance(thread: Thread, *, count: int, head: str) -> None:
+def _advance(thread: Thread, *, count: int, head: str, root: str) -> None:
     # Only forward: a concurrent request that already went further wins.
     Thread.objects.filter(pk=thread.pk, message_count__lt=count).update(
-        message_count=count, head_hash=head
+        message_count=count, head_hash=head, root_hash=root, updated_at=timezone.now()
     )
     thread.message_count, thread.head_hash = max(thread.message_count, count), head
 
@@ -240,7 +255,7 @@ def answer_store(
         conversation_id=thread.conversation_id,
         messages=[message_input(message, head, extra_parts=extra)],
     )
-    _advance(thread, count=len(hashes), head=head)
+    _advance(thread, count=len(hashes), head=head, root=hashes[1])
 
 
 def chain_next(head: str, message: dict) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import replace
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -22,10 +23,19 @@ from django.views.decorators.http import require_GET, require_POST
 
 from core.ids import new_id
 from dropin import services, wire_anthropic, wire_openai
+from dropin import tools as dropin_tools
 from dropin.auth import key_from_headers, user_for_key
 from dropin.errors import DropinError
 from dropin.requests import DropinRequest
-from providers.base import Finished, ProviderRequest, provider_for
+from providers import blocks
+from providers.base import (
+    Finished,
+    ProviderRequest,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    provider_for,
+)
 from providers.config import model_get, models, require_key
 from providers.errors import MissingKey, ProviderError, ToolOrderingError, UnknownModel
 
@@ -109,6 +119,7 @@ def _conversation_key(request) -> str | None:
 
 
 def _memory_tools_requested(request) -> bool:
+    """`X-LCM-Tools: memory` (the only value known today)."""
     value = (request.headers.get("X-LCM-Tools") or "").strip().lower()
     return value == "memory"
 
@@ -121,19 +132,22 @@ def _serve(request, wire) -> HttpResponse:
         parsed: DropinRequest = wire.parse(body)
         spec = _spec(parsed.model)
         key = _conversation_key(request)
-        if _memory_tools_requested(request):
+        memory = _memory_tools_requested(request) or settings.LCM_DROPIN_MEMORY_TOOLS
+        extra_tools = dropin_tools.definitions() if memory else []
+        clash = {t["name"] for t in parsed.tools} & {t["name"] for t in extra_tools}
+        if clash:
             raise DropinError(
                 400,
                 "invalid_request",
-                "X-LCM-Tools: memory is not available yet",
-                param="X-LCM-Tools",
+                f"tools: {', '.join(sorted(clash))} is a memory tool name; rename the client tool",
+                param="tools",
             )
         # Refuse what the upstream cannot take (tool ordering) before storing anything.
         _check_ordering(parsed)
         plan = services.thread_plan(user=user, request=parsed, key=key)
         thread = services.thread_commit(user=user, plan=plan, request=parsed, spec=spec)
         upstream = services.upstream_messages(
-            thread=thread, request=parsed, spec=spec, extra_tools=[]
+            thread=thread, request=parsed, spec=spec, extra_tools=extra_tools
         )
     except DropinError as error:
         return _error(wire, error)
@@ -141,7 +155,7 @@ def _serve(request, wire) -> HttpResponse:
         model=spec,
         system=upstream.system,
         messages=upstream.messages,
-        tools=parsed.tools,
+        tools=parsed.tools + extra_tools,
         max_output_tokens=services.max_output(spec, parsed),
         options=parsed.options,
         purpose="turn",
@@ -155,13 +169,16 @@ def _serve(request, wire) -> HttpResponse:
         "X-LCM-Forked": "true" if plan.forks else "false",
     }
     answer_id = ("chatcmpl-" if wire is wire_openai else "msg_") + new_id().lower()
-    prepared_ms = (time.perf_counter() - started) * 1000
-    headers["X-LCM-Server-Ms"] = f"{prepared_ms:.2f}"
+    headers["X-LCM-Server-Ms"] = f"{(time.perf_counter() - started) * 1000:.2f}"
     close_old_connections()
-    if parsed.stream:
+    if parsed.stream and not extra_tools:
         return _stream(wire, parsed, provider_request, thread, plan, headers, answer_id)
     try:
-        response = provider_for(spec).complete(provider_request)
+        if extra_tools:
+            response, steps = _memory_loop(provider_request, user=user, thread=thread)
+            headers["X-LCM-Tool-Steps"] = str(steps)
+        else:
+            response = provider_for(spec).complete(provider_request)
     except ProviderError as error:
         return _error(wire, _upstream_error(error))
     services.answer_store(
@@ -171,17 +188,74 @@ def _serve(request, wire) -> HttpResponse:
         blocks=response.blocks,
         status=response.outcome["status"],
     )
-    if response.outcome["status"] == "failed":
+    if parsed.stream:  # memory tools: the final answer, streamed in the wire's format
+        result = StreamingHttpResponse(
+            _replayed(wire, parsed, response, answer_id),
+            content_type="text/event-stream; charset=utf-8",
+        )
+    elif response.outcome["status"] == "failed":
         return _error(
             wire,
             DropinError(
                 502, "upstream", response.outcome.get("message") or "the upstream model failed"
             ),
         )
-    result = JsonResponse(wire.response_body(parsed, response, answer_id))
+    else:
+        result = JsonResponse(wire.response_body(parsed, response, answer_id))
     for name, value in headers.items():
         result[name] = value
     return result
+
+
+def _memory_loop(provider_request: ProviderRequest, *, user, thread):
+    """Call the model; while it calls only memory tools, run them and call it again (at
+    most LCM_TURN_MAX_STEPS calls). The client sees its own tool calls and the answer only:
+    memory tool calls are taken out of what it gets."""
+    provider = provider_for(provider_request.model)
+    messages = list(provider_request.messages)
+    steps = 0
+    while True:
+        steps += 1
+        response = provider.complete(replace(provider_request, messages=messages))
+        calls = [block for block in response.blocks if block["type"] == "tool_use"]
+        ours = [call for call in calls if call["name"] in dropin_tools.NAMES]
+        if not ours:
+            return response, steps
+        if len(ours) != len(calls) or steps >= settings.LCM_TURN_MAX_STEPS:
+            response.blocks = [
+                block
+                for block in response.blocks
+                if not (block["type"] == "tool_use" and block["name"] in dropin_tools.NAMES)
+            ]
+            return response, steps
+        results = []
+        for call in ours:
+            outcome = dropin_tools.execute(
+                user=user,
+                conversation_id=thread.conversation_id,
+                name=call["name"],
+                input=call.get("input") or {},
+            )
+            results.append(
+                blocks.tool_result(call["id"], str(outcome["content"]), bool(outcome["is_error"]))
+            )
+        messages += [
+            {"role": "assistant", "blocks": response.blocks},
+            {"role": "user", "blocks": results},
+        ]
+
+
+def _replayed(wire, parsed, response, answer_id):
+    """A whole response as the wire's stream (the memory tool loop ran before it)."""
+    writer = wire.StreamWriter(parsed, answer_id)
+    yield from writer.start()
+    for index, block in enumerate(response.blocks):
+        if block["type"] == "text" and block["text"]:
+            yield from writer.event(TextDelta(index, block["text"]))
+        elif block["type"] == "tool_use":
+            yield from writer.event(ToolCallStart(index, block["id"], block["name"]))
+            yield from writer.event(ToolCallDelta(index, json.dumps(block["input"])))
+    yield from writer.finish(response)
 
 
 def _check_ordering(parsed: DropinRequest) -> None:
@@ -260,11 +334,8 @@ def _stream(wire, parsed, provider_request, thread, plan, headers, answer_id) ->
 
 
 def _partial_blocks(events: list) -> list[dict]:
-    from providers import blocks as b
-    from providers.base import TextDelta
-
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
-    return [b.text(text)] if text else []
+    return [blocks.text(text)] if text else []
 
 
 @csrf_exempt

@@ -122,16 +122,19 @@ def test_a_client_that_goes_away_leaves_the_partial_answer_marked_incomplete(
     upstreams, live_server, caller
 ):
     upstreams.chat.enqueue(chat_text_stream("abcdefghij", chunks=10, chunk_delay=0.2))
-    with httpx.Client(timeout=30) as client, client.stream(
-        "POST",
-        live_server.url + "/openai/v1/chat/completions",
-        json={
-            "model": "local",
-            "messages": [{"role": "user", "content": "go"}],
-            "stream": True,
-        },
-        headers={"Authorization": f"Bearer {caller[1]}"},
-    ) as response:
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream(
+            "POST",
+            live_server.url + "/openai/v1/chat/completions",
+            json={
+                "model": "local",
+                "messages": [{"role": "user", "content": "go"}],
+                "stream": True,
+            },
+            headers={"Authorization": f"Bearer {caller[1]}"},
+        ) as response,
+    ):
         assert response.status_code == 200
         seen = 0
         for line in response.iter_lines():
