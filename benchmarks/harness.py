@@ -47,6 +47,7 @@ BENCH_MODULES = [
     "benchmarks.memory",
     "benchmarks.importers",
     "benchmarks.mcpserver",
+    "benchmarks.dropin",
 ]
 
 

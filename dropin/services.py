@@ -71,15 +71,25 @@ def _identity(message: dict) -> list:
     return [message["role"], b.rendered_text(message["blocks"]), calls, results, images]
 
 
+def _identity_data(message: dict) -> str:
+    identity = _identity(message)
+    if not any(identity[2:]):  # a plain text message: no JSON needed
+        return f"{identity[0]}\0{identity[1]}"
+    return json.dumps(identity, sort_keys=True, ensure_ascii=False)
+
+
 def chain(system: str, messages: list[dict]) -> list[str]:
     """[hash of the system prompt, then of each message with everything before it]."""
     head = hashlib.sha256(b"system\0" + system.encode()).hexdigest()
     hashes = [head]
     for message in messages:
-        data = json.dumps(_identity(message), sort_keys=True, ensure_ascii=False)
-        head = hashlib.sha256((head + data).encode()).hexdigest()
+        head = chain_next(head, message)
         hashes.append(head)
     return hashes
+
+
+def chain_next(head: str, message: dict) -> str:
+    return hashlib.sha256((head + _identity_data(message)).encode()).hexdigest()
 
 
 # planning (reads) ---------------------------------------------------------------------------
@@ -258,11 +268,6 @@ def answer_store(
     _advance(thread, count=len(hashes), head=head, root=hashes[1])
 
 
-def chain_next(head: str, message: dict) -> str:
-    data = json.dumps(_identity(message), sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256((head + data).encode()).hexdigest()
-
-
 # the upstream's input -----------------------------------------------------------------------
 
 
@@ -275,19 +280,21 @@ def input_budget(spec: ModelSpec, request: DropinRequest) -> int:
     return max(256, spec.context_limit - max_output(spec, request) - margin)
 
 
-def message_tokens(message: dict) -> int:
-    identity = _identity(message)
-    rest = identity[2:]
-    extra = estimate(json.dumps(rest, ensure_ascii=False)) if any(rest) else 0
-    return 4 + estimate(identity[1]) + extra
-
-
 def request_tokens(system: str, messages: list[dict], tools: list[dict]) -> int:
-    return (
-        estimate(system)
-        + sum(message_tokens(message) for message in messages)
-        + (estimate(json.dumps(tools)) if tools else 0)
-    )
+    """The estimate of what the upstream is sent: the texts (estimated at once), tool calls,
+    results and images as JSON, and 4 tokens of framing per message."""
+    texts, extra = ([system] if system else []), []
+    for message in messages:
+        identity = _identity(message)
+        texts.append(identity[1])
+        if any(identity[2:]):
+            extra.append(identity[2:])
+    total = estimate("\n".join(texts)) + 4 * len(messages)
+    if extra:
+        total += estimate(json.dumps(extra, ensure_ascii=False))
+    if tools:
+        total += estimate(json.dumps(tools))
+    return total
 
 
 @dataclass

@@ -170,7 +170,6 @@ def _serve(request, wire) -> HttpResponse:
     }
     answer_id = ("chatcmpl-" if wire is wire_openai else "msg_") + new_id().lower()
     headers["X-LCM-Server-Ms"] = f"{(time.perf_counter() - started) * 1000:.2f}"
-    close_old_connections()
     if parsed.stream and not extra_tools:
         return _stream(wire, parsed, provider_request, thread, plan, headers, answer_id)
     try:
@@ -284,6 +283,7 @@ def _stream(wire, parsed, provider_request, thread, plan, headers, answer_id) ->
         first = next(events)  # opens the call: errors before the first byte are refused here
     except ProviderError as error:
         return _error(wire, _upstream_error(error))
+    close_old_connections()  # no database connection is held while the stream runs
 
     def body():
         writer = wire.StreamWriter(parsed, answer_id)

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from providers import blocks as b
 from providers.base import (
@@ -73,14 +74,22 @@ class OpenAIChatProvider(SdkAdapter):
         return params
 
     def create(self, client, params: dict, *, stream: bool):
+        # `client.post` (the SDK's documented call for any path) sends our body as it is:
+        # the typed `chat.completions.create` re-walks every message of the body against
+        # its TypedDicts first, which costs ~0.1 ms per message (150 ms for a long history).
+        options = {"timeout": self.timeout}
         if stream:
-            return client.chat.completions.create(
-                **params,
+            return client.post(
+                "/chat/completions",
+                body={**params, "stream": True, "stream_options": {"include_usage": True}},
+                cast_to=ChatCompletion,
+                options=options,
                 stream=True,
-                stream_options={"include_usage": True},
-                timeout=self.timeout,
+                stream_cls=openai.Stream[ChatCompletionChunk],
             )
-        return client.chat.completions.create(**params, timeout=self.timeout)
+        return client.post(
+            "/chat/completions", body=params, cast_to=ChatCompletion, options=options
+        )
 
     def response_from_raw(self, raw_request: dict, raw: dict, secrets) -> ProviderResponse:
         return response_from_completion(self.spec, raw_request, raw)
