@@ -280,3 +280,17 @@ def test_an_upstream_stream_error_before_the_first_byte_keeps_its_status(
             )
         assert caught.value.body["error"]["type"] == "api_error"
         assert "too long" in caught.value.body["error"]["message"]
+
+
+def test_the_offline_model_answers_without_any_upstream(upstreams, oai, claude):
+    completion = oai.chat.completions.create(
+        model="offline", messages=[{"role": "user", "content": "Hello"}]
+    )
+    assert completion.choices[0].message.content
+    assert completion.choices[0].finish_reason == "stop"
+    with claude.messages.stream(
+        model="offline", max_tokens=50, messages=[{"role": "user", "content": "Hello"}]
+    ) as stream:
+        text = "".join(stream.text_stream)
+    assert text
+    assert upstreams.chat.requests == [] and upstreams.messages.requests == []
