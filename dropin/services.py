@@ -182,13 +182,14 @@ def message_input(message: dict, chain_hash: str, *, extra_parts: tuple = ()) ->
 def _new_thread(
     *, user, key: str, request: DropinRequest, spec: ModelSpec, parent=None, shared=0
 ) -> Thread:
+    """Call inside a transaction: the conversation and its thread are written together."""
     conversation, _ = conversation_create(
         owner=user,
         session_id=f"dropin:{new_id()}",
         title=(f"drop-in {key}" + (f" (fork at message {shared})" if parent else ""))[:500],
         token_budget=input_budget(spec, request),
     )
-    return Thread(
+    return Thread.objects.create(
         owner=user,
         conversation=conversation,
         key=key,
@@ -201,33 +202,55 @@ def _new_thread(
     )
 
 
+class Raced(Exception):
+    """Another request created or forked the same keyed thread first: plan again."""
+
+
 def thread_commit(*, user, plan: Plan, request: DropinRequest, spec: ModelSpec) -> Thread:
-    """The thread that holds the request's messages once this returns."""
+    """The thread that holds the request's messages once this returns; raises `Raced` when
+    a concurrent request took the key first (nothing was written)."""
     thread = plan.thread
     if thread is None or plan.forks:
-        child = _new_thread(
-            user=user, key=plan.key, request=request, spec=spec, parent=thread, shared=plan.shared
-        )
         try:
             with transaction.atomic(durable=True):
                 if thread is not None and plan.keyed:
                     # Compare-and-set: only one fork takes the key over.
                     moved = Thread.objects.filter(pk=thread.pk, active=True).update(active=False)
                     if not moved:
-                        raise IntegrityError("the thread was forked concurrently")
-                child.save()
-        except IntegrityError:
-            raise DropinError(
-                409,
-                "invalid_request",
-                f"conversation {plan.key!r} changed concurrently; retry",
-                param="X-LCM-Conversation",
-            ) from None
+                        raise Raced()
+                child = _new_thread(
+                    user=user,
+                    key=plan.key,
+                    request=request,
+                    spec=spec,
+                    parent=thread,
+                    shared=plan.shared,
+                )
+        except IntegrityError:  # the unique active key: another request created it first
+            raise Raced() from None
         thread, start = child, 0
     else:
         start = plan.shared
     _append(thread, request.messages, plan.hashes, start)
     return thread
+
+
+def thread_for(*, user, request: DropinRequest, key: str | None, spec: ModelSpec):
+    """(plan, thread): plan, then commit; a request that lost a race to create or fork
+    the same key plans again (once more), now continuing the winner's thread."""
+    for attempt in range(3):
+        plan = thread_plan(user=user, request=request, key=key)
+        try:
+            return plan, thread_commit(user=user, plan=plan, request=request, spec=spec)
+        except Raced:
+            if attempt == 2:
+                raise DropinError(
+                    409,
+                    "invalid_request",
+                    f"conversation {plan.key!r} changed concurrently; retry",
+                    param="X-LCM-Conversation",
+                ) from None
+    raise AssertionError("unreachable")
 
 
 def _append(thread: Thread, messages: list[dict], hashes: list[str], start: int) -> None:

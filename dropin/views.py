@@ -144,8 +144,7 @@ def _serve(request, wire) -> HttpResponse:
             )
         # Refuse what the upstream cannot take (tool ordering) before storing anything.
         _check_ordering(parsed)
-        plan = services.thread_plan(user=user, request=parsed, key=key)
-        thread = services.thread_commit(user=user, plan=plan, request=parsed, spec=spec)
+        plan, thread = services.thread_for(user=user, request=parsed, key=key, spec=spec)
         upstream = services.upstream_messages(
             thread=thread, request=parsed, spec=spec, extra_tools=extra_tools
         )
