@@ -27,3 +27,15 @@ class DropinError(Exception):
 
 def invalid(message: str, param: str | None = None) -> DropinError:
     return DropinError(400, "invalid_request", message, param=param, code="invalid_value")
+
+
+def broken(response) -> bool:
+    """An upstream answer that failed, or whose stream broke before its end: the client's
+    stream ends with its wire's error event (what came is stored, marked incomplete)."""
+    outcome = response.outcome
+    if outcome["status"] == "failed":
+        return True
+    return outcome["status"] == "incomplete" and outcome.get("reason") in (
+        "connection_lost",
+        "timeout",
+    )

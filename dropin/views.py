@@ -25,7 +25,7 @@ from core.ids import new_id
 from dropin import services, wire_anthropic, wire_openai
 from dropin import tools as dropin_tools
 from dropin.auth import key_from_headers, user_for_key
-from dropin.errors import DropinError
+from dropin.errors import DropinError, broken
 from dropin.requests import DropinRequest
 from providers import blocks
 from providers.base import (
@@ -191,7 +191,7 @@ def _serve(request, wire) -> HttpResponse:
             _replayed(wire, parsed, response, answer_id),
             content_type="text/event-stream; charset=utf-8",
         )
-    elif response.outcome["status"] == "failed":
+    elif broken(response):
         return _error(
             wire,
             DropinError(

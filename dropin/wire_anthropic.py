@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-from dropin.errors import DropinError, invalid
+from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
 from providers import blocks as b
 from providers.anthropic_wire import our_block
@@ -285,7 +285,7 @@ class StreamWriter:
 
     def finish(self, response: ProviderResponse) -> Iterator[bytes]:
         yield from self._close()
-        if response.outcome["status"] == "failed":
+        if broken(response):
             yield from self.error(
                 DropinError(
                     502,

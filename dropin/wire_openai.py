@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Iterator
 
-from dropin.errors import DropinError, invalid
+from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
 from providers import blocks as b
 from providers.base import ProviderResponse, TextDelta, ToolCallDelta, ToolCallStart
@@ -294,7 +294,7 @@ class StreamWriter:
             )
 
     def finish(self, response: ProviderResponse) -> Iterator[bytes]:
-        if response.outcome["status"] == "failed":
+        if broken(response):
             yield from self.error(
                 DropinError(
                     502,

@@ -151,3 +151,34 @@ def test_a_client_that_goes_away_leaves_the_partial_answer_marked_incomplete(
     assert len(answer.content) < 10
     marker = MessagePart.objects.get(message=answer, part_type="step_finish")
     assert marker.step_reason == "incomplete"
+
+
+def test_an_upstream_stream_that_breaks_ends_with_the_wires_error_event(upstreams, oai, claude):
+    import anthropic
+    import openai
+    import pytest
+
+    upstreams.chat.enqueue(chat_text_stream("abcdefgh", chunks=4).dropped_after(3))
+    with pytest.raises(openai.APIError) as caught:
+        list(
+            oai.chat.completions.create(
+                model="local", messages=[{"role": "user", "content": "one"}], stream=True
+            )
+        )
+    assert "the stream ended" in str(caught.value)
+
+    upstreams.chat.enqueue(chat_text_stream("abcdefgh", chunks=4).dropped_after(3))
+    with pytest.raises(anthropic.APIStatusError) as caught, claude.messages.stream(
+        model="local", max_tokens=20, messages=[{"role": "user", "content": "two"}]
+    ) as stream:
+        list(stream.text_stream)
+    assert caught.value.body["error"]["type"] == "api_error"
+
+    partial = Message.objects.filter(role="assistant").order_by("id")
+    assert [m.content for m in partial] == ["abcd", "abcd"]  # role chunk, "ab", "cd"
+    assert (
+        MessagePart.objects.filter(
+            message__in=partial, part_type="step_finish", step_reason="incomplete"
+        ).count()
+        == 2
+    )

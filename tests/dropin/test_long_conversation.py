@@ -14,7 +14,7 @@ from conversations.models import Message
 from core.tokens import estimate
 from dropin.models import Thread
 from retrieval.grep import GrepRequest, grep_for_user
-from tests.support.fake_chat_completions_api import chat_completion
+from tests.support.fake_chat_completions_api import chat_completion, tool_call
 
 TURNS = 500
 LIMIT = 8000
@@ -44,7 +44,7 @@ def test_a_500_turn_stateless_conversation_stays_bounded_and_lossless(
     monkeypatch.delenv("ANTHROPIC_API_KEY")  # compaction summarizes offline (deterministic)
     settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": True}
     sizes: list[int] = []
-    upstreams.chat.enqueue(*[upstream_answer(sizes) for _ in range(TURNS + 1)])
+    upstreams.chat.enqueue(*[upstream_answer(sizes) for _ in range(TURNS)])
     history: list[dict] = []
     compacted = []
     for i in range(TURNS):
@@ -85,7 +85,31 @@ def test_a_500_turn_stateless_conversation_stays_bounded_and_lossless(
     turn3 = [hit for hit in hits if hit["type"] == "message" and hit["seq"] == 7]
     assert len(turn3) == 1 and "PELICAN" in turn3[0]["snippet"]
 
-    # An edited early message forks; the original keeps its 1,000 messages.
+    # The model reaches the fact through the memory tools (X-LCM-Tools: memory).
+    def from_grep(request):
+        results = json.loads(request.body["messages"][-1]["content"])["results"]
+        hits = [hit for hit in results if hit["type"] == "message" and hit["seq"] == 7]
+        return chat_completion("PELICAN-4471" if hits else "not found")
+
+    upstreams.chat.enqueue(
+        chat_completion(None, tool_calls=[tool_call("lcm_grep", {"query": "PELICAN"}, "g1")]),
+        from_grep,
+    )
+    asked = history + [{"role": "user", "content": "What is the vault code?"}]
+    if wire == "openai":
+        reply = oai.chat.completions.create(
+            model="local", messages=asked, max_tokens=500, extra_headers={"X-LCM-Tools": "memory"}
+        )
+        assert reply.choices[0].message.content == "PELICAN-4471"
+    else:
+        reply = claude.messages.create(
+            model="local", messages=asked, max_tokens=500, extra_headers={"X-LCM-Tools": "memory"}
+        )
+        assert reply.content[0].text == "PELICAN-4471"
+    assert Message.objects.filter(conversation_id=thread.conversation_id).count() == 2 * TURNS + 2
+
+    # An edited early message forks; the original keeps its messages.
+    upstreams.chat.enqueue(chat_completion("About lighthouses."))
     edited = [dict(m) for m in history[:5]]
     edited[4] = {"role": "user", "content": "Turn 2, edited: what about lighthouses?"}
     if wire == "openai":
@@ -97,6 +121,8 @@ def test_a_500_turn_stateless_conversation_stays_bounded_and_lossless(
             model="local", messages=edited, max_tokens=500
         )
     fork = Thread.objects.get(conversation_id=int(raw.headers["x-lcm-conversation-id"]))
+    assert raw.headers["x-lcm-forked"] == "true"
     assert fork.pk != thread.pk
-    assert Message.objects.filter(conversation_id=thread.conversation_id).count() == 2 * TURNS
+    assert fork.parent_id == thread.pk and fork.fork_position == 4
+    assert Message.objects.filter(conversation_id=thread.conversation_id).count() == 2 * TURNS + 2
     assert Message.objects.filter(conversation_id=fork.conversation_id).count() == 6
