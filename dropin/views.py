@@ -142,8 +142,10 @@ def _serve(request, wire) -> HttpResponse:
                 f"tools: {', '.join(sorted(clash))} is a memory tool name; rename the client tool",
                 param="tools",
             )
-        # Refuse what the upstream cannot take (tool ordering) before storing anything.
+        # Refuse what the upstream cannot take (tool ordering, another provider's
+        # reasoning) before storing anything.
         _check_ordering(parsed)
+        _check_expressible(parsed, spec)
         plan, thread = services.thread_for(user=user, request=parsed, key=key, spec=spec)
         upstream = services.upstream_messages(
             thread=thread, request=parsed, spec=spec, extra_tools=extra_tools
@@ -263,6 +265,22 @@ def _check_ordering(parsed: DropinRequest) -> None:
         check_tool_ordering([tool_results_first(message) for message in parsed.messages])
     except ToolOrderingError as error:
         raise DropinError(400, "invalid_request", f"messages: {error}", param="messages") from None
+
+
+def _check_expressible(parsed: DropinRequest, spec) -> None:
+    """Thinking blocks (Anthropic's, sent back by an Anthropic-wire client) mean nothing to
+    another provider: refused rather than silently dropped."""
+    if spec.provider == "anthropic":
+        return
+    for position, message in enumerate(parsed.messages):
+        if any(block["type"] == "reasoning" for block in message["blocks"]):
+            raise DropinError(
+                400,
+                "invalid_request",
+                f"messages.{position}.content: thinking blocks can only be sent to an Anthropic "
+                f"model; {parsed.model!r} is served by {spec.provider}",
+                param=f"messages.{position}.content",
+            )
 
 
 def _upstream_error(error: ProviderError) -> DropinError:

@@ -168,9 +168,12 @@ def test_an_upstream_stream_that_breaks_ends_with_the_wires_error_event(upstream
     assert "the stream ended" in str(caught.value)
 
     upstreams.chat.enqueue(chat_text_stream("abcdefgh", chunks=4).dropped_after(3))
-    with pytest.raises(anthropic.APIStatusError) as caught, claude.messages.stream(
-        model="local", max_tokens=20, messages=[{"role": "user", "content": "two"}]
-    ) as stream:
+    with (
+        pytest.raises(anthropic.APIStatusError) as caught,
+        claude.messages.stream(
+            model="local", max_tokens=20, messages=[{"role": "user", "content": "two"}]
+        ) as stream,
+    ):
         list(stream.text_stream)
     assert caught.value.body["error"]["type"] == "api_error"
 

@@ -173,3 +173,27 @@ def test_another_users_conversation_key_is_a_404(upstreams, oai, live_server):
     assert Message.objects.count() == 2
     assert Conversation.objects.count() == 1
     assert len(upstreams.chat.requests) == 1
+
+
+def test_thinking_blocks_for_a_non_anthropic_model_are_refused(upstreams, claude):
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        claude.messages.create(
+            model="local",
+            max_tokens=5,
+            messages=[
+                {"role": "user", "content": "x"},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                        {"type": "text", "text": "y"},
+                    ],
+                },
+                {"role": "user", "content": "z"},
+            ],
+        )
+    message = caught.value.body["error"]["message"]
+    assert message.startswith("messages.1.content: thinking blocks can only be sent")
+    assert "openai_chat" in message
+    assert upstreams.chat.requests == []
+    nothing_stored()
