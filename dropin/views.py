@@ -13,6 +13,7 @@ import json
 import logging
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -31,6 +32,7 @@ from providers import blocks
 from providers.base import (
     Finished,
     ProviderRequest,
+    RawEvent,
     TextDelta,
     ToolCallDelta,
     ToolCallStart,
@@ -38,6 +40,7 @@ from providers.base import (
 )
 from providers.config import model_get, models, require_key
 from providers.errors import MissingKey, ProviderError, ToolOrderingError, UnknownModel
+from turns.journal import StreamJournal
 
 logger = logging.getLogger("lcm.dropin")
 
@@ -304,8 +307,10 @@ def _stream(wire, parsed, provider_request, thread, plan, headers, answer_id) ->
 
     def body():
         writer = wire.StreamWriter(parsed, answer_id)
+        journal = _journal(answer_id, provider_request.model.provider)
         collected: list = []
         finished = None
+        stored = False
         try:
             yield from writer.start()
             pending = [first]
@@ -316,6 +321,9 @@ def _stream(wire, parsed, provider_request, thread, plan, headers, answer_id) ->
                 if isinstance(event, Finished):
                     finished = event.response
                     break
+                if isinstance(event, RawEvent):
+                    journal.write(event.event_type, event.payload)
+                    continue
                 collected.append(event)
                 yield from writer.event(event)
             if finished is not None:
@@ -326,21 +334,25 @@ def _stream(wire, parsed, provider_request, thread, plan, headers, answer_id) ->
                     blocks=finished.blocks,
                     status=finished.outcome["status"],
                 )
+                stored = True
                 yield from writer.finish(finished)
         finally:
             if finished is None:  # the client went away: keep what came, marked incomplete
                 events.close()
-                blocks = _partial_blocks(collected)
                 try:
                     services.answer_store(
                         thread=thread,
                         request=parsed,
                         hashes=plan.hashes,
-                        blocks=blocks,
+                        blocks=_partial_blocks(collected),
                         status="incomplete",
                     )
+                    stored = True
                 except Exception:
                     logger.exception("storing a partial drop-in answer failed")
+            journal.close()
+            if stored:  # the conversation holds the answer: the journal has done its job
+                journal.path.unlink(missing_ok=True)
             close_old_connections()
 
     response = StreamingHttpResponse(body(), content_type="text/event-stream; charset=utf-8")
@@ -348,6 +360,17 @@ def _stream(wire, parsed, provider_request, thread, plan, headers, answer_id) ->
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+def _journal(answer_id: str, provider: str) -> StreamJournal:
+    """The stream's journal: every upstream wire event, written as it arrives (handed to
+    the OS at least every 250 ms, fsynced every 2 s, as a turn's), kept until the answer
+    is stored; one left behind is the answer of a process that died mid-stream."""
+    directory = Path(settings.DATA_DIR) / "dropin-streams"
+    directory.mkdir(parents=True, exist_ok=True)
+    return StreamJournal(
+        step_id=answer_id, provider=provider, path=directory / f"{answer_id}.jsonl"
+    )
 
 
 def _partial_blocks(events: list) -> list[dict]:

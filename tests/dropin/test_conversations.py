@@ -4,6 +4,7 @@ partial answer of a client that goes away."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import httpx
 
@@ -118,8 +119,23 @@ def test_an_edited_early_message_forks_without_touching_the_original(upstreams, 
     assert after["x-lcm-forked"] == "false"
 
 
+def _journaled_events(settings) -> list[str]:
+    """Event types in the drop-in stream journals, once the journal has reached the OS."""
+    from turns.journal import read_entries
+
+    directory = Path(settings.DATA_DIR) / "dropin-streams"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        files = list(directory.glob("*.jsonl"))
+        entries = [e["event_type"] for f in files for e in read_entries(f)]
+        if entries.count("chat.completion.chunk") >= 3:
+            return entries
+        time.sleep(0.05)
+    return []
+
+
 def test_a_client_that_goes_away_leaves_the_partial_answer_marked_incomplete(
-    upstreams, live_server, caller
+    upstreams, live_server, caller, settings
 ):
     upstreams.chat.enqueue(chat_text_stream("abcdefghij", chunks=10, chunk_delay=0.2))
     with (
@@ -141,6 +157,7 @@ def test_a_client_that_goes_away_leaves_the_partial_answer_marked_incomplete(
             if line.startswith("data: ") and '"content": "' in line:
                 seen += 1
                 if seen == 3:
+                    journaled = _journaled_events(settings)
                     break
     thread = Thread.objects.get()
     deadline = time.monotonic() + 10
@@ -151,6 +168,10 @@ def test_a_client_that_goes_away_leaves_the_partial_answer_marked_incomplete(
     assert len(answer.content) < 10
     marker = MessagePart.objects.get(message=answer, part_type="step_finish")
     assert marker.step_reason == "incomplete"
+    # The stream was journaled as it went; stored, the journal is gone.
+    assert journaled[0] == "lcm.journal_open"
+    assert journaled.count("chat.completion.chunk") >= 3
+    assert list((Path(settings.DATA_DIR) / "dropin-streams").glob("*.jsonl")) == []
 
 
 def test_an_upstream_stream_that_breaks_ends_with_the_wires_error_event(upstreams, oai, claude):
