@@ -44,7 +44,6 @@ from turns.journal import StreamJournal
 
 logger = logging.getLogger("lcm.dropin")
 
-WIRES = {"openai": wire_openai, "anthropic": wire_anthropic}
 KEY_HEADER = "X-LCM-Conversation"
 MAX_KEY_LENGTH = 200
 
