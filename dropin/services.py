@@ -269,12 +269,28 @@ def _advance(thread: Thread, *, count: int, head: str, root: str) -> None:
     thread.message_count, thread.head_hash = max(thread.message_count, count), head
 
 
-def answer_store(
-    *, thread: Thread, request: DropinRequest, hashes: list[str], blocks: list[dict], status: str
-) -> None:
+@dataclass(frozen=True)
+class AnswerPlace:
+    """Where an answer goes: after the message whose chain hash is `after`, as message
+    number `count` of the thread (`root`: the chain hash of its first message)."""
+
+    thread_id: int
+    conversation_id: int
+    after: str
+    count: int
+    root: str
+
+    @classmethod
+    def of(cls, thread: Thread, plan: Plan) -> AnswerPlace:
+        return cls(
+            thread.pk, thread.conversation_id, plan.hashes[-1], len(plan.hashes), plan.hashes[1]
+        )
+
+
+def answer_store(*, place: AnswerPlace, blocks: list[dict], status: str) -> None:
     """Append the answer after the request's messages (marked when not completed)."""
     message = {"role": "assistant", "blocks": blocks or [b.text("")]}
-    head = chain_next(hashes[-1], message)
+    head = chain_next(place.after, message)
     extra = ()
     if status not in ("completed", "paused"):
         extra = (
@@ -285,10 +301,12 @@ def answer_store(
             ),
         )
     messages_append(
-        conversation_id=thread.conversation_id,
+        conversation_id=place.conversation_id,
         messages=[message_input(message, head, extra_parts=extra)],
     )
-    _advance(thread, count=len(hashes), head=head, root=hashes[1])
+    Thread.objects.filter(pk=place.thread_id, message_count__lt=place.count).update(
+        message_count=place.count, head_hash=head, root_hash=place.root, updated_at=timezone.now()
+    )
 
 
 # the upstream's input -----------------------------------------------------------------------

@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import replace
-from pathlib import Path
+from dataclasses import asdict, replace
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -23,7 +22,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from core.ids import new_id
-from dropin import services, wire_anthropic, wire_openai
+from dropin import recovery, services, wire_anthropic, wire_openai
 from dropin import tools as dropin_tools
 from dropin.auth import key_from_headers, user_for_key
 from dropin.errors import DropinError, broken
@@ -149,6 +148,7 @@ def _serve(request, wire) -> HttpResponse:
         _check_ordering(parsed)
         _check_expressible(parsed, spec)
         plan, thread = services.thread_for(user=user, request=parsed, key=key, spec=spec)
+        place = services.AnswerPlace.of(thread, plan)
         upstream = services.upstream_messages(
             thread=thread, request=parsed, spec=spec, extra_tools=extra_tools
         )
@@ -174,7 +174,7 @@ def _serve(request, wire) -> HttpResponse:
     answer_id = ("chatcmpl-" if wire is wire_openai else "msg_") + new_id().lower()
     headers["X-LCM-Server-Ms"] = f"{(time.perf_counter() - started) * 1000:.2f}"
     if parsed.stream and not extra_tools:
-        return _stream(wire, parsed, provider_request, thread, plan, headers, answer_id)
+        return _stream(wire, parsed, provider_request, place, headers, answer_id)
     try:
         if extra_tools:
             response, steps = _memory_loop(provider_request, user=user, thread=thread)
@@ -184,9 +184,7 @@ def _serve(request, wire) -> HttpResponse:
     except ProviderError as error:
         return _error(wire, _upstream_error(error))
     services.answer_store(
-        thread=thread,
-        request=parsed,
-        hashes=plan.hashes,
+        place=place,
         blocks=response.blocks,
         status=response.outcome["status"],
     )
@@ -295,7 +293,7 @@ def _upstream_error(error: ProviderError) -> DropinError:
     )
 
 
-def _stream(wire, parsed, provider_request, thread, plan, headers, answer_id) -> HttpResponse:
+def _stream(wire, parsed, provider_request, place, headers, answer_id) -> HttpResponse:
     provider = provider_for(provider_request.model)
     try:
         events = provider.stream(provider_request)
@@ -306,7 +304,7 @@ def _stream(wire, parsed, provider_request, thread, plan, headers, answer_id) ->
 
     def body():
         writer = wire.StreamWriter(parsed, answer_id)
-        journal = _journal(answer_id, provider_request.model.provider)
+        journal = _journal(answer_id, provider_request.model, place)
         collected: list = []
         finished = None
         stored = False
@@ -327,9 +325,7 @@ def _stream(wire, parsed, provider_request, thread, plan, headers, answer_id) ->
                 yield from writer.event(event)
             if finished is not None:
                 services.answer_store(
-                    thread=thread,
-                    request=parsed,
-                    hashes=plan.hashes,
+                    place=place,
                     blocks=finished.blocks,
                     status=finished.outcome["status"],
                 )
@@ -340,9 +336,7 @@ def _stream(wire, parsed, provider_request, thread, plan, headers, answer_id) ->
                 events.close()
                 try:
                     services.answer_store(
-                        thread=thread,
-                        request=parsed,
-                        hashes=plan.hashes,
+                        place=place,
                         blocks=_partial_blocks(collected),
                         status="incomplete",
                     )
@@ -361,15 +355,18 @@ def _stream(wire, parsed, provider_request, thread, plan, headers, answer_id) ->
     return response
 
 
-def _journal(answer_id: str, provider: str) -> StreamJournal:
-    """The stream's journal: every upstream wire event, written as it arrives (handed to
-    the OS at least every 250 ms, fsynced every 2 s, as a turn's), kept until the answer
-    is stored; one left behind is the answer of a process that died mid-stream."""
-    directory = Path(settings.DATA_DIR) / "dropin-streams"
-    directory.mkdir(parents=True, exist_ok=True)
-    return StreamJournal(
-        step_id=answer_id, provider=provider, path=directory / f"{answer_id}.jsonl"
+def _journal(answer_id: str, spec, place: services.AnswerPlace) -> StreamJournal:
+    """The stream's journal: where its answer goes, then every upstream wire event as it
+    arrives (handed to the OS at least every 250 ms, fsynced every 2 s, as a turn's); kept
+    until the answer is stored. One left behind by a process that died mid-stream is
+    stored, incomplete, when the server starts again (dropin/recovery.py)."""
+    journal = StreamJournal(
+        step_id=answer_id,
+        provider=spec.provider,
+        path=recovery.journal_dir() / f"{answer_id}.jsonl",
     )
+    journal.write(recovery.PLACE_EVENT, {"model": spec.name, **asdict(place)})
+    return journal
 
 
 def _partial_blocks(events: list) -> list[dict]:
