@@ -68,6 +68,8 @@ def parse(body: dict) -> DropinRequest:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise invalid("'stream' must be a boolean", "stream")
+    if body.get("n", 1) not in (1, None):
+        raise invalid("'n' must be 1: one answer per request is stored", "n")
     stream_options = body.get("stream_options") or {}
     if not isinstance(stream_options, dict):
         raise invalid("'stream_options' must be an object", "stream_options")

@@ -72,6 +72,11 @@ def test_a_missing_upstream_key_names_the_variable(upstreams, oai, claude, monke
             "stream",
         ),
         (
+            "/openai/v1/chat/completions",
+            {"model": "local", "messages": [{"role": "user", "content": "x"}], "n": 3},
+            "n",
+        ),
+        (
             "/anthropic/v1/messages",
             {"model": "local", "messages": [{"role": "user", "content": "x"}]},
             "max_tokens",
