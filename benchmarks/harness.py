@@ -50,6 +50,7 @@ BENCH_MODULES = [
     "benchmarks.tokens",
     "benchmarks.retention",
     "benchmarks.cost",
+    "benchmarks.dropin",
 ]
 
 

@@ -755,6 +755,13 @@ SETTINGS: tuple[Setting, ...] = (
         20,
         "Most segments one scheduled retention run archives before it stops (bounded batches).",
         minimum=1,
+    # Drop-in endpoints (docs/drop-in.md) ---------------------------------------------------
+    Setting(
+        "LCM_DROPIN_MEMORY_TOOLS",
+        bool,
+        False,
+        "Offer the memory tools (lcm_grep, lcm_describe, lcm_expand, memory_search) on every "
+        "drop-in request, as `X-LCM-Tools: memory` does for one.",
     ),
 )
 

@@ -70,12 +70,14 @@ INSTALLED_APPS = [
     "mcpserver",
     "security",
     "retention",  # retention policies and jobs (docs/retention.md)
+    "dropin",
     "benchmarks",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "dropin.middleware.DropinBodyLimitMiddleware",  # the drop-in wires' own 413 shapes
     "core.api.middleware.RequestSizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

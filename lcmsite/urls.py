@@ -6,6 +6,7 @@ from core.api.views import api_not_found
 from core.metrics import metrics_view
 from mcpserver.views import mcp_needs_asgi
 from security.metrics_guard import metrics_guard
+from dropin.urls import anthropic_urls, openai_urls
 
 api_v1 = [
     path("", include("largefiles.urls")),
@@ -31,5 +32,8 @@ urlpatterns = [
     # Only reached outside lcm_serve (its ASGI app answers /mcp/ first): a clear 404.
     re_path(r"^mcp/?$", mcp_needs_asgi, name="mcp-needs-asgi"),
     path("chat/", include("console.urls")),
+    # Drop-in: the OpenAI and Anthropic wires (docs/drop-in.md).
+    path("openai/v1/", include(openai_urls)),
+    path("anthropic/v1/", include(anthropic_urls)),
     path("", include("explorer.urls")),
 ]

@@ -151,4 +151,8 @@ def provider_for(spec: ModelSpec, **kwargs) -> Provider:
         from providers.openai import OpenAIProvider
 
         return OpenAIProvider(spec, **kwargs)
+    if spec.provider == "openai_chat":
+        from providers.openai_chat import OpenAIChatProvider
+
+        return OpenAIChatProvider(spec, **kwargs)
     raise ValueError(f"no adapter for provider {spec.provider!r}")

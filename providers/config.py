@@ -28,7 +28,7 @@ from django.core.exceptions import ImproperlyConfigured
 from providers.caching import CACHE_MODES, CACHE_TTLS
 from providers.errors import MissingKey, UnknownModel
 
-PROVIDERS = ("anthropic", "openai", "offline")
+PROVIDERS = ("anthropic", "openai", "openai_chat", "offline")
 TOOLS_MODES = ("disabled", "parse_only", "enabled")
 TRUNCATION_MODES = ("disabled", "auto")
 
@@ -36,7 +36,7 @@ TRUNCATION_MODES = ("disabled", "auto")
 @dataclass(frozen=True)
 class ModelSpec:
     name: str  # config key, e.g. "sonnet", "offline"
-    provider: str  # "anthropic" | "openai" | "offline"
+    provider: str  # "anthropic" | "openai" | "openai_chat" | "offline"
     model_id: str
     context_limit: int
     max_output_tokens: int
@@ -86,8 +86,18 @@ BUILTIN_MODELS = (
     ),
     ModelSpec("gpt", "openai", "gpt-5.5", 400_000, 8192, "OPENAI_API_KEY", "OPENAI_BASE_URL"),
 )
-_DEFAULT_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
-_DEFAULT_BASE_URL_ENV = {"anthropic": "ANTHROPIC_BASE_URL", "openai": "OPENAI_BASE_URL"}
+_DEFAULT_KEY_ENV = {
+    "anthropic": "ANTHROPIC_API_KEY",
+    "openai": "OPENAI_API_KEY",
+    # The Chat Completions wire (local and hosted compatible servers): its own variables,
+    # so a local server and OpenAI's Responses API can be configured side by side.
+    "openai_chat": "OPENAI_CHAT_API_KEY",
+}
+_DEFAULT_BASE_URL_ENV = {
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "openai": "OPENAI_BASE_URL",
+    "openai_chat": "OPENAI_CHAT_BASE_URL",
+}
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 
 

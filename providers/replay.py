@@ -26,6 +26,10 @@ def response_from_raw_events(
         from providers.openai import _StreamReader as OpenAIReader
 
         return _replay(OpenAIReader(spec, raw_request, ()), events)
+    if spec.provider == "openai_chat":
+        from providers.openai_chat import _StreamReader as ChatReader
+
+        return _replay(ChatReader(spec, raw_request, ()), events)
     return _replay_offline(spec, raw_request, events)
 
 

@@ -35,3 +35,14 @@ def openai_env(fake_responses_api, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai-key")
     monkeypatch.setenv("OPENAI_BASE_URL", fake_responses_api.base_url)
     return fake_responses_api
+
+
+@pytest.fixture
+def openai_chat_env(fake_chat_completions_api, monkeypatch):
+    """A model `local` on the Chat Completions wire, served by the fake server."""
+    monkeypatch.setenv("OPENAI_CHAT_API_KEY", "sk-test-chat-key")
+    monkeypatch.setenv("OPENAI_CHAT_BASE_URL", fake_chat_completions_api.base_url)
+    monkeypatch.setenv("LCM_MODEL_LOCAL_PROVIDER", "openai_chat")
+    monkeypatch.setenv("LCM_MODEL_LOCAL_MODEL_ID", "llama-fake")
+    monkeypatch.setenv("LCM_MODEL_LOCAL_CONTEXT_LIMIT", "8000")
+    return fake_chat_completions_api

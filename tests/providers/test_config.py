@@ -168,7 +168,7 @@ def test_environment_overrides_win(config_file, monkeypatch):
         ("[stream]\nflush_ms = 0\n", "stream.flush_ms=0 must be >= 1"),
         (
             '[models.x]\nprovider = "acme"\nmodel_id = "m"\ncontext_limit = 8000\n',
-            "models.x.provider='acme' must be one of anthropic, openai, offline",
+            "models.x.provider='acme' must be one of anthropic, openai, openai_chat, offline",
         ),
         (
             '[models.x]\nprovider = "openai"\ncontext_limit = 8000\n',

@@ -25,3 +25,13 @@ def fake_responses_api() -> Iterator[FakeResponsesAPI]:
     the SDK (or OPENAI_BASE_URL) at `fake_responses_api.base_url`."""
     with FakeResponsesAPI() as api:
         yield api
+
+
+@pytest.fixture
+def fake_chat_completions_api():
+    """A running fake OpenAI Chat Completions API (tests/support/fake_chat_completions_api.py);
+    point the SDK (or OPENAI_CHAT_BASE_URL) at `fake_chat_completions_api.base_url`."""
+    from tests.support.fake_chat_completions_api import FakeChatCompletionsAPI
+
+    with FakeChatCompletionsAPI() as api:
+        yield api

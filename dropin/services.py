@@ -1,0 +1,385 @@
+"""What a drop-in request does to the store, and what the upstream is sent.
+
+1. `thread_plan` (reads only): the chain hashes of the request's messages, the thread it
+   continues (the `X-LCM-Conversation` key's, else the caller's thread whose stored history
+   is a prefix of the request), and how many of its messages the request shares.
+2. `thread_commit` (writes): a new thread, or the new messages appended to the continued
+   one, or, when the request's history differs from the stored one, a fork: a new thread
+   whose conversation holds the request's history, linked to its parent at the first
+   difference (the parent is never changed, only marked inactive so the key follows the
+   fork).
+3. `upstream_messages`: the client's messages when they fit the model's input budget, else
+   the product's assembled context (compaction's assembler: summaries, then the fresh tail
+   verbatim, tool pairing intact) within the budget.
+4. `answer_store`: the answer appended after the request's messages (a partial answer is
+   stored too, with a `step_finish` part saying it is incomplete).
+
+Every append goes through `conversations.services.messages_append`, with the external id
+`dropin:<chain hash>`: a resent message is found, never stored twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from compaction.assembly import assemble_context
+from conversations.inputs import MessageInput, PartInput
+from conversations.models import Conversation, Message, PartType, Role
+from conversations.services import conversation_create, messages_append
+from core.ids import new_id
+from core.tokens import estimate
+from dropin.errors import DropinError
+from dropin.models import Thread
+from dropin.requests import DropinRequest
+from providers import blocks as b
+from providers.config import ModelSpec, engine_config
+from turns.mirror import _block_parts as block_parts
+
+EXTERNAL_PREFIX = "dropin:"
+# Without a key, how many of the caller's threads with the same first message are compared
+# with a request that continues none of them (the most recently used first).
+FORK_CANDIDATES = 5
+
+
+# identity -----------------------------------------------------------------------------------
+
+
+def _identity(message: dict) -> list:
+    """What makes two messages the same message, whichever wire they came on: the role, the
+    visible text (one string: a wire may join text blocks), tool calls, tool results and
+    images. Reasoning and provider metadata are not part of it."""
+    calls, results, images = [], [], []
+    for block in message["blocks"]:
+        kind = block.get("type")
+        if kind == "tool_use":
+            calls.append([block["id"], block["name"], block.get("input") or {}])
+        elif kind == "tool_result":
+            results.append(
+                [block["tool_use_id"], b.tool_result_text(block), bool(block.get("is_error"))]
+            )
+        elif kind == "image":
+            source = block.get("source") or {}
+            images.append(
+                source.get("url")
+                or hashlib.sha256(str(source.get("data", "")).encode()).hexdigest()
+            )
+    return [message["role"], b.rendered_text(message["blocks"]), calls, results, images]
+
+
+def _identity_data(message: dict) -> str:
+    identity = _identity(message)
+    if not any(identity[2:]):  # a plain text message: no JSON needed
+        return f"{identity[0]}\0{identity[1]}"
+    return json.dumps(identity, sort_keys=True, ensure_ascii=False)
+
+
+def chain(system: str, messages: list[dict]) -> list[str]:
+    """[hash of the system prompt, then of each message with everything before it]."""
+    head = hashlib.sha256(b"system\0" + system.encode()).hexdigest()
+    hashes = [head]
+    for message in messages:
+        head = chain_next(head, message)
+        hashes.append(head)
+    return hashes
+
+
+def chain_next(head: str, message: dict) -> str:
+    return hashlib.sha256((head + _identity_data(message)).encode()).hexdigest()
+
+
+# planning (reads) ---------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    hashes: list[str]  # len(messages) + 1
+    thread: Thread | None  # the thread continued (or forked from)
+    shared: int  # messages of the request already stored in `thread`
+    key: str  # the conversation key the answer carries
+    keyed: bool = False  # named by X-LCM-Conversation (a fork takes the key over)
+    forks: bool = False  # the request's history differs from the thread's: a new branch
+
+    def __post_init__(self) -> None:
+        self.forks = self.thread is not None and self.shared < self.thread.message_count
+
+
+def thread_plan(*, user, request: DropinRequest, key: str | None) -> Plan:
+    hashes = chain(request.system, request.messages)
+    if key is not None:
+        thread = Thread.objects.filter(key=key, active=True).first()
+        if thread is None:
+            return Plan(hashes, None, 0, key, keyed=True)
+        if thread.owner_id != user.pk:
+            raise DropinError(
+                404, "not_found", f"no conversation {key!r}", param="X-LCM-Conversation"
+            )
+        return Plan(hashes, thread, _shared(thread, hashes), key, keyed=True)
+    # No key: the caller's thread whose stored history is a prefix of the request (the
+    # longest such), found by its head hash in one indexed lookup. The last message of the
+    # request is new by definition (the client asks for an answer to it).
+    candidates = hashes[:-1]
+    thread = (
+        Thread.objects.filter(owner=user, active=True, head_hash__in=candidates)
+        .order_by("-message_count")
+        .first()
+    )
+    if thread is not None:
+        return Plan(hashes, thread, thread.message_count, thread.key)
+    # A history that shares a beginning with one of the caller's recent threads but differs
+    # later (an edited or regenerated message) forks that thread at the first difference.
+    key = f"lcm-{new_id().lower()}"
+    best, shared = None, 0
+    if len(hashes) > 2:
+        recent = Thread.objects.filter(owner=user, root_hash=hashes[1]).order_by("-updated_at")
+        for candidate in recent[:FORK_CANDIDATES]:
+            count = _shared(candidate, hashes)
+            if count > shared:
+                best, shared = candidate, count
+    return Plan(hashes, best, shared, key)
+
+
+def _shared(thread: Thread, hashes: list[str]) -> int:
+    """How many of the request's messages the thread holds (a prefix: each hash covers
+    everything before it)."""
+    count = thread.message_count
+    if count < len(hashes) and hashes[count] == thread.head_hash:
+        return count  # the usual case: the stored history is a prefix of the request
+    if hashes[0] != chain(thread.system, [])[0]:
+        return 0
+    ids = [EXTERNAL_PREFIX + h for h in hashes[1 : count + 1]]
+    return Message.objects.filter(
+        conversation_id=thread.conversation_id, external_id__in=ids
+    ).count()
+
+
+# writing ------------------------------------------------------------------------------------
+
+
+def message_input(message: dict, chain_hash: str, *, extra_parts: tuple = ()) -> MessageInput:
+    blocks = message["blocks"]
+    only_results = blocks and all(block.get("type") == "tool_result" for block in blocks)
+    role = (
+        Role.ASSISTANT
+        if message["role"] == "assistant"
+        else Role.TOOL
+        if only_results
+        else Role.USER
+    )
+    parts = list(block_parts(blocks)) + list(extra_parts)
+    return MessageInput(
+        role=role,
+        content=b.rendered_text(blocks),
+        parts=tuple(PartInput(p.part_type, i, p.columns) for i, p in enumerate(parts)),
+        external_id=EXTERNAL_PREFIX + chain_hash,
+    )
+
+
+def _new_thread(
+    *, user, key: str, request: DropinRequest, spec: ModelSpec, parent=None, shared=0
+) -> Thread:
+    """Call inside a transaction: the conversation and its thread are written together."""
+    conversation, _ = conversation_create(
+        owner=user,
+        session_id=f"dropin:{new_id()}",
+        title=(f"drop-in {key}" + (f" (fork at message {shared})" if parent else ""))[:500],
+        token_budget=input_budget(spec, request),
+    )
+    return Thread.objects.create(
+        owner=user,
+        conversation=conversation,
+        key=key,
+        system=request.system,
+        model=spec.name,
+        head_hash=chain(request.system, [])[0],
+        message_count=0,
+        parent=parent,
+        fork_position=shared,
+    )
+
+
+class Raced(Exception):
+    """Another request created or forked the same keyed thread first: plan again."""
+
+
+def thread_commit(*, user, plan: Plan, request: DropinRequest, spec: ModelSpec) -> Thread:
+    """The thread that holds the request's messages once this returns; raises `Raced` when
+    a concurrent request took the key first (nothing was written)."""
+    thread = plan.thread
+    if thread is None or plan.forks:
+        try:
+            with transaction.atomic(durable=True):
+                if thread is not None and plan.keyed:
+                    # Compare-and-set: only one fork takes the key over.
+                    moved = Thread.objects.filter(pk=thread.pk, active=True).update(active=False)
+                    if not moved:
+                        raise Raced()
+                child = _new_thread(
+                    user=user,
+                    key=plan.key,
+                    request=request,
+                    spec=spec,
+                    parent=thread,
+                    shared=plan.shared,
+                )
+        except IntegrityError:  # the unique active key: another request created it first
+            raise Raced() from None
+        thread, start = child, 0
+    else:
+        start = plan.shared
+    _append(thread, request.messages, plan.hashes, start)
+    return thread
+
+
+def thread_for(*, user, request: DropinRequest, key: str | None, spec: ModelSpec):
+    """(plan, thread): plan, then commit; a request that lost a race to create or fork
+    the same key plans again (once more), now continuing the winner's thread."""
+    for attempt in range(3):
+        plan = thread_plan(user=user, request=request, key=key)
+        try:
+            return plan, thread_commit(user=user, plan=plan, request=request, spec=spec)
+        except Raced:
+            if attempt == 2:
+                raise DropinError(
+                    409,
+                    "invalid_request",
+                    f"conversation {plan.key!r} changed concurrently; retry",
+                    param="X-LCM-Conversation",
+                ) from None
+    raise AssertionError("unreachable")
+
+
+def _append(thread: Thread, messages: list[dict], hashes: list[str], start: int) -> None:
+    if start >= len(messages):
+        return
+    inputs = [message_input(messages[i], hashes[i + 1]) for i in range(start, len(messages))]
+    messages_append(conversation_id=thread.conversation_id, messages=inputs)
+    _advance(thread, count=len(messages), head=hashes[len(messages)], root=hashes[1])
+
+
+def _advance(thread: Thread, *, count: int, head: str, root: str) -> None:
+    # Only forward: a concurrent request that already went further wins.
+    Thread.objects.filter(pk=thread.pk, message_count__lt=count).update(
+        message_count=count, head_hash=head, root_hash=root, updated_at=timezone.now()
+    )
+    thread.message_count, thread.head_hash = max(thread.message_count, count), head
+
+
+@dataclass(frozen=True)
+class AnswerPlace:
+    """Where an answer goes: after the message whose chain hash is `after`, as message
+    number `count` of the thread (`root`: the chain hash of its first message)."""
+
+    thread_id: int
+    conversation_id: int
+    after: str
+    count: int
+    root: str
+
+    @classmethod
+    def of(cls, thread: Thread, plan: Plan) -> AnswerPlace:
+        return cls(
+            thread.pk, thread.conversation_id, plan.hashes[-1], len(plan.hashes), plan.hashes[1]
+        )
+
+
+def answer_store(*, place: AnswerPlace, blocks: list[dict], status: str) -> None:
+    """Append the answer after the request's messages (marked when not completed)."""
+    message = {"role": "assistant", "blocks": blocks or [b.text("")]}
+    head = chain_next(place.after, message)
+    extra = ()
+    if status not in ("completed", "paused"):
+        extra = (
+            PartInput(
+                PartType.STEP_FINISH,
+                None,
+                {"step_reason": status, "metadata": {"dropin": {"status": status}}},
+            ),
+        )
+    messages_append(
+        conversation_id=place.conversation_id,
+        messages=[message_input(message, head, extra_parts=extra)],
+    )
+    Thread.objects.filter(pk=place.thread_id, message_count__lt=place.count).update(
+        message_count=place.count, head_hash=head, root_hash=place.root, updated_at=timezone.now()
+    )
+
+
+# the upstream's input -----------------------------------------------------------------------
+
+
+def max_output(spec: ModelSpec, request: DropinRequest) -> int:
+    return min(request.max_tokens or spec.max_output_tokens, spec.max_output_tokens)
+
+
+def input_budget(spec: ModelSpec, request: DropinRequest) -> int:
+    margin = engine_config().budget.safety_margin_tokens
+    return max(256, spec.context_limit - max_output(spec, request) - margin)
+
+
+def request_tokens(system: str, messages: list[dict], tools: list[dict]) -> int:
+    """The estimate of what the upstream is sent: the texts (estimated at once), tool calls,
+    results and images as JSON, and 4 tokens of framing per message."""
+    texts, extra = ([system] if system else []), []
+    for message in messages:
+        identity = _identity(message)
+        texts.append(identity[1])
+        if any(identity[2:]):
+            extra.append(identity[2:])
+    total = estimate("\n".join(texts)) + 4 * len(messages)
+    if extra:
+        total += estimate(json.dumps(extra, ensure_ascii=False))
+    if tools:
+        total += estimate(json.dumps(tools))
+    return total
+
+
+@dataclass
+class Upstream:
+    system: str
+    messages: list[dict]
+    tokens: int
+    compacted: bool
+
+
+def upstream_messages(
+    *, thread: Thread, request: DropinRequest, spec: ModelSpec, extra_tools: list[dict]
+) -> Upstream:
+    tools = request.tools + extra_tools
+    budget = input_budget(spec, request)
+    sent = request_tokens(request.system, request.messages, tools)
+    if sent <= budget:
+        return Upstream(request.system, request.messages, sent, False)
+    conversation = Conversation.objects.get(pk=thread.conversation_id)
+    room = budget - estimate(json.dumps(tools)) if tools else budget
+    assembled = assemble_context(
+        conversation=conversation,
+        token_budget=max(1, room),
+        system=request.system,
+        fmt="anthropic",
+        describe_dropped=False,
+    )
+    messages = [
+        {"role": m["role"], "blocks": [_our_block(block) for block in m["content"]]}
+        for m in assembled.output["messages"]
+    ]
+    system = assembled.output.get("system") or request.system
+    return Upstream(system, messages, request_tokens(system, messages, tools), True)
+
+
+def _our_block(block: dict) -> dict:
+    kind = block.get("type")
+    if kind == "tool_use":
+        return b.tool_use(block["id"], block["name"], block.get("input") or {})
+    if kind == "tool_result":
+        content = block.get("content")
+        return b.tool_result(
+            block["tool_use_id"],
+            content if isinstance(content, str) else [_our_block(c) for c in content or []],
+            bool(block.get("is_error")),
+        )
+    return b.text(str(block.get("text", "")))

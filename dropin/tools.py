@@ -1,0 +1,63 @@
+"""The product's memory tools offered to the upstream model of a drop-in request
+(`X-LCM-Tools: memory`, or LCM_DROPIN_MEMORY_TOOLS): `lcm_grep`, `lcm_describe`,
+`lcm_expand` and `memory_search`, run by the server as the caller, over the request's
+conversation, in a bounded loop (LCM_TURN_MAX_STEPS model calls, as a turn).
+
+The definitions are the turn engine's (memory/tools.py's registry); the calls go to the
+same retrieval functions the turn engine's tools wrap (`retrieval.tools.tool_call_for_user`,
+`memory.retrieval.hybrid_search`), scoped to the drop-in conversation instead of a branch.
+A tool failure is an error result for the model to read, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from django.conf import settings
+
+from memory import tools as memory_tools
+
+logger = logging.getLogger("lcm.dropin")
+
+NAMES = ("lcm_grep", "lcm_describe", "lcm_expand", "memory_search")
+
+
+def definitions() -> list[dict]:
+    by_name = {d["name"]: d for d in memory_tools.definitions("enabled")}
+    return [by_name[name] for name in NAMES if name in by_name]
+
+
+def execute(*, user, conversation_id: int, name: str, input: dict) -> dict:
+    """{"content": str, "is_error": bool} of one call."""
+    try:
+        if not isinstance(input, dict):
+            return {"content": "tool input must be a JSON object", "is_error": True}
+        if name == "memory_search":
+            return {"content": _memory_search(user, conversation_id, input), "is_error": False}
+        from retrieval.tools import tool_call_for_user
+
+        data = {k: v for k, v in input.items() if k != "all_conversations"}
+        result = tool_call_for_user(
+            user=user, name=name, input=data, conversation_id=conversation_id
+        )
+        return {"content": result.content, "is_error": result.is_error}
+    except Exception as error:  # noqa: BLE001 - a tool failure is the model's to read
+        logger.exception("drop-in tool %s failed", name)
+        return {"content": f"{name} failed: {type(error).__name__}: {error}", "is_error": True}
+
+
+def _memory_search(user, conversation_id: int, data: dict) -> str:
+    from memory.retrieval import hybrid_search, items_from, render_memory_artifact, scope_for_user
+
+    query = str(data.get("query") or "").strip()
+    if not query:
+        return json.dumps({"code": "invalid", "message": "query must not be empty"})
+    top_k = data.get("top_k", settings.LCM_RETRIEVAL_TOP_K)
+    result = hybrid_search(
+        scope=scope_for_user(user=user, conversation_id=conversation_id), query=query, top_k=top_k
+    )
+    items = items_from(result)
+    if not items:
+        return "No stored memory matched this query."
+    return "\n\n".join(render_memory_artifact(item) for item in items)

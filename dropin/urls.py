@@ -1,0 +1,12 @@
+from django.urls import path
+
+from dropin import views
+
+openai_urls = [
+    path("chat/completions", views.chat_completions, name="dropin-chat-completions"),
+    path("models", views.openai_models, name="dropin-models"),
+]
+anthropic_urls = [
+    path("messages", views.anthropic_messages, name="dropin-messages"),
+    path("messages/count_tokens", views.anthropic_count_tokens, name="dropin-count-tokens"),
+]

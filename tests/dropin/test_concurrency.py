@@ -1,0 +1,37 @@
+"""Concurrent requests on one conversation key: one thread, each message stored once, no
+refusal (a request that loses the race to create the key continues the winner's thread).
+Meaningful on PostgreSQL (real concurrent writers); SQLite serializes them."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+from conversations.models import Conversation, Message
+from dropin.models import Thread
+from tests.support.fake_chat_completions_api import chat_completion
+
+CLIENTS = 8
+
+
+def test_concurrent_first_uses_of_a_key_make_one_conversation(upstreams, live_server, caller):
+    upstreams.chat.enqueue(*[chat_completion("ok") for _ in range(CLIENTS)])
+    body = {"model": "local", "messages": [{"role": "user", "content": "same start"}]}
+    headers = {"Authorization": f"Bearer {caller[1]}", "X-LCM-Conversation": "shared"}
+
+    def send(_):
+        return httpx.post(
+            live_server.url + "/openai/v1/chat/completions", json=body, headers=headers, timeout=60
+        )
+
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        responses = list(pool.map(send, range(CLIENTS)))
+    assert [r.status_code for r in responses] == [200] * CLIENTS
+    assert {r.headers["x-lcm-conversation-id"] for r in responses} == {
+        str(Thread.objects.get().conversation_id)
+    }
+    assert Conversation.objects.count() == 1
+    assert Message.objects.filter(role="user").count() == 1
+    # The answers are identical, so their ids are too: stored once.
+    assert Message.objects.filter(role="assistant").count() == 1
