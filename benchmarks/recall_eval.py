@@ -433,7 +433,9 @@ def ingest(conversation: EvalConversation, *, owner, tag: str) -> int:
     from conversations.services import conversation_create, messages_append
 
     created = conversation_create(owner=owner, session_id=f"eval-{tag}-{conversation.name}")
-    record = created[0] if isinstance(created, tuple) else created
+    record, new = created if isinstance(created, tuple) else (created, True)
+    if not new and record.messages.exists():
+        return record.pk  # ingested by an earlier run with the same --tag
     batch = 200
     for start in range(0, len(conversation.messages), batch):
         messages_append(

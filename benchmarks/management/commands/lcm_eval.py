@@ -35,6 +35,14 @@ class Command(BaseCommand):
             "--limit-questions", type=int, default=None, help="Only the first N per conversation."
         )
         parser.add_argument("--json", default=None, help="Also write the figures to this file.")
+        parser.add_argument(
+            "--tag",
+            default=None,
+            help=(
+                "Name the ingested conversations with this tag; a later run with the same tag "
+                "asks again without ingesting (to compare query-time settings)."
+            ),
+        )
 
     def handle(self, *args, **options):
         path = Path(options["path"])
@@ -58,6 +66,7 @@ class Command(BaseCommand):
             modes=modes,
             limit_questions=options["limit_questions"],
             progress=progress,
+            tag=options["tag"],
         )
         self.stdout.write(recall_eval.render(scores, modes))
         if options["json"]:
