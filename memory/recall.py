@@ -67,14 +67,15 @@ def _z(values: np.ndarray) -> np.ndarray:
     return (values - float(values.mean())) / std
 
 
-def bm25_scores(matrix: UnitMatrix, rows: np.ndarray, n: int, terms: list[str]) -> np.ndarray:
-    """BM25 of each of `rows` (matrix rows in scope) for `terms`, IDF over those rows."""
+def bm25_scores(
+    matrix: UnitMatrix, rows: np.ndarray, local: np.ndarray, n: int, terms: list[str]
+) -> np.ndarray:
+    """BM25 of each of `rows` (matrix rows in scope; `local` maps a row to its position
+    there, -1 out of scope) for `terms`, IDF and mean length over those rows."""
     m = rows.size
     scores = np.zeros(m, dtype=np.float64)
     if not terms or m == 0:
         return scores
-    local = np.full(n, -1, dtype=np.int64)
-    local[rows] = np.arange(m)
     lengths = matrix.doclen[:n]
     average = float(lengths[rows].mean()) or 1.0
     for term in terms:
@@ -93,16 +94,16 @@ def bm25_scores(matrix: UnitMatrix, rows: np.ndarray, n: int, terms: list[str]) 
     return scores
 
 
-def _neighbour_sum(matrix: UnitMatrix, rows: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """For each row, the values of the units just before and after it in its conversation
-    (by first message seq, then row order: a message's passages are stored in order)."""
-    order = np.lexsort((rows, matrix.seq_start[rows], matrix.conversations[rows]))
-    conversations = matrix.conversations[rows][order]
-    same = conversations[1:] == conversations[:-1]
+def _neighbour_sum(
+    matrix: UnitMatrix, rows: np.ndarray, local: np.ndarray, n: int, values: np.ndarray
+) -> np.ndarray:
+    """For each row in scope, the values of the units just before and after it in its
+    conversation (0 where that neighbour is missing or out of scope)."""
+    before, after = matrix.neighbours(n)
     total = np.zeros_like(values)
-    ordered = values[order]
-    total[order[1:]] += np.where(same, ordered[:-1], 0.0)
-    total[order[:-1]] += np.where(same, ordered[1:], 0.0)
+    for side in (before[rows], after[rows]):
+        at = np.where(side >= 0, local[np.maximum(side, 0)], -1)
+        total += np.where(at >= 0, values[np.maximum(at, 0)], 0.0)
     return total
 
 
@@ -129,7 +130,9 @@ def search_units(
         stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return UnitSearch([], stats)
     terms = query_terms(query)
-    bm25 = bm25_scores(matrix, rows, n, terms) if mode != "semantic" else np.zeros(rows.size)
+    local = np.full(n, -1, dtype=np.int64)
+    local[rows] = np.arange(rows.size)
+    bm25 = bm25_scores(matrix, rows, local, n, terms) if mode != "semantic" else np.zeros(rows.size)
     if mode != "full_text":
         vector = embed_query(backend, query).astype(np.float32)
         cosine = (matrix.vectors[rows] @ vector).astype(np.float64)
@@ -140,7 +143,7 @@ def search_units(
         fused = weight * _z(bm25) + (1 - weight) * _z(cosine)
         neighbours = settings.LCM_SEARCH_NEIGHBOUR_WEIGHT
         if neighbours:
-            fused = fused + neighbours * _neighbour_sum(matrix, rows, fused)
+            fused = fused + neighbours * _neighbour_sum(matrix, rows, local, n, fused)
         months = named_months(query)
         if months:
             unit_months = matrix.months[rows] % 100

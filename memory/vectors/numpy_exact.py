@@ -173,6 +173,23 @@ class UnitMatrix(_Matrix):
             else:
                 pieces.append(piece)
 
+    def neighbours(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """For each of the first `n` rows, the row of the unit before and after it in its
+        conversation (by first message seq, then row order; -1 at the ends). Sorted once
+        per matrix size, not per search."""
+        cached = getattr(self, "_neighbours", None)
+        if cached is not None and cached[0] == n:
+            return cached[1], cached[2]
+        conversations = self.conversations[:n]
+        order = np.lexsort((np.arange(n), self.seq_start[:n], conversations))
+        same = conversations[order][1:] == conversations[order][:-1]
+        before = np.full(n, -1, dtype=np.int64)
+        after = np.full(n, -1, dtype=np.int64)
+        before[order[1:]] = np.where(same, order[:-1], -1)
+        after[order[:-1]] = np.where(same, order[1:], -1)
+        self._neighbours = (n, before, after)
+        return before, after
+
     def posting(self, term: str, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, term frequencies) of `term` among the first `n` rows."""
         pieces = list(self.postings.get(term, ()))
