@@ -202,3 +202,25 @@ def _best_per_message(
         if len(picked) == k:
             break
     return picked
+
+
+def items_from_units(hits: list[UnitHit]):
+    """Search hits as retrieved items (the memory_search tool renders them as untrusted
+    memory artifacts, each with its provenance and `recorded_at`)."""
+    from memory.retrieval import RetrievedItem, provenance
+
+    return [
+        RetrievedItem(
+            chunk_id=hit.chunk.pk,
+            text=hit.chunk.rendered_text,
+            summary=hit.chunk.summary,
+            chunk_type=hit.chunk.chunk_type,
+            provenance=provenance(hit.chunk),
+            similarity=round(hit.similarity, 4),
+            score=round(hit.score, 4),
+            rank=rank,
+            tokens=hit.chunk.token_est,
+            matched_by=hit.matched_by,
+        )
+        for rank, hit in enumerate(hits, start=1)
+    ]
