@@ -79,3 +79,31 @@ def named_months(question: str) -> set[int]:
         if word in MONTHS and (len(word) > 3 or word == "may"):
             found.add(MONTHS[word])
     return found
+
+
+_SPEAKER = re.compile(r"^\s*([A-Z][\w'’.-]*(?: [A-Z][\w'’.-]*){0,3}):\s")
+
+
+def speaker_label(text: str) -> str | None:
+    """The speaker a transcript line names at its start ("Ana Lopez: I adopted…"), if any."""
+    match = _SPEAKER.match(text)
+    return match.group(1) if match else None
+
+
+def speakers_named(question: str, names: list[str]) -> tuple[set[int], str]:
+    """The indexes of `names` the question names (the full name or its first word, whole
+    words, any case), and the question with those names taken out."""
+    named, rest = set(), question
+    for index, name in enumerate(names):
+        words = [re.escape(w) for w in name.split()]
+        pattern = re.compile(
+            r"\b(?:"
+            + r"\s+".join(words)
+            + (r"|" + words[0] if len(words) > 1 else "")
+            + r")(?:'s|’s)?\b",
+            re.IGNORECASE,
+        )
+        if pattern.search(rest):
+            named.add(index)
+            rest = pattern.sub(" ", rest)
+    return named, " ".join(rest.split())

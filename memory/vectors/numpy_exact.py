@@ -130,16 +130,21 @@ class UnitMatrix(_Matrix):
     months: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     doclen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     postings: dict[str, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+    # the speaker label a unit's text starts with ("Ana: ..."), as an index into
+    # speaker_names (-1: none)
+    speakers: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    speaker_names: list[str] = field(default_factory=list)
 
     def reserve(self, capacity: int) -> None:
         if capacity > self.seq_start.shape[0]:
             self.seq_start = _resize(self.seq_start, (capacity,))
             self.months = _resize(self.months, (capacity,))
             self.doclen = _resize(self.doclen, (capacity,))
+            self.speakers = _resize(self.speakers, (capacity,))
         super().reserve(capacity)
 
     def grow(self, rows: list[tuple]) -> None:
-        from memory.lexical import term_counts
+        from memory.lexical import speaker_label, term_counts
 
         rows = [row for row in rows if row[0] > self.settled_id and row[0] not in self.recent]
         if not rows:
@@ -153,6 +158,13 @@ class UnitMatrix(_Matrix):
             self.seq_start[at] = row[6]
             self.months[at] = when.year * 100 + when.month
             counts, length = term_counts(row[8] or "")
+            label = speaker_label(row[8] or "")
+            if label is None:
+                self.speakers[at] = -1
+            else:
+                if label not in self.speaker_names:
+                    self.speaker_names.append(label)
+                self.speakers[at] = self.speaker_names.index(label)
             self.doclen[at] = length
             for term, tf in counts.items():
                 found = batch.get(term)

@@ -8,7 +8,7 @@ from conversations.inputs import MessageInput
 from conversations.services import messages_append
 from memory.chunker import Segment, unit_segments
 from memory.indexing import index_conversation_messages
-from memory.lexical import named_months, query_terms
+from memory.lexical import named_months, query_terms, speaker_label, speakers_named
 from memory.models import Chunk
 from memory.recall import search_units
 from memory.vectors.base import ScopeFilter
@@ -41,6 +41,18 @@ def test_query_terms_are_stemmed_without_stop_words_and_months_are_named():
     assert named_months("What did Ana do in May 2024?") == {5}
     assert named_months("Which book did she read in March?") == {3}
     assert named_months("May I ask what the cat is called?") == set()
+
+
+def test_speakers_named_in_a_question_are_found_and_taken_out():
+    assert speaker_label("Fahim Khan: I went for a run") == "Fahim Khan"
+    assert speaker_label("I went for a run: it rained") is None
+    names = ["Fahim Khan", "Muhhamed", "Emi"]
+    assert speakers_named("When did Fahim go running with Muhhamed?", names) == (
+        {0, 1},
+        "When did go running with ?",
+    )
+    assert speakers_named("What is fahim khan's dog called?", names) == ({0}, "What is dog called?")
+    assert speakers_named("Who likes emissions?", names) == (set(), "Who likes emissions?")
 
 
 def _conversation_with_units(conversation):
