@@ -94,7 +94,10 @@ def speakers_named(question: str, names: list[str]) -> tuple[set[int], str]:
     """The indexes of `names` the question names (the full name or its first word, whole
     words, any case), and the question with those names taken out."""
     named, rest = set(), question
+    asked = set(_WORD.findall(question.lower()))
     for index, name in enumerate(names):
+        if name.split()[0].lower() not in asked:
+            continue  # cheap test first: a transcript may hold many labels
         words = [re.escape(w) for w in name.split()]
         pattern = re.compile(
             r"\b(?:"

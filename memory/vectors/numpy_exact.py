@@ -134,6 +134,7 @@ class UnitMatrix(_Matrix):
     # speaker_names (-1: none)
     speakers: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     speaker_names: list[str] = field(default_factory=list)
+    speaker_ids: dict[str, int] = field(default_factory=dict)
 
     def reserve(self, capacity: int) -> None:
         if capacity > self.seq_start.shape[0]:
@@ -162,9 +163,11 @@ class UnitMatrix(_Matrix):
             if label is None:
                 self.speakers[at] = -1
             else:
-                if label not in self.speaker_names:
+                index = self.speaker_ids.get(label)
+                if index is None:
+                    index = self.speaker_ids[label] = len(self.speaker_names)
                     self.speaker_names.append(label)
-                self.speakers[at] = self.speaker_names.index(label)
+                self.speakers[at] = index
             self.doclen[at] = length
             for term, tf in counts.items():
                 found = batch.get(term)
