@@ -477,6 +477,32 @@ SETTINGS: tuple[Setting, ...] = (
         True,
         "Chunk and embed messages ingested through the messages API (a background job).",
     ),
+    # --- Search units and ranking (memory/recall.py, docs/memory.md "Recall") ---
+    Setting(
+        "LCM_MEMORY_UNIT_TOKENS",
+        int,
+        64,
+        "Size of a search unit: a message up to 1.5x this is one unit, a longer one is cut "
+        "into passages of about this size (0: the 200-800-token semantic chunks instead).",
+        0,
+        2000,
+    ),
+    Setting(
+        "LCM_SEARCH_BM25_WEIGHT",
+        float,
+        0.3,
+        "Weight of the BM25 leg in search's z-score fusion (the cosine leg gets 1 - this).",
+        0,
+        1,
+    ),
+    Setting(
+        "LCM_SEARCH_NEIGHBOUR_WEIGHT",
+        float,
+        0.35,
+        "Search adds this share of the adjacent units' fused scores to a unit's own (0: off).",
+        0,
+        2,
+    ),
     Setting(
         "LCM_CHUNK_MIN_TOKENS",
         int,

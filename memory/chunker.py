@@ -411,3 +411,34 @@ def extractive_summary(text: str, max_words: int = SUMMARY_MAX_WORDS) -> str:
     summary = f"{heading}: {best}" if heading and best else heading or best
     parts = summary.split()
     return " ".join(parts[:max_words]) + (" …" if len(parts) > max_words else "")
+
+
+# ---------------------------------------------------------------------------------------
+# search units (docs/memory.md, "Units")
+
+UNIT_SLACK = 1.5  # a message up to this many times the unit size stays whole
+
+
+def unit_segments(segments: Sequence[Segment], *, unit_tokens: int) -> list[ChunkSpec]:
+    """Search units: one per short message, ~`unit_tokens`-token passages of a long one.
+
+    A unit never spans two messages (seq_start == seq_end), so a hit names exactly the
+    message it came from and costs only its own tokens; its offsets are character offsets
+    into that message's text. Passages are cut at the chunker's own boundaries (code
+    blocks, headings, paragraphs, then lines and sentences), without overlap.
+    """
+    options = ChunkingOptions(
+        min_tokens=unit_tokens,
+        max_tokens=max(1, int(unit_tokens * UNIT_SLACK)),
+        overlap_tokens=0,
+        topic_shift=-2.0,  # no topic cuts: passages are small already
+    )
+    units: list[ChunkSpec] = []
+    for segment in segments:
+        if not segment.text.strip():
+            continue
+        if estimate(segment.text) <= options.max_tokens:
+            units.extend(chunk_segments([segment], options=ChunkingOptions(1, 10**9, 0, -2.0)))
+        else:
+            units.extend(chunk_segments([segment], options=options))
+    return units

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from conversations.search import Scope
 from memory.embeddings import embed_query
 from memory.namespaces import backend_for_namespace, search_namespace
-from memory.retrieval import RRF_K, RetrievalParams, hybrid_search
+from memory.recall import search_units
+from memory.retrieval import RRF_K, RetrievalParams
 from memory.summaries import search_summaries
 from memory.vectors import ScopeFilter
 
@@ -54,6 +55,8 @@ def grep_memory(
     """grep rows for `mode` semantic or hybrid over the kinds `scope_name` names."""
     kinds = KINDS[scope_name]
     namespace = search_namespace()  # read once: chunks and summaries from one model
+    if mode == "full_text":  # full-text grep's any-word fallback (retrieval.grep)
+        return chunk_hits(scope=scope, query=query, limit=limit, mode=mode, namespace=namespace)
     params = RetrievalParams.from_settings(top_k=limit, overfetch_k=max(limit, 16))
     chunks = (
         chunk_hits(scope=scope, query=query, limit=limit, mode=mode, namespace=namespace)
@@ -68,32 +71,41 @@ def grep_memory(
     if mode == "semantic":
         ranked = sorted(chunks + summaries, key=lambda row: (-row["score"], str(row["id"])))
         return ranked[:limit]
+    if "summary" not in kinds:
+        # Messages only: the units' own ranking already fuses BM25 with the vectors
+        # (memory.recall); whole-message full-text rows would spend a reader's budget on
+        # long messages for what a passage holds.
+        return chunks[:limit]
     text = full_text_rows() if full_text_rows is not None else []
-    return fuse([chunks, summaries, text], limit)
+    summary_text = [row for row in text if row["type"] == "summary"]
+    return fuse([chunks, summaries, summary_text], limit)
 
 
 def chunk_hits(*, scope: Scope, query: str, limit: int, mode: str, namespace=None) -> list[dict]:
-    params = RetrievalParams.from_settings(top_k=limit, overfetch_k=max(limit, 16))
-    result = hybrid_search(
+    """Units (memory.recall) best first; `score` is the calibrated similarity in semantic
+    mode, BM25 in full_text mode and the fused score (ranking only) in hybrid mode."""
+    result = search_units(
         scope=scope_filter(scope),
         query=query,
-        mode="semantic" if mode == "semantic" else "hybrid",
-        params=params,
+        k=limit,
+        mode=mode,
         namespace=namespace,
     )
     return [
         {
             "type": "chunk",
-            "id": c.chunk.pk,
-            "conversation_id": c.chunk.conversation_id,
-            "created_at": c.chunk.source_created_at,
-            "snippet": _snippet(c.chunk.rendered_text),
-            "score": round(c.similarity, 4),
-            "seq": c.chunk.seq_start,
-            "seq_end": c.chunk.seq_end,
-            "chunk_type": c.chunk.chunk_type,
+            "id": hit.chunk.pk,
+            "conversation_id": hit.chunk.conversation_id,
+            "created_at": hit.chunk.source_created_at,
+            "snippet": _snippet(hit.chunk.rendered_text),
+            "score": round(
+                {"semantic": hit.similarity, "full_text": hit.bm25}.get(mode, hit.score), 4
+            ),
+            "seq": hit.chunk.seq_start,
+            "seq_end": hit.chunk.seq_end,
+            "chunk_type": hit.chunk.chunk_type,
         }
-        for c in result.candidates
+        for hit in result.hits
     ]
 
 

@@ -30,7 +30,7 @@ from django.utils import timezone
 from conversations.archive_port import hydrate_messages
 from conversations.models import Message, PartType, Role
 from conversations.search.query import as_datetime
-from memory.chunker import ChunkingOptions, ChunkSpec, Segment, chunk_segments
+from memory.chunker import ChunkingOptions, ChunkSpec, Segment, chunk_segments, unit_segments
 from memory.embeddings import EmbeddingBackend, EmbeddingError, backend_for
 from memory.models import Chunk, ChunkVector, EmbeddingNamespace, MessageIndexCursor
 from memory.namespaces import backend_for_namespace, write_namespaces
@@ -98,7 +98,12 @@ def segments_for(messages: Sequence[Message]) -> list[Segment]:
     return segments
 
 
-def chunk_messages(messages: Sequence[Message]) -> list[ChunkSpec]:
+def chunk_messages(messages: Sequence[Message], *, units: bool = False) -> list[ChunkSpec]:
+    """The 200-800-token semantic chunks (a turn's: what turn injection packs), or with
+    `units` and LCM_MEMORY_UNIT_TOKENS > 0 search units (one per short message, passages
+    of long ones; docs/memory.md), which messages ingested through the API get."""
+    if units and settings.LCM_MEMORY_UNIT_TOKENS > 0:
+        return unit_segments(segments_for(messages), unit_tokens=settings.LCM_MEMORY_UNIT_TOKENS)
     return chunk_segments(
         segments_for(messages), options=chunking_options(), embed=_topic_embedder()
     )
@@ -260,7 +265,7 @@ def index_conversation_messages(*, conversation_id: int) -> IndexResult:
         )
         if not messages:
             return total
-        specs = chunk_messages(messages)
+        specs = chunk_messages(messages, units=True)
         result = store_chunks(
             specs,
             source_key=None,

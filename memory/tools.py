@@ -252,14 +252,17 @@ class _ToolFailure(LcmError):
 
 
 def _run_memory_search(data: dict, turn) -> str:
-    from memory.retrieval import hybrid_search, items_from, render_memory_artifact, scope_for_branch
+    # Search ranking (memory.recall): no similarity threshold, recency boost or MMR,
+    # which serve turn injection and cost a search recall (docs/memory.md).
+    from memory.recall import items_from_units, search_units
+    from memory.retrieval import render_memory_artifact, scope_for_branch
 
     query = data["query"].strip()
     if not query:
         raise InvalidInput("query must not be empty", extra={"field": "query"})
     top_k = data.get("top_k", settings.LCM_RETRIEVAL_TOP_K)
-    result = hybrid_search(scope=scope_for_branch(turn.branch), query=query, top_k=top_k)
-    items = items_from(result)
+    result = search_units(scope=scope_for_branch(turn.branch), query=query, k=top_k)
+    items = items_from_units(result.hits)
     if not items:
         return "No stored memory matched this query."
     return "\n\n".join(render_memory_artifact(item) for item in items)

@@ -96,6 +96,9 @@ def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> 
         mode = request.mode
         if request.include_archived and request.scope in ("messages", "both"):
             results = _with_archived(results, scope=scope, request=request)
+        if not results and request.mode == "full_text" and _is_sentence(request.query):
+            results = _any_word_rows(scope=scope, request=request)
+            mode = "full_text_any_word"
     observe_ms(
         "lcm_search_latency_ms",
         (time.perf_counter() - started) * 1000,
@@ -155,6 +158,65 @@ def _with_archived(results: list[dict], *, scope: Scope, request: GrepRequest) -
     if request.sort == "recency":
         merged.sort(key=lambda h: h["created_at"], reverse=True)
     return merged[: request.limit]
+# Full text on a sentence: a question's words are rarely all in one message, so when the
+# all-words query finds nothing, grep answers with the messages that hold any of them,
+# ranked by BM25 over the memory's search units (stems, stop words out; memory.recall),
+# each row marked `matched: "any_word"` (docs/memory.md, "Full text on a question").
+ANY_WORD = "any_word"
+
+
+def _is_sentence(query: str) -> bool:
+    return len(query.split()) > 1
+
+
+def _any_word_rows(*, scope: Scope, request: GrepRequest) -> list[dict]:
+    """Message rows for the units BM25 ranks first (one per message, best first)."""
+    if _meaning_search is None or request.scope == "summaries":
+        return []
+    units = _meaning_search(
+        scope=scope,
+        query=request.query,
+        limit=request.limit,
+        mode="full_text",
+        scope_name="messages",
+        full_text_rows=None,
+    )
+    from conversations.models import Message
+
+    wanted = {(row["conversation_id"], row["seq"]) for row in units}
+    messages = {
+        (m.conversation_id, m.seq): m
+        for m in Message.objects.filter(
+            conversation_id__in={c for c, _ in wanted}, seq__in={s for _, s in wanted}
+        ).only("id", "conversation_id", "seq", "created_at")
+        if (m.conversation_id, m.seq) in wanted
+    }
+    rows, seen = [], set()
+    for unit in units:
+        message = messages.get((unit["conversation_id"], unit["seq"]))
+        if message is None or message.pk in seen:
+            continue
+        if (request.since and message.created_at < request.since) or (
+            request.before and message.created_at >= request.before
+        ):
+            continue
+        seen.add(message.pk)
+        rows.append(
+            {
+                "type": "message",
+                "id": message.pk,
+                "conversation_id": message.conversation_id,
+                "created_at": message.created_at,
+                "snippet": unit["snippet"].replace("«", "‹").replace("»", "›"),
+                "score": unit["score"],
+                "seq": message.seq,
+                "matched": ANY_WORD,
+            }
+        )
+    covering = dag.covering_summary_rows([row["id"] for row in rows]) if rows else {}
+    for row in rows:
+        row["covered_by"] = covering.get(row["id"])
+    return rows
 
 
 def _grep_rows(*, scope: Scope, request: GrepRequest) -> list[dict]:

@@ -173,6 +173,15 @@ class GrepHitSerializer(serializers.Serializer):
     )
     depth = serializers.IntegerField(required=False)
     kind = serializers.CharField(required=False)
+    matched = serializers.ChoiceField(
+        choices=["any_word"],
+        required=False,
+        help_text=(
+            "full_text only: present (any_word) when no message held every word of the query, "
+            "so the results are the messages holding any of them, ranked by BM25 (stems, "
+            "stop words out; docs/memory.md)."
+        ),
+    )
     seq_end = serializers.IntegerField(
         required=False, help_text="Chunks: the last message seq the chunk covers (seq: the first)."
     )

@@ -44,7 +44,9 @@ CHUNKS = Source(
     table="memory_chunkvector",
     item_column="chunk_id",
     rows_sql=(
-        "SELECT v.id, c.id, c.conversation_id, c.seq_end, cv.owner_id, v.vector "
+        # the last three columns feed UnitMatrix (search's BM25, neighbours and dates)
+        "SELECT v.id, c.id, c.conversation_id, c.seq_end, cv.owner_id, v.vector, "
+        "c.seq_start, c.source_created_at, c.rendered_text "
         "FROM memory_chunkvector v "
         "JOIN memory_chunk c ON c.id = v.chunk_id "
         "JOIN conversations_conversation cv ON cv.id = c.conversation_id "
@@ -98,7 +100,9 @@ class _Matrix:
         if need > self.vectors.shape[0]:
             self.reserve(max(need, self.vectors.shape[0] + 1024))
         # One buffer for the whole batch (a per-row frombuffer made a 100k fill slow).
-        ids, chunk_ids, conversations, seq_ends, owners, blobs = zip(*rows, strict=True)
+        ids, chunk_ids, conversations, seq_ends, owners, blobs = zip(
+            *(row[:6] for row in rows), strict=True
+        )
         block = np.frombuffer(b"".join(bytes(b) for b in blobs), dtype=np.float32)
         self.vectors[self.count : need] = block.reshape(len(rows), self.dim)
         self.conversations[self.count : need] = conversations
@@ -110,6 +114,116 @@ class _Matrix:
             if vid > self.max_id:
                 self.max_id, self.last_item = vid, item
         self.count = need
+
+
+@dataclass
+class UnitMatrix(_Matrix):
+    """A chunk matrix that also keeps, per row, what search ranks with besides the vector
+    (memory.recall): the first message seq, the unit's month (year * 100 + month, UTC)
+    and its term count, and an inverted index of its terms (memory.lexical).
+
+    Postings are lists of numpy pieces (row numbers, term frequencies), one piece per
+    refresh, merged once a term has many: a list is appended atomically, so a search
+    reading a snapshot of it never sees a half-written piece."""
+
+    seq_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    months: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    doclen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    postings: dict[str, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+    # the speaker label a unit's text starts with ("Ana: ..."), as an index into
+    # speaker_names (-1: none)
+    speakers: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    speaker_names: list[str] = field(default_factory=list)
+    speaker_ids: dict[str, int] = field(default_factory=dict)
+
+    def reserve(self, capacity: int) -> None:
+        if capacity > self.seq_start.shape[0]:
+            self.seq_start = _resize(self.seq_start, (capacity,))
+            self.months = _resize(self.months, (capacity,))
+            self.doclen = _resize(self.doclen, (capacity,))
+            self.speakers = _resize(self.speakers, (capacity,))
+        super().reserve(capacity)
+
+    def grow(self, rows: list[tuple]) -> None:
+        from memory.lexical import speaker_label, term_counts
+
+        rows = [row for row in rows if row[0] > self.settled_id and row[0] not in self.recent]
+        if not rows:
+            return
+        start = self.count
+        super().grow([row[:6] for row in rows])
+        batch: dict[str, tuple[list[int], list[int]]] = {}
+        for offset, row in enumerate(rows):
+            at = start + offset
+            when = _as_utc(row[7])
+            self.seq_start[at] = row[6]
+            self.months[at] = when.year * 100 + when.month
+            counts, length = term_counts(row[8] or "")
+            label = speaker_label(row[8] or "")
+            if label is None:
+                self.speakers[at] = -1
+            else:
+                index = self.speaker_ids.get(label)
+                if index is None:
+                    index = self.speaker_ids[label] = len(self.speaker_names)
+                    self.speaker_names.append(label)
+                self.speakers[at] = index
+            self.doclen[at] = length
+            for term, tf in counts.items():
+                found = batch.get(term)
+                if found is None:
+                    found = batch[term] = ([], [])
+                found[0].append(at)
+                found[1].append(tf)
+        for term, (at_rows, tfs) in batch.items():
+            piece = (np.asarray(at_rows, dtype=np.int64), np.asarray(tfs, dtype=np.float32))
+            pieces = self.postings.get(term)
+            if pieces is None:
+                self.postings[term] = [piece]
+            elif len(pieces) >= 8:  # merged into a new list: readers keep their snapshot
+                merged = [*pieces, piece]
+                self.postings[term] = [
+                    (np.concatenate([p[0] for p in merged]), np.concatenate([p[1] for p in merged]))
+                ]
+            else:
+                pieces.append(piece)
+
+    def neighbours(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """For each of the first `n` rows, the row of the unit before and after it in its
+        conversation (by first message seq, then row order; -1 at the ends). Sorted once
+        per matrix size, not per search."""
+        cached = getattr(self, "_neighbours", None)
+        if cached is not None and cached[0] == n:
+            return cached[1], cached[2]
+        conversations = self.conversations[:n]
+        order = np.lexsort((np.arange(n), self.seq_start[:n], conversations))
+        same = conversations[order][1:] == conversations[order][:-1]
+        before = np.full(n, -1, dtype=np.int64)
+        after = np.full(n, -1, dtype=np.int64)
+        before[order[1:]] = np.where(same, order[:-1], -1)
+        after[order[:-1]] = np.where(same, order[1:], -1)
+        self._neighbours = (n, before, after)
+        return before, after
+
+    def posting(self, term: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, term frequencies) of `term` among the first `n` rows."""
+        pieces = list(self.postings.get(term, ()))
+        if not pieces:
+            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+        rows = pieces[0][0] if len(pieces) == 1 else np.concatenate([p[0] for p in pieces])
+        tfs = pieces[0][1] if len(pieces) == 1 else np.concatenate([p[1] for p in pieces])
+        keep = rows < n
+        return (rows, tfs) if keep.all() else (rows[keep], tfs[keep])
+
+
+def _as_utc(value) -> dt.datetime:
+    if isinstance(value, str):
+        from django.utils.dateparse import parse_datetime
+
+        value = parse_datetime(value) or dt.datetime(1970, 1, 1)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value.astimezone(dt.UTC)
 
 
 def _resize(array: np.ndarray, shape: tuple) -> np.ndarray:
@@ -145,8 +259,9 @@ def _settle_cutoff(cursor) -> dt.datetime:
 class NumpyExactIndex:
     name = "numpy"
 
-    def __init__(self, source: Source = CHUNKS) -> None:
+    def __init__(self, source: Source = CHUNKS, matrix_class: type[_Matrix] = _Matrix) -> None:
         self.source = source
+        self.matrix_class = matrix_class
         self._lock = threading.Lock()
         # keyed by (database alias + name, namespace id): tests switch databases
         self._matrices: dict[tuple[str, int], _Matrix] = {}
@@ -181,7 +296,7 @@ class NumpyExactIndex:
         with self._lock:
             matrix = self._matrices.get(key)
             if matrix is None or matrix.dim != dim:
-                matrix = self._matrices[key] = _Matrix(dim=dim)
+                matrix = self._matrices[key] = self.matrix_class(dim=dim)
             with connection.cursor() as cursor:
                 cursor.execute(
                     f"SELECT COUNT(*), COALESCE(MAX(id), 0), "
@@ -193,7 +308,7 @@ class NumpyExactIndex:
                 if matrix.count and last_item != matrix.last_item:
                     # the newest cached row is gone or holds another item: a test's
                     # rolled-back rows whose ids were reused (never so otherwise)
-                    matrix = self._matrices[key] = _Matrix(dim=dim)
+                    matrix = self._matrices[key] = self.matrix_class(dim=dim)
                 now = time.monotonic()
                 unchanged = above == len(matrix.recent) and highest == matrix.max_id
                 settle_due = bool(matrix.recent) and now - matrix.windowed_at > SETTLE_SECONDS / 2
@@ -223,6 +338,10 @@ class NumpyExactIndex:
                 break
             matrix.settled_id = vid
         matrix.recent = {vid for vid in matrix.recent if vid > matrix.settled_id}
+
+    def matrix(self, *, namespace_id: int, dim: int) -> _Matrix:
+        """The namespace's matrix, refreshed (its first `count` rows are stable)."""
+        return self._refreshed(namespace_id, dim)
 
     def search(
         self, *, namespace_id: int, query: np.ndarray, scope: ScopeFilter, k: int, dim: int = 0
@@ -275,5 +394,5 @@ def _scope_mask(matrix: _Matrix, n: int, scope: ScopeFilter) -> np.ndarray | Non
     return None
 
 
-INDEX = NumpyExactIndex()
+INDEX = NumpyExactIndex(CHUNKS, UnitMatrix)
 SUMMARY_INDEX = NumpyExactIndex(SUMMARIES)

@@ -83,17 +83,22 @@ def test_grep_semantic_mode_finds_chunks_by_meaning(api, conversation, settings)
     assert (results[0]["seq"], results[0]["seq_end"]) == (1, 1)
 
 
-def test_grep_hybrid_mode_fuses_chunks_with_full_text_hits(api, conversation, settings):
-    settings.LCM_CHUNK_TOPIC_SHIFT = 2.0
-    append(conversation, FACT, "The boiler room is locked on weekends.")
+def test_grep_hybrid_mode_ranks_units_with_their_own_bm25_leg(api, conversation, settings):
+    # Over messages, hybrid returns units (one per short message) ranked by BM25 fused
+    # with the vectors: the two messages naming the boiler come before the one that does
+    # not, and no whole-message full-text row spends the budget twice.
+    append(conversation, FACT, "The weather was mild all week.", "The boiler room is locked.")
     index_conversation_messages(conversation_id=conversation.pk)
     response = api.post(
         "/api/v1/grep/", {"query": "boiler", "mode": "hybrid", "scope": "messages"}, format="json"
     )
     assert response.status_code == 200, response.content
-    types = {r["type"] for r in response.json()["results"]}
-    assert types == {"chunk", "message"}
-    scores = [r["score"] for r in response.json()["results"]]
+    results = response.json()["results"]
+    assert [r["type"] for r in results] == ["chunk", "chunk", "chunk"]
+    assert sorted(r["seq"] for r in results[:2]) == [1, 3]
+    assert results[2]["seq"] == 2
+    assert all(r["seq"] == r["seq_end"] for r in results)
+    scores = [r["score"] for r in results]
     assert scores == sorted(scores, reverse=True)
 
 

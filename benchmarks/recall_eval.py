@@ -1,0 +1,574 @@
+"""Evidence recall on public long-conversation benchmarks (`manage.py lcm_eval recall`).
+
+Loads a dataset in the LoCoMo layout (REALTALK uses it) or the BEAM layout, ingests each
+conversation through the service the messages API calls (`messages_append`: roles,
+`created_at`, external ids), waits for its memory indexing, then asks every question
+through the service behind `POST /api/v1/grep/` (`grep_for_user`, modes hybrid, semantic
+and full_text) and scores the rows.
+
+The metric (docs/memory.md, "Measuring recall"): the rows are read in rank order until a
+budget of tokens is spent (500, 1,000, 2,000). A row costs its own tokens, at least
+MIN_UNIT_TOKENS; a message's tokens count once (a second passage of a message already
+paid for in full costs nothing more). A row that does not fit in what is left is skipped.
+Recall of a question = the share of its evidence messages that the rows read cover;
+averaged over the questions, by category. Beside every figure, computed in the same run on
+the same stored messages: BM25 over single messages (`SingleMessageBM25`), read the same way.
+
+Nothing here is product code: the product's only part in it is the services it calls.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+import statistics
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BUDGETS = (500, 1000, 2000)
+MIN_UNIT_TOKENS = 20
+MODES = ("hybrid", "semantic", "full_text")
+ROWS_ASKED = 100  # grep's limit per question: 2,000 tokens / 20 tokens a row at most
+
+
+# ---------------------------------------------------------------------------------------
+# datasets
+
+
+@dataclass
+class EvalMessage:
+    key: str  # the dataset's message id (external id suffix)
+    role: str
+    content: str
+    created_at: dt.datetime
+
+
+@dataclass
+class EvalQuestion:
+    text: str
+    category: str
+    evidence: list[str]  # message keys
+    unresolved: int = 0  # evidence ids that name no message
+
+
+@dataclass
+class EvalConversation:
+    name: str
+    messages: list[EvalMessage]
+    questions: list[EvalQuestion] = field(default_factory=list)
+
+
+_LOCOMO_DATE_FORMATS = ("%d.%m.%Y, %H:%M:%S", "%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y")
+
+
+def _parse_date(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    for fmt in _LOCOMO_DATE_FORMATS:
+        try:
+            return dt.datetime.strptime(text.strip(), fmt).replace(tzinfo=dt.UTC)
+        except ValueError:
+            continue
+    return None
+
+
+def _evidence_ids(raw: Iterable[str]) -> list[str]:
+    """D3:12 ids; `;`/`,`-separated lists and D12:3-D12:5 ranges expanded."""
+    found: list[str] = []
+    for item in raw:
+        for piece in re.split(r"[;,]", str(item)):
+            piece = piece.strip()
+            span = re.fullmatch(r"D(\d+):(\d+)\s*-\s*(?:D\d+:)?(\d+)", piece)
+            if span:
+                session, first, last = (int(g) for g in span.groups())
+                found.extend(f"D{session}:{n}" for n in range(first, last + 1))
+            elif piece:
+                found.append(piece)
+    return list(dict.fromkeys(found))
+
+
+def load_locomo(path: Path) -> list[EvalConversation]:
+    """One conversation per JSON file (REALTALK) or per item of a list (LoCoMo's file)."""
+    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    conversations = []
+    for file in files:
+        data = json.loads(file.read_text())
+        samples = data if isinstance(data, list) else [data]
+        for index, sample in enumerate(samples):
+            body = sample.get("conversation", sample)
+            names = sample.get("name") or {}
+            first = names.get("speaker_1") or body.get("speaker_a")
+            sessions = sorted(
+                (int(m.group(1)), key) for key in body if (m := re.fullmatch(r"session_(\d+)", key))
+            )
+            messages: list[EvalMessage] = []
+            last = dt.datetime(2023, 1, 1, tzinfo=dt.UTC)
+            for number, key in sessions:
+                session_time = _parse_date(body.get(f"{key}_date_time"))
+                for turn in body[key]:
+                    text = (turn.get("clean_text") or turn.get("text") or "").strip()
+                    if not text:
+                        continue
+                    speaker = turn.get("speaker") or ""
+                    when = _parse_date(turn.get("date_time")) or session_time or last
+                    when = max(when, last)  # keep time non-decreasing with seq
+                    last = when
+                    first = first or speaker
+                    messages.append(
+                        EvalMessage(
+                            key=turn.get("dia_id") or f"D{number}:{len(messages) + 1}",
+                            role="user" if speaker == first else "assistant",
+                            content=f"{speaker}: {text}" if speaker else text,
+                            created_at=when,
+                        )
+                    )
+            known = {m.key for m in messages}
+            questions = []
+            for qa in sample.get("qa", []):
+                ids = _evidence_ids(qa.get("evidence") or [])
+                if not ids:
+                    continue
+                questions.append(
+                    EvalQuestion(
+                        text=qa["question"],
+                        category=str(qa.get("category", "")),
+                        evidence=[i for i in ids if i in known],
+                        unresolved=sum(1 for i in ids if i not in known),
+                    )
+                )
+            name = file.stem if len(samples) == 1 else f"{file.stem}-{index}"
+            conversations.append(EvalConversation(name, messages, questions))
+    return conversations
+
+
+_BEAM_MARKER = re.compile(r"\s*->->\s*\d+\s*,\s*\d+\s*$")
+
+
+def _beam_time(anchor: str | None) -> dt.datetime | None:
+    if not anchor:
+        return None
+    try:
+        return dt.datetime.strptime(anchor.strip(), "%B-%d-%Y").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
+
+
+def _beam_ids(raw) -> list[int]:
+    if isinstance(raw, dict):
+        return [i for value in raw.values() for i in _beam_ids(value)]
+    if isinstance(raw, list):
+        return [i for value in raw for i in _beam_ids(value)]
+    if isinstance(raw, int):
+        return [raw]
+    return []
+
+
+def load_beam(path: Path) -> list[EvalConversation]:
+    """`path` holds numbered folders with chat.json and probing_questions.json (or is one)."""
+    folders = (
+        [path]
+        if (path / "chat.json").exists()
+        else sorted(
+            (p for p in path.iterdir() if (p / "chat.json").exists()),
+            key=lambda p: int(p.name) if p.name.isdigit() else 0,
+        )
+    )
+    conversations = []
+    for folder in folders:
+        batches = json.loads((folder / "chat.json").read_text())
+        messages: list[EvalMessage] = []
+        clock = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+        for batch in batches:
+            anchor = _beam_time(batch.get("time_anchor"))
+            if anchor and anchor > clock:
+                clock = anchor
+            for turn in batch.get("turns", []):
+                for message in turn:
+                    anchor = _beam_time(message.get("time_anchor"))
+                    if anchor and anchor > clock:
+                        clock = anchor
+                    clock += dt.timedelta(minutes=1)
+                    messages.append(
+                        EvalMessage(
+                            key=str(message["id"]),
+                            role=message["role"],
+                            content=_BEAM_MARKER.sub("", message["content"]).strip(),
+                            created_at=clock,
+                        )
+                    )
+        known = {m.key for m in messages}
+        questions = []
+        probing = folder / "probing_questions.json"
+        if not probing.exists():
+            probing = folder / "probing_questions" / "probing_questions.json"
+        for category, items in json.loads(probing.read_text()).items():
+            if category == "abstention":
+                continue  # no evidence by design
+            for item in items:
+                ids = [str(i) for i in dict.fromkeys(_beam_ids(item.get("source_chat_ids")))]
+                if not ids:
+                    continue  # only conversation_references text: not scored
+                questions.append(
+                    EvalQuestion(
+                        text=item["question"],
+                        category=category,
+                        evidence=[i for i in ids if i in known],
+                        unresolved=sum(1 for i in ids if i not in known),
+                    )
+                )
+        conversations.append(EvalConversation(f"beam-{folder.name}", messages, questions))
+    return conversations
+
+
+LOADERS = {"locomo": load_locomo, "beam": load_beam}
+
+
+# ---------------------------------------------------------------------------------------
+# the baseline: BM25 over single messages
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "he",
+        "her",
+        "him",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    ]
+)
+
+
+def _terms(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+
+
+class SingleMessageBM25:
+    """Plain Okapi BM25 (k1 1.2, b 0.75) over one conversation's messages, one document a
+    message: what a user could write in an afternoon."""
+
+    def __init__(self, documents: list[str], k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self.docs = [Counter(_terms(d)) for d in documents]
+        self.lengths = [sum(c.values()) for c in self.docs]
+        self.avg = (sum(self.lengths) / len(self.lengths)) if self.lengths else 1.0
+        df: Counter = Counter()
+        for counts in self.docs:
+            df.update(counts.keys())
+        n = len(self.docs)
+        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+
+    def rank(self, query: str) -> list[int]:
+        terms = set(_terms(query))
+        scores = []
+        for i, counts in enumerate(self.docs):
+            s = 0.0
+            for term in terms:
+                tf = counts.get(term)
+                if tf:
+                    norm = self.k1 * (1 - self.b + self.b * self.lengths[i] / self.avg)
+                    s += self.idf[term] * tf * (self.k1 + 1) / (tf + norm)
+            if s > 0:
+                scores.append((s, i))
+        scores.sort(key=lambda pair: (-pair[0], pair[1]))
+        return [i for _, i in scores]
+
+
+# ---------------------------------------------------------------------------------------
+# scoring
+
+
+@dataclass(frozen=True)
+class Unit:
+    seqs: tuple[int, ...]  # the messages a row covers
+    tokens: int  # what reading it costs
+
+
+def recall_at(units: list[Unit], evidence: set[int], budget: int, cap: dict[int, int]) -> float:
+    """Share of `evidence` covered by the units read within `budget` (module doc)."""
+    if not evidence:
+        return 0.0
+    spent_on: dict[int, int] = defaultdict(int)
+    spent, covered = 0, set()
+    for unit in units:
+        cost = max(MIN_UNIT_TOKENS, unit.tokens)
+        if len(unit.seqs) == 1:  # a passage: never more than its message's own cost
+            seq = unit.seqs[0]
+            cost = max(0, min(cost, max(MIN_UNIT_TOKENS, cap.get(seq, cost)) - spent_on[seq]))
+        if spent + cost > budget:
+            continue
+        spent += cost
+        for seq in unit.seqs:
+            spent_on[seq] += cost
+        covered.update(unit.seqs)
+    return len(covered & evidence) / len(evidence)
+
+
+def percentile(values: list[float], share: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
+
+
+@dataclass
+class Scores:
+    """recall[mode][category][budget] -> list of per-question recalls; latencies by mode."""
+
+    recall: dict = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    )
+    latency_ms: dict = field(default_factory=lambda: defaultdict(list))
+    unresolved: int = 0
+    evidence_total: int = 0
+    questions: int = 0
+    messages: int = 0
+    index_seconds: float = 0.0
+    units: int = 0
+
+    def add(self, mode: str, category: str, budget: int, value: float) -> None:
+        self.recall[mode][category][budget].append(value)
+        self.recall[mode]["all"][budget].append(value)
+
+    def mean(self, mode: str, category: str, budget: int) -> float | None:
+        values = self.recall.get(mode, {}).get(category, {}).get(budget)
+        return statistics.fmean(values) if values else None
+
+    def as_dict(self) -> dict:
+        modes = {}
+        for mode, categories in self.recall.items():
+            modes[mode] = {
+                category: {str(b): round(statistics.fmean(v), 4) for b, v in budgets.items() if v}
+                | {"n": len(next(iter(budgets.values()), []))}
+                for category, budgets in categories.items()
+            }
+        return {
+            "questions": self.questions,
+            "messages": self.messages,
+            "units": self.units,
+            "evidence_ids": self.evidence_total,
+            "evidence_unresolved": self.unresolved,
+            "index_seconds": round(self.index_seconds, 1),
+            "recall": modes,
+            "latency_ms": {
+                mode: {
+                    "p50": round(percentile(v, 0.5), 2),
+                    "p95": round(percentile(v, 0.95), 2),
+                }
+                for mode, v in self.latency_ms.items()
+            },
+        }
+
+
+# ---------------------------------------------------------------------------------------
+# the run
+
+
+def ingest(conversation: EvalConversation, *, owner, tag: str) -> int:
+    """The conversation through messages_append (as POST .../messages/ does), then its
+    memory indexing run to the end (what the background job does)."""
+    from conversations.inputs import MessageInput
+    from conversations.services import conversation_create, messages_append
+
+    created = conversation_create(owner=owner, session_id=f"eval-{tag}-{conversation.name}")
+    record, new = created if isinstance(created, tuple) else (created, True)
+    if not new and record.messages.exists():
+        return record.pk  # ingested by an earlier run with the same --tag
+    batch = 200
+    for start in range(0, len(conversation.messages), batch):
+        messages_append(
+            conversation_id=record.pk,
+            messages=[
+                MessageInput(
+                    role=m.role,
+                    content=m.content,
+                    external_id=f"{conversation.name}:{m.key}",
+                    created_at=m.created_at,
+                )
+                for m in conversation.messages[start : start + batch]
+            ],
+        )
+    return record.pk
+
+
+def wait_for_indexing(conversation_id: int) -> None:
+    from memory.indexing import index_conversation_messages
+
+    index_conversation_messages(conversation_id=conversation_id)
+
+
+def run(
+    conversations: list[EvalConversation],
+    *,
+    modes: tuple[str, ...] = MODES,
+    limit_questions: int | None = None,
+    tag: str | None = None,
+    progress=None,
+) -> Scores:
+    from django.contrib.auth import get_user_model
+
+    from conversations.models import Message
+    from memory.models import Chunk
+    from retrieval.grep import GrepRequest, grep_for_user
+
+    owner, _ = get_user_model().objects.get_or_create(username="lcm-eval")
+    tag = tag or dt.datetime.now(dt.UTC).strftime("%Y%m%d%H%M%S%f")
+    scores = Scores()
+    for conversation in conversations:
+        started = time.perf_counter()
+        conversation_id = ingest(conversation, owner=owner, tag=tag)
+        wait_for_indexing(conversation_id)
+        scores.index_seconds += time.perf_counter() - started
+        stored = list(
+            Message.objects.filter(conversation_id=conversation_id)
+            .order_by("seq")
+            .values_list("seq", "external_id", "token_count", "content", "pk")
+        )
+        scores.messages += len(stored)
+        scores.units += Chunk.objects.filter(conversation_id=conversation_id).count()
+        seq_of = {ext.split(":", 1)[1]: seq for seq, ext, _, _, _ in stored}
+        cap = {seq: tokens for seq, _, tokens, _, _ in stored}
+        seq_by_pk = {pk: seq for seq, _, _, _, pk in stored}
+        baseline = SingleMessageBM25([content for _, _, _, content, _ in stored])
+        questions = conversation.questions[:limit_questions] if limit_questions else None
+        for question in questions if questions is not None else conversation.questions:
+            evidence = {seq_of[k] for k in question.evidence}
+            scores.questions += 1
+            scores.unresolved += question.unresolved
+            scores.evidence_total += len(question.evidence) + question.unresolved
+            total = len(evidence) + question.unresolved
+            share = len(evidence) / total if total else 0.0
+            bm25_units = [Unit((stored[i][0],), stored[i][2]) for i in baseline.rank(question.text)]
+            for budget in BUDGETS:
+                value = recall_at(bm25_units, evidence, budget, cap) * share
+                scores.add("bm25_single_message", question.category, budget, value)
+            for mode in modes:
+                request = GrepRequest(
+                    query=question.text[:1000],
+                    mode=mode,
+                    scope="messages",
+                    conversation_id=conversation_id,
+                    limit=ROWS_ASKED,
+                    sort="relevance",
+                )
+                began = time.perf_counter()
+                rows = grep_for_user(user=owner, request=request)
+                scores.latency_ms[mode].append((time.perf_counter() - began) * 1000)
+                units = _units(rows, cap, seq_by_pk)
+                for budget in BUDGETS:
+                    value = recall_at(units, evidence, budget, cap) * share
+                    scores.add(mode, question.category, budget, value)
+        if progress:
+            progress(conversation.name, scores)
+    return scores
+
+
+def _units(rows: list[dict], cap: dict[int, int], seq_by_pk: dict[int, int]) -> list[Unit]:
+    """grep rows as units: a chunk costs its stored token estimate, a message its tokens."""
+    from memory.models import Chunk
+
+    chunk_ids = [r["id"] for r in rows if r["type"] == "chunk"]
+    tokens = dict(Chunk.objects.filter(pk__in=chunk_ids).values_list("pk", "token_est"))
+    units = []
+    for row in rows:
+        if row["type"] == "chunk":
+            seqs = tuple(range(row["seq"], row["seq_end"] + 1))
+            units.append(Unit(seqs, tokens.get(row["id"], 0)))
+        elif row["type"] == "message":
+            seq = row.get("seq", seq_by_pk.get(row["id"]))
+            units.append(Unit((seq,), cap.get(seq, 0)))
+    return units
+
+
+def render(scores: Scores, modes: tuple[str, ...]) -> str:
+    """A table: per mode and category, recall at each budget beside the BM25 baseline."""
+    lines = [
+        f"questions {scores.questions}, messages {scores.messages}, units {scores.units}, "
+        f"evidence ids {scores.evidence_total} ({scores.unresolved} not findable), "
+        f"ingest+index {scores.index_seconds:.1f} s",
+        "",
+        "| mode | category | n | "
+        + " | ".join(f"@{b} (BM25)" for b in BUDGETS)
+        + " | p50 ms | p95 ms |",
+        "|---|---|---:|" + "---:|" * len(BUDGETS) + "---:|---:|",
+    ]
+    base = scores.recall.get("bm25_single_message", {})
+    categories = sorted(base, key=lambda c: (c == "all", c))
+    for mode in modes:
+        latency = scores.latency_ms.get(mode, [])
+        for category in categories:
+            n = len(base[category][BUDGETS[0]])
+            cells = []
+            for budget in BUDGETS:
+                value = scores.mean(mode, category, budget)
+                baseline = scores.mean("bm25_single_message", category, budget)
+                cells.append(f"{value:.3f} ({baseline:.3f})" if value is not None else "-")
+            tail = (
+                f"{percentile(latency, 0.5):.1f} | {percentile(latency, 0.95):.1f}"
+                if category == "all"
+                else " | "
+            )
+            lines.append(f"| {mode} | {category} | {n} | " + " | ".join(cells) + f" | {tail} |")
+    return "\n".join(lines)

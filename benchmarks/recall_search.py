@@ -1,0 +1,216 @@
+"""Search latency at scale and the unit cache's memory (`lcm_bench --only recall_search`).
+
+A conversation of 100,000 messages (scale 1) goes in through `messages_append`; its units
+(one per message, the texts being short) are written in bulk with random unit vectors
+(the cost of a search does not depend on the vectors' values, and embedding 100,000 texts
+with the bundled model takes most of an hour on this machine). Then:
+
+- hybrid grep p50/p95 through `grep_for_user` (what POST /api/v1/grep/ runs), new
+  questions (their embedding included) and repeated ones (the query-vector LRU answers);
+  beside it, in the same run, the single-message BM25 baseline of `lcm_eval` over the
+  same messages (pure Python, the "50 lines a user could write");
+- the cache fill (first search) and the resident size of the unit cache per row, and
+  that size extrapolated to 1,000,000 units with float32, float16 and int8 vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+import numpy as np
+from django.db import connection, transaction
+from django.utils import timezone
+
+from benchmarks import recall_fixture
+from benchmarks.conversations import new_conversation
+from benchmarks.harness import BenchContext, BenchRow, benchmark, p50, percentile
+from benchmarks.recall_eval import SingleMessageBM25
+from conversations.inputs import MessageInput
+from conversations.models import Message
+from conversations.services import messages_append
+from memory.models import Chunk, ChunkType, ChunkVector
+from memory.namespaces import search_namespace
+from memory.vectors.numpy_exact import INDEX
+
+RUNS = 60
+
+
+def _texts(count: int) -> list[str]:
+    topics = recall_fixture._FILLER_TOPICS
+    words = [w for pair in recall_fixture.SYNONYMS for w in pair]
+    return [
+        f"{topics[i % len(topics)]} Item {i} mentions the {words[i % len(words)]} "
+        f"and the {words[(i * 7) % len(words)]}."
+        for i in range(count)
+    ]
+
+
+def _load(conversation, texts: list[str]) -> None:
+    namespace = search_namespace()
+    rng = np.random.default_rng(7)
+    now = timezone.now()
+    batch = 5000
+    for start in range(0, len(texts), batch):
+        part = texts[start : start + batch]
+        messages_append(
+            conversation_id=conversation.pk,
+            messages=[MessageInput(role="user", content=t) for t in part],
+        )
+        vectors = rng.standard_normal((len(part), namespace.dim)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        chunks = [
+            Chunk(
+                conversation_id=conversation.pk,
+                source_key=f"msg:{conversation.pk}:{start + i + 1}-{start + i + 1}",
+                seq_start=start + i + 1,
+                seq_end=start + i + 1,
+                start_offset=0,
+                end_offset=len(text),
+                chunk_type=ChunkType.OTHER,
+                rendered_text=text,
+                summary=text[:80],
+                token_est=len(text) // 4,
+                content_hash=hashlib.sha256(text.encode()).hexdigest(),
+                source_created_at=now,
+            )
+            for i, text in enumerate(part)
+        ]
+        with transaction.atomic():
+            Chunk.objects.bulk_create(chunks, batch_size=1000)
+            ChunkVector.objects.bulk_create(
+                [
+                    ChunkVector(namespace_id=namespace.pk, chunk_id=c.pk, vector=v.tobytes())
+                    for c, v in zip(chunks, vectors.astype("<f4"), strict=True)
+                ],
+                batch_size=1000,
+            )
+
+
+def _matrix_bytes(matrix) -> tuple[int, int]:
+    """(vector bytes, everything else) the unit cache holds for its rows."""
+    n = matrix.count
+    vectors = n * matrix.dim * 4
+    other = n * (8 + 8 + 8 + 8 + 4 + 4) + sum(len(i) + 60 for i in matrix.chunk_ids[:n])
+    for pieces in matrix.postings.values():
+        other += 100 + sum(p[0].nbytes + p[1].nbytes for p in pieces)
+    return vectors, other
+
+
+@benchmark("recall_search")
+def recall_search(ctx: BenchContext) -> list[BenchRow]:
+    from django.contrib.auth import get_user_model
+
+    from memory.embeddings import active_backend
+    from retrieval.grep import GrepRequest, grep_for_user
+
+    vendor = connection.vendor
+    count = max(1000, ctx.n(100_000))
+    texts = _texts(count)
+    conversation = new_conversation("recall-search")
+    started = time.perf_counter()
+    _load(conversation, texts)
+    load_seconds = time.perf_counter() - started
+    if vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE memory_chunk")
+            cursor.execute("ANALYZE memory_chunkvector")
+    user = get_user_model().objects.get(pk=conversation.owner_id)
+    questions = [f.question for f in recall_fixture.planted_facts(RUNS)]
+    namespace = search_namespace()
+    started = time.perf_counter()
+    matrix = INDEX.matrix(namespace_id=namespace.pk, dim=namespace.dim)
+    fill_ms = (time.perf_counter() - started) * 1000
+
+    def ask(query: str, mode: str = "hybrid") -> float:
+        request = GrepRequest(
+            query=query,
+            mode=mode,
+            scope="messages",
+            conversation_id=conversation.pk,
+            limit=50,
+            sort="relevance",
+        )
+        began = time.perf_counter()
+        grep_for_user(user=user, request=request)
+        return (time.perf_counter() - began) * 1000
+
+    ask("warm up")
+    cold = [ask(q) for q in questions]
+    warm = [ask(q) for q in questions]
+    semantic = [ask(q, "semantic") for q in questions]
+    stored = list(
+        Message.objects.filter(conversation=conversation).order_by("seq").values_list("content")
+    )
+    started = time.perf_counter()
+    baseline = SingleMessageBM25([c for (c,) in stored])
+    build_ms = (time.perf_counter() - started) * 1000
+    base_times = []
+    for q in questions[:10]:
+        began = time.perf_counter()
+        baseline.rank(q)
+        base_times.append((time.perf_counter() - began) * 1000)
+    load = f"load average {os.getloadavg()[0]:.1f}"
+    vector_bytes, other_bytes = _matrix_bytes(matrix)
+    per_row = (vector_bytes + other_bytes) / max(1, matrix.count)
+    other_per_row = other_bytes / max(1, matrix.count)
+    million = 1_000_000
+    dim = namespace.dim
+    rows = [
+        BenchRow(
+            f"recall: hybrid grep p50, new questions, {count:,} messages ({vendor})",
+            p50(cold),
+            "ms",
+            "< 50 ms",
+            f"p95 {percentile(cold, 0.95):.1f} ms; embed + BM25 + cosine + fusion + "
+            f"neighbours + rows; model {active_backend().name}; {load}",
+        ),
+        BenchRow(
+            f"recall: hybrid grep p50, repeated questions, {count:,} messages ({vendor})",
+            p50(warm),
+            "ms",
+            "< 50 ms",
+            f"p95 {percentile(warm, 0.95):.1f} ms; query vector from the LRU",
+        ),
+        BenchRow(
+            f"recall: semantic grep p50, repeated questions, {count:,} messages ({vendor})",
+            p50(semantic),
+            "ms",
+            "",
+            f"p95 {percentile(semantic, 0.95):.1f} ms",
+        ),
+        BenchRow(
+            f"recall: baseline single-message BM25 (pure Python), {count:,} messages",
+            p50(base_times),
+            "ms",
+            "",
+            f"index build {build_ms:,.0f} ms, same run",
+        ),
+        BenchRow(
+            f"recall: unit cache fill (first search), {count:,} units ({vendor})",
+            fill_ms,
+            "ms",
+            "",
+            f"load of messages + units {load_seconds:.0f} s",
+        ),
+        BenchRow(
+            "recall: unit cache per unit",
+            per_row,
+            "bytes",
+            "",
+            f"{dim * 4} vector (float32) + {other_per_row:.0f} ids, seqs, months, postings",
+        ),
+    ]
+    for label, width in (("float32", 4), ("float16", 2), ("int8", 1)):
+        size = million * (dim * width + other_per_row) / 1e9
+        rows.append(
+            BenchRow(
+                f"recall: unit cache at 1,000,000 units, {label} vectors (estimate)",
+                size,
+                "GB",
+                "< 1.5 GB",
+                f"{dim} dims x {width} B + {other_per_row:.0f} B per unit (measured above)",
+            )
+        )
+    return rows

@@ -1,0 +1,112 @@
+"""Search terms: the words of a text as the BM25 leg of search counts them.
+
+Any word (a run of letters and digits), lower-cased, stop words out, Snowball-stemmed
+("hiking" and "hikes" are one term). Pure functions: both databases get the same terms
+from the same text, so the BM25 leg ranks the same on SQLite and PostgreSQL.
+
+Also: the calendar months a question names ("in May", "March 2024"), which search uses
+to prefer units written then (memory.recall).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from functools import lru_cache
+
+import snowballstemmer
+
+from memory.fulltext import STOP_WORDS
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_STEMMER = snowballstemmer.stemmer("english")
+MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march",),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    return _STEMMER.stemWord(word)
+
+
+def terms(text: str) -> list[str]:
+    """Every term of `text`, in order, repeats kept (term frequencies count them)."""
+    return [stem(w) for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
+
+
+def term_counts(text: str) -> tuple[Counter, int]:
+    found = terms(text)
+    return Counter(found), len(found)
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct terms of a query, in order."""
+    return list(dict.fromkeys(terms(text)))
+
+
+_MONTH_NAMED = re.compile(
+    r"\b(?:in|during|since|by|of|on|early|late|mid|before|after|until)\s+(?:mid-|early\s+|late\s+)?"
+    r"([A-Za-z]+)\b|\b([A-Z][a-z]+)\s+(?:\d{1,2}(?:st|nd|rd|th)?,?\s+)?(\d{4})\b"
+)
+
+
+def named_months(question: str) -> set[int]:
+    """Months 1-12 the question names as a time ("in May", "March 2024", "before June")."""
+    found = set()
+    for match in _MONTH_NAMED.finditer(question):
+        word = (match.group(1) or match.group(2) or "").lower()
+        if word == "may" and match.group(1) and not question[match.start(1)].isupper():
+            continue  # "in may" lower-case is rarely the month
+        if word in MONTHS and (len(word) > 3 or word == "may"):
+            found.add(MONTHS[word])
+    return found
+
+
+_SPEAKER = re.compile(r"^\s*([A-Z][\w'’.-]*(?: [A-Z][\w'’.-]*){0,3}):\s")
+
+
+def speaker_label(text: str) -> str | None:
+    """The speaker a transcript line names at its start ("Ana Lopez: I adopted…"), if any."""
+    match = _SPEAKER.match(text)
+    return match.group(1) if match else None
+
+
+def speakers_named(question: str, names: list[str]) -> tuple[set[int], str]:
+    """The indexes of `names` the question names (the full name or its first word, whole
+    words, any case), and the question with those names taken out."""
+    named, rest = set(), question
+    asked = set(_WORD.findall(question.lower()))
+    for index, name in enumerate(names):
+        if name.split()[0].lower() not in asked:
+            continue  # cheap test first: a transcript may hold many labels
+        words = [re.escape(w) for w in name.split()]
+        pattern = re.compile(
+            r"\b(?:"
+            + r"\s+".join(words)
+            + (r"|" + words[0] if len(words) > 1 else "")
+            + r")(?:'s|’s)?\b",
+            re.IGNORECASE,
+        )
+        if pattern.search(rest):
+            named.add(index)
+            rest = pattern.sub(" ", rest)
+    return named, " ".join(rest.split())

@@ -1,0 +1,254 @@
+"""Search for recall per token (grep's semantic/hybrid modes over messages, `memory_search`,
+the retrieve API): units ranked by a z-score fusion of BM25 and cosine, smoothed over
+neighbours, one unit per message (docs/memory.md, "Recall").
+
+- Units (memory.chunker.unit_segments): a short message is one unit, a long one is cut
+  into ~64-token passages; a hit costs its own tokens and names its message.
+- The lexical leg is a BM25 of our own (k1 1.2, b 0.75) over the units' stored terms
+  (memory.lexical: any word, stop words out, Snowball stems), its IDF and mean length taken
+  over the units in scope. The same scorer runs on SQLite and PostgreSQL.
+- The semantic leg is the cosine of the bundled model's vectors (the per-process matrix of
+  memory.vectors.numpy_exact, which keeps the terms too).
+- Fusion: each leg is standardised over the units in scope (z-score) and summed with
+  weights LCM_SEARCH_BM25_WEIGHT and 1 - that (hybrid); semantic uses the cosine alone,
+  full_text BM25 alone (units with at least one query term).
+- Neighbours: a unit gains LCM_SEARCH_NEIGHBOUR_WEIGHT times the fused scores of the units
+  before and after it in its conversation (evidence sits in runs of messages).
+- Time: a question naming a month ("in May") adds DATE_BONUS to units written in it.
+- One unit per message: only a message's best unit is returned (the caller widens it with
+  the message, its neighbours or lcm_expand when its budget allows).
+
+No similarity threshold, recency boost or MMR here: they serve turn injection
+(memory.retrieval.retrieve_for_turn) and cost recall in search (docs/memory.md).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from django.conf import settings
+
+from core.api.errors import InvalidInput
+from memory.embeddings import calibrate, embed_query
+from memory.lexical import named_months, query_terms, speakers_named
+from memory.models import Chunk, EmbeddingNamespace
+from memory.namespaces import backend_for_namespace, search_namespace
+from memory.vectors.base import ScopeFilter
+from memory.vectors.numpy_exact import INDEX, UnitMatrix, _scope_mask
+
+K1, B = 1.2, 0.75
+DATE_BONUS = 0.5  # in standard deviations of the fused score
+MODES = ("hybrid", "semantic", "full_text")
+
+
+@dataclass
+class UnitHit:
+    chunk: Chunk
+    score: float  # the fused, smoothed score (comparable within one search only)
+    cosine: float
+    similarity: float  # the cosine through the model's calibration
+    bm25: float
+    matched_by: str  # vector | full_text | both
+
+
+@dataclass
+class UnitSearch:
+    hits: list[UnitHit]
+    stats: dict
+
+
+def _z(values: np.ndarray) -> np.ndarray:
+    std = float(values.std())
+    if std <= 1e-12:
+        return np.zeros_like(values)
+    return (values - float(values.mean())) / std
+
+
+def bm25_scores(
+    matrix: UnitMatrix, rows: np.ndarray, local: np.ndarray, n: int, terms: list[str]
+) -> np.ndarray:
+    """BM25 of each of `rows` (matrix rows in scope; `local` maps a row to its position
+    there, -1 out of scope) for `terms`, IDF and mean length over those rows."""
+    m = rows.size
+    scores = np.zeros(m, dtype=np.float64)
+    if not terms or m == 0:
+        return scores
+    lengths = matrix.doclen[:n]
+    average = float(lengths[rows].mean()) or 1.0
+    for term in terms:
+        hit_rows, tfs = matrix.posting(term, n)
+        if hit_rows.size == 0:
+            continue
+        at = local[hit_rows]
+        keep = at >= 0
+        if not keep.any():
+            continue
+        at, tf = at[keep], tfs[keep]
+        df = at.size
+        idf = math.log(1 + (m - df + 0.5) / (df + 0.5))
+        norm = K1 * (1 - B + B * lengths[hit_rows[keep]] / average)
+        scores[at] += idf * tf * (K1 + 1) / (tf + norm)
+    return scores
+
+
+def _neighbour_sum(
+    matrix: UnitMatrix, rows: np.ndarray, local: np.ndarray, n: int, values: np.ndarray
+) -> np.ndarray:
+    """For each row in scope, the values of the units just before and after it in its
+    conversation (0 where that neighbour is missing or out of scope)."""
+    before, after = matrix.neighbours(n)
+    total = np.zeros_like(values)
+    for side in (before[rows], after[rows]):
+        at = np.where(side >= 0, local[np.maximum(side, 0)], -1)
+        total += np.where(at >= 0, values[np.maximum(at, 0)], 0.0)
+    return total
+
+
+def _cosines(matrix: UnitMatrix, rows: np.ndarray, n: int, vector: np.ndarray) -> np.ndarray:
+    """The cosine of each row in scope. Gathering rows copies their vectors (100,000 x 384
+    floats: slower than the product itself), so a contiguous scope (one conversation's
+    units, appended in order) is read as a slice, and a large one by scanning every row."""
+    first, last = int(rows[0]), int(rows[-1])
+    if last - first + 1 == rows.size:
+        product = matrix.vectors[first : last + 1] @ vector
+    elif rows.size * 8 > n:
+        product = (matrix.vectors[:n] @ vector)[rows]
+    else:
+        product = matrix.vectors[rows] @ vector
+    return product.astype(np.float64)
+
+
+def search_units(
+    *,
+    scope: ScopeFilter,
+    query: str,
+    k: int,
+    mode: str = "hybrid",
+    namespace: EmbeddingNamespace | None = None,
+) -> UnitSearch:
+    """The best `k` units for `query` in `scope`, one per message, best first."""
+    if mode not in MODES:
+        raise InvalidInput("mode must be hybrid, semantic or full_text", extra={"field": "mode"})
+    started = time.perf_counter()
+    namespace = namespace or search_namespace()
+    backend = backend_for_namespace(namespace)
+    matrix = INDEX.matrix(namespace_id=namespace.pk, dim=namespace.dim)
+    n = matrix.count
+    mask = _scope_mask(matrix, n, scope)
+    rows = np.flatnonzero(mask) if mask is not None else np.arange(n)
+    stats = {"mode": mode, "namespace": f"{namespace.model}/{namespace.dim}", "units": rows.size}
+    if rows.size == 0 or k <= 0:
+        stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
+        return UnitSearch([], stats)
+    # Speakers: a question naming a speaker of the transcript ("What did Ana adopt?") is
+    # asked without the name, which every line of hers carries (a bonus for her lines
+    # measured no gain and was dropped: docs/memory.md).
+    named, asked = (
+        speakers_named(query, matrix.speaker_names)
+        if matrix.speaker_names and mode != "full_text"
+        else (set(), query)
+    )
+    if named:
+        present = set(np.unique(matrix.speakers[rows]).tolist())
+        named = named & present
+        if not named:
+            asked = query
+    asked = asked or query
+    terms = query_terms(asked)
+    local = np.full(n, -1, dtype=np.int64)
+    local[rows] = np.arange(rows.size)
+    bm25 = bm25_scores(matrix, rows, local, n, terms) if mode != "semantic" else np.zeros(rows.size)
+    if mode != "full_text":
+        vector = embed_query(backend, asked).astype(np.float32)
+        cosine = _cosines(matrix, rows, n, vector)
+    else:
+        cosine = np.zeros(rows.size)
+    if mode == "hybrid":
+        weight = settings.LCM_SEARCH_BM25_WEIGHT
+        fused = weight * _z(bm25) + (1 - weight) * _z(cosine)
+        neighbours = settings.LCM_SEARCH_NEIGHBOUR_WEIGHT
+        if neighbours:
+            fused = fused + neighbours * _neighbour_sum(matrix, rows, local, n, fused)
+        months = named_months(query)
+        if months:
+            unit_months = matrix.months[rows] % 100
+            fused = fused + DATE_BONUS * np.isin(unit_months, list(months)) * (fused.std() or 1)
+    elif mode == "semantic":
+        fused = cosine
+    else:
+        fused = np.where(bm25 > 0, bm25, -np.inf)
+    picked = _best_per_message(matrix, rows, fused, k)
+    chunks = Chunk.objects.in_bulk([matrix.chunk_ids[rows[i]] for i in picked])
+    hits = []
+    for i in picked:
+        chunk = chunks.get(matrix.chunk_ids[rows[i]])
+        if chunk is None:
+            continue
+        legs = {"vector"} if mode != "full_text" else set()
+        if bm25[i] > 0:
+            legs.add("full_text")
+        hits.append(
+            UnitHit(
+                chunk=chunk,
+                score=float(fused[i]),
+                cosine=float(cosine[i]),
+                similarity=calibrate(backend, float(cosine[i])) if mode != "full_text" else 0.0,
+                bm25=float(bm25[i]),
+                matched_by="both" if len(legs) == 2 else next(iter(legs), "vector"),
+            )
+        )
+    stats["selected"] = len(hits)
+    stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
+    return UnitSearch(hits, stats)
+
+
+def _best_per_message(
+    matrix: UnitMatrix, rows: np.ndarray, scores: np.ndarray, k: int
+) -> list[int]:
+    """Positions (into `rows`) of the best `k` units, at most one per message."""
+    finite = np.isfinite(scores)
+    count = int(finite.sum())
+    if count == 0:
+        return []
+    # enough to fill k after dropping second passages of the same message
+    take = min(count, max(k * 4, 64))
+    top = np.argpartition(-np.where(finite, scores, -np.inf), take - 1)[:take]
+    top = top[np.argsort(-scores[top], kind="stable")]
+    picked, seen = [], set()
+    for i in top:
+        if not finite[i]:
+            break
+        row = rows[i]
+        key = (int(matrix.conversations[row]), int(matrix.seq_start[row]), int(matrix.seq_end[row]))
+        if key in seen:
+            continue
+        seen.add(key)
+        picked.append(int(i))
+        if len(picked) == k:
+            break
+    return picked
+
+
+def items_from_units(hits: list[UnitHit]):
+    """Search hits as retrieved items (the memory_search tool renders them as untrusted
+    memory artifacts, each with its provenance and `recorded_at`)."""
+    from memory.retrieval import RetrievedItem, provenance
+
+    return [
+        RetrievedItem(
+            chunk_id=hit.chunk.pk,
+            text=hit.chunk.rendered_text,
+            summary=hit.chunk.summary,
+            chunk_type=hit.chunk.chunk_type,
+            provenance=provenance(hit.chunk),
+            similarity=round(hit.similarity, 4),
+            score=round(hit.score, 4),
+            rank=rank,
+            tokens=hit.chunk.token_est,
+            matched_by=hit.matched_by,
+        )
+        for rank, hit in enumerate(hits, start=1)
+    ]
