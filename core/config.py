@@ -781,6 +781,7 @@ SETTINGS: tuple[Setting, ...] = (
         20,
         "Most segments one scheduled retention run archives before it stops (bounded batches).",
         minimum=1,
+    ),
     # Drop-in endpoints (docs/drop-in.md) ---------------------------------------------------
     Setting(
         "LCM_DROPIN_MEMORY_TOOLS",

@@ -4,9 +4,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core.api.views import api_not_found
 from core.metrics import metrics_view
+from dropin.urls import anthropic_urls, openai_urls
 from mcpserver.views import mcp_needs_asgi
 from security.metrics_guard import metrics_guard
-from dropin.urls import anthropic_urls, openai_urls
 
 api_v1 = [
     path("", include("largefiles.urls")),

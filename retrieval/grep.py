@@ -158,6 +158,8 @@ def _with_archived(results: list[dict], *, scope: Scope, request: GrepRequest) -
     if request.sort == "recency":
         merged.sort(key=lambda h: h["created_at"], reverse=True)
     return merged[: request.limit]
+
+
 # Full text on a sentence: a question's words are rarely all in one message, so when the
 # all-words query finds nothing, grep answers with the messages that hold any of them,
 # ranked by BM25 over the memory's search units (stems, stop words out; memory.recall),
