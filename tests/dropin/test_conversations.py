@@ -206,3 +206,25 @@ def test_an_upstream_stream_that_breaks_ends_with_the_wires_error_event(upstream
         ).count()
         == 2
     )
+
+
+def test_a_request_sent_again_after_an_upstream_error_continues_its_conversation(upstreams, oai):
+    import openai
+    import pytest
+
+    from tests.support.fake_chat_completions_api import chat_error
+
+    upstreams.chat.enqueue(chat_completion("A1"), chat_error(503, "server_error", None, "busy"))
+    first, h1 = ask(oai, [{"role": "user", "content": "Q1"}])
+    messages = [
+        {"role": "user", "content": "Q1"},
+        {"role": "assistant", "content": first},
+        {"role": "user", "content": "Q2"},
+    ]
+    with pytest.raises(openai.InternalServerError):
+        oai.chat.completions.with_raw_response.create(model="local", messages=messages)
+    upstreams.chat.enqueue(chat_completion("A2"))
+    _, h2 = ask(oai, messages)
+    assert h2["x-lcm-conversation"] == h1["x-lcm-conversation"]
+    assert h2["x-lcm-forked"] == "false"
+    assert [c for _, c in history(int(h2["x-lcm-conversation-id"]))] == ["Q1", "A1", "Q2", "A2"]
