@@ -120,11 +120,10 @@ def thread_plan(*, user, request: DropinRequest, key: str | None) -> Plan:
             )
         return Plan(hashes, thread, _shared(thread, hashes), key, keyed=True)
     # No key: the caller's thread whose stored history is a prefix of the request (the
-    # longest such), found by its head hash in one indexed lookup. The last message of the
-    # request is new by definition (the client asks for an answer to it).
-    candidates = hashes[:-1]
+    # longest such), found by its head hash in one indexed lookup (the whole request, when
+    # a request whose upstream call failed is sent again).
     thread = (
-        Thread.objects.filter(owner=user, active=True, head_hash__in=candidates)
+        Thread.objects.filter(owner=user, active=True, head_hash__in=hashes)
         .order_by("-message_count")
         .first()
     )

@@ -206,3 +206,42 @@ def test_an_upstream_stream_that_breaks_ends_with_the_wires_error_event(upstream
         ).count()
         == 2
     )
+
+
+def test_a_request_sent_again_after_an_upstream_error_continues_its_conversation(upstreams, oai):
+    import openai
+    import pytest
+
+    from tests.support.fake_chat_completions_api import chat_error
+
+    upstreams.chat.enqueue(chat_completion("A1"), chat_error(503, "server_error", None, "busy"))
+    first, h1 = ask(oai, [{"role": "user", "content": "Q1"}])
+    messages = [
+        {"role": "user", "content": "Q1"},
+        {"role": "assistant", "content": first},
+        {"role": "user", "content": "Q2"},
+    ]
+    with pytest.raises(openai.InternalServerError):
+        oai.chat.completions.with_raw_response.create(model="local", messages=messages)
+    upstreams.chat.enqueue(chat_completion("A2"))
+    _, h2 = ask(oai, messages)
+    assert h2["x-lcm-conversation"] == h1["x-lcm-conversation"]
+    assert h2["x-lcm-forked"] == "false"
+    assert [c for _, c in history(int(h2["x-lcm-conversation-id"]))] == ["Q1", "A1", "Q2", "A2"]
+
+
+def test_a_drop_in_conversation_is_an_ordinary_conversation_of_its_owner(
+    upstreams, oai, live_server, caller
+):
+    from tests.factories import UserFactory
+    from tests.support.tokens import issue_token
+
+    upstreams.chat.enqueue(chat_completion("stored like any other"))
+    _, headers = ask(oai, [{"role": "user", "content": "hello API"}])
+    conversation_id = headers["x-lcm-conversation-id"]
+    url = f"{live_server.url}/api/v1/conversations/{conversation_id}/messages/"
+    mine = httpx.get(url, headers={"Authorization": f"Token {caller[1]}"})
+    assert mine.status_code == 200
+    assert [m["content"] for m in mine.json()["results"]] == ["hello API", "stored like any other"]
+    stranger = issue_token(UserFactory(username="someone-else"))
+    assert httpx.get(url, headers={"Authorization": f"Token {stranger}"}).status_code == 404
