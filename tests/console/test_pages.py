@@ -218,9 +218,7 @@ def test_status_json_reports_the_header_fields(user, chat):
         "last_turn_id": turn.pk,
         "running_turn_id": None,
         "turn_phases": dict(
-            UserTurn.objects.filter(branch=branch)
-            .order_by("-turn_seq")
-            .values_list("pk", "phase")
+            UserTurn.objects.filter(branch=branch).order_by("-turn_seq").values_list("pk", "phase")
         ),
     }
     assert data["turn_phases"][turn.pk] == UserTurn.objects.get(pk=turn.pk).phase
