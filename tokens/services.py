@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -104,8 +105,11 @@ def token_issue(
 def token_rotate(
     *, user, name: str = "default", days: int | None = None, via: str = "command", actor=None
 ) -> IssuedToken:
-    """Revoke the live token named `name` (if any) and issue its replacement, atomically."""
+    """Revoke the live token named `name` (if any) and issue its replacement, atomically.
+    Rotations of one user's tokens are serialized on the user's row (on PostgreSQL; SQLite
+    serializes writers anyway), so racing rotations leave exactly one live token."""
     with transaction.atomic():
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
         now = timezone.now()
         live = list(
             ApiToken.objects.select_for_update().filter(

@@ -214,3 +214,71 @@ def test_each_test_key_is_a_separate_token(user):
     c = issue_token(user)
     assert len({a, b, c}) == 3
     assert [_status(k) for k in (a, b, c)] == [200, 200, 200]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_rotations_leave_exactly_one_live_token():
+    import threading
+
+    from django.db import connections
+
+    user = UserFactory(username="racer")
+    token_issue(user=user, name="ci")
+    keys, errors = [], []
+    barrier = threading.Barrier(4)
+
+    def rotate():
+        try:
+            barrier.wait()
+            keys.append(token_rotate(user=user, name="ci").key)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=rotate) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    live = ApiToken.objects.filter(user=user, name="ci", revoked_at__isnull=True)
+    assert live.count() == 1
+    assert ApiToken.objects.filter(user=user, name="ci").count() == 5
+    assert [_status(key) for key in keys].count(200) == 1
+    assert (
+        list(AuditEvent.objects.filter(action="token_rotate").values_list("action", flat=True))
+        == ["token_rotate"] * 4
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_first_rotations_leave_exactly_one_live_token():
+    """No live token to lock: the racers meet at the partial unique constraint."""
+    import threading
+
+    from django.db import connections
+
+    user = UserFactory(username="racer2")
+    keys, errors = [], []
+    barrier = threading.Barrier(3)
+
+    def rotate():
+        try:
+            barrier.wait()
+            keys.append(token_rotate(user=user, name="new").key)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=rotate) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert ApiToken.objects.filter(user=user, name="new", revoked_at__isnull=True).count() == 1
+    assert [_status(key) for key in keys].count(200) == 1
