@@ -6,8 +6,9 @@ tokens are stored touches this file only."""
 
 from __future__ import annotations
 
-from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
+
+from tokens.authentication import ApiTokenAuthentication
 
 
 def key_from_headers(headers) -> str | None:
@@ -24,7 +25,7 @@ def user_for_key(key: str | None):
     if not key:
         return None
     try:
-        user, _ = TokenAuthentication().authenticate_credentials(key)
+        user, _ = ApiTokenAuthentication().authenticate_credentials(key)
     except AuthenticationFailed:
         return None
     return user

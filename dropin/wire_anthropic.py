@@ -189,8 +189,8 @@ def _usage(response: ProviderResponse) -> dict:
     return {
         "input_tokens": spent.get("input_tokens") or 0,
         "output_tokens": spent.get("output_tokens") or 0,
-        "cache_read_input_tokens": spent.get("cached_input_tokens") or 0,
-        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": spent.get("cache_read_input_tokens") or 0,
+        "cache_creation_input_tokens": spent.get("cache_creation_input_tokens") or 0,
     }
 
 

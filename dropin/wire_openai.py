@@ -204,7 +204,7 @@ def _usage(response: ProviderResponse) -> dict:
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": spent.get("cached_input_tokens") or 0},
+        "prompt_tokens_details": {"cached_tokens": spent.get("cache_read_input_tokens") or 0},
     }
 
 

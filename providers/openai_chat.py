@@ -71,6 +71,11 @@ class OpenAIChatProvider(SdkAdapter):
             )
         if options.get("stop_sequences"):
             params["stop"] = list(options["stop_sequences"])
+        if request.cache is not None and request.cache.key and self.spec.cache == "auto":
+            # As for the Responses adapter: the key routes a branch's requests to the same
+            # prompt cache (providers/caching.py); `cache = "off"` leaves it out for servers
+            # that refuse fields they do not know.
+            params["prompt_cache_key"] = request.cache.key
         return params
 
     def create(self, client, params: dict, *, stream: bool):

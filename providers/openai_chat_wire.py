@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 
 from providers import blocks as b
+from providers.base import usage
+from providers.caching import read_cache_usage
 from providers.ordering import check_tool_ordering, tool_results_first
 
 PROVIDER = "openai_chat"
@@ -151,9 +153,8 @@ def outcome_for_finish_reason(reason: str | None) -> tuple[str, str | None, str 
 def usage_of(raw_usage: dict | None) -> dict:
     """Our usage of a Chat Completions `usage` object, with the cached prompt tokens."""
     spent = raw_usage or {}
-    details = spent.get("prompt_tokens_details") or {}
-    return {
-        "input_tokens": spent.get("prompt_tokens"),
-        "output_tokens": spent.get("completion_tokens"),
-        "cached_input_tokens": details.get("cached_tokens"),
-    }
+    return usage(
+        input_tokens=spent.get("prompt_tokens"),
+        output_tokens=spent.get("completion_tokens"),
+        **read_cache_usage("openai_chat", spent),
+    )

@@ -43,7 +43,12 @@ def test_a_text_stream_gives_deltas_usage_and_a_completed_outcome(openai_chat_en
     response = finished(events)
     assert response.blocks == [blocks.text("hello world")]
     assert response.outcome["status"] == "completed"
-    assert response.usage == {"input_tokens": 40, "output_tokens": 5, "cached_input_tokens": 32}
+    assert response.usage == {
+        "input_tokens": 40,
+        "output_tokens": 5,
+        "cache_read_input_tokens": 32,
+        "cache_creation_input_tokens": None,
+    }
     sent = openai_chat_env.requests[0]
     assert sent.path == "/v1/chat/completions"
     assert sent.headers["authorization"] == "Bearer sk-test-chat-key"
@@ -109,7 +114,12 @@ def test_tool_results_images_and_assistant_calls_go_out_on_the_chat_wire(openai_
     response = provider_for(local).complete(make_request(local, messages=history, tools=[TOOL]))
 
     assert response.blocks == [blocks.text("sunny")]
-    assert response.usage == {"input_tokens": 12, "output_tokens": 5, "cached_input_tokens": 0}
+    assert response.usage == {
+        "input_tokens": 12,
+        "output_tokens": 5,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": None,
+    }
     assert openai_chat_env.requests[0].body["messages"][1:] == [
         {
             "role": "user",
