@@ -38,4 +38,6 @@ def test_semantic_grep_finds_an_archived_message(api, conversation, settings,
     assert response.status_code == 200, response.content
     top = response.json()["results"][0]
     assert (top["type"], top["snippet"], top["seq"]) == ("chunk", FACT, 1)
-    assert Chunk.objects.filter(conversation=conversation, rendered_text__contains="automobile").exists()
+    assert Chunk.objects.filter(
+        conversation=conversation, rendered_text__contains="automobile"
+    ).exists()
