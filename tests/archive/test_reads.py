@@ -99,3 +99,24 @@ def test_the_explorer_timeline_shows_archived_content_marked(compacted, client, 
     for text in texts:
         assert text in body
     assert body.count('class="chip from-archive"') == 40
+
+
+def test_the_expand_tool_used_by_models_and_mcp_reads_archived_leaves(compacted, user):
+    import json
+
+    from retrieval.tools import tool_call_for_user
+
+    conversation, dag = compacted
+    leaf = dag.leaves[0]
+    ask = {"summary_id": leaf.pk, "include_messages": True}
+    before = json.loads(tool_call_for_user(user=user, name="lcm_expand", input=ask,
+                                           conversation_id=conversation.pk).content)  # fmt: skip
+    _archive_leaves(compacted)
+    forget()
+
+    after = json.loads(tool_call_for_user(user=user, name="lcm_expand", input=ask,
+                                          conversation_id=conversation.pk).content)  # fmt: skip
+
+    assert [m["content"] for m in after["messages"]] == [m["content"] for m in before["messages"]]
+    assert len(after["messages"]) == 10
+    assert {m["from_archive"] for m in after["messages"]} == {True}
