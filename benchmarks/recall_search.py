@@ -199,7 +199,7 @@ def recall_search(ctx: BenchContext) -> list[BenchRow]:
             per_row,
             "bytes",
             "",
-            f"{dim * 4} vector (float32) + {other_per_row:.0f} ids, seqs, months, postings",
+            f"{dim * 4} vector (float32) + {other_per_row:.0f} ids, seqs, speakers, postings",
         ),
     ]
     for label, width in (("float32", 4), ("float16", 2), ("int8", 1)):

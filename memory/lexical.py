@@ -4,8 +4,8 @@ Any word (a run of letters and digits), lower-cased, stop words out, Snowball-st
 ("hiking" and "hikes" are one term). Pure functions: both databases get the same terms
 from the same text, so the BM25 leg ranks the same on SQLite and PostgreSQL.
 
-Also: the calendar months a question names ("in May", "March 2024"), which search uses
-to prefer units written then (memory.recall).
+Also: the speaker label a transcript line starts with, and the speakers a question names
+(memory.recall asks without them).
 """
 
 from __future__ import annotations
@@ -20,27 +20,6 @@ from memory.fulltext import STOP_WORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STEMMER = snowballstemmer.stemmer("english")
-MONTHS = {
-    name: number
-    for number, names in enumerate(
-        (
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march",),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sep", "sept"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ),
-        start=1,
-    )
-    for name in names
-}
 
 
 @lru_cache(maxsize=200_000)
@@ -61,24 +40,6 @@ def term_counts(text: str) -> tuple[Counter, int]:
 def query_terms(text: str) -> list[str]:
     """The distinct terms of a query, in order."""
     return list(dict.fromkeys(terms(text)))
-
-
-_MONTH_NAMED = re.compile(
-    r"\b(?:in|during|since|by|of|on|early|late|mid|before|after|until)\s+(?:mid-|early\s+|late\s+)?"
-    r"([A-Za-z]+)\b|\b([A-Z][a-z]+)\s+(?:\d{1,2}(?:st|nd|rd|th)?,?\s+)?(\d{4})\b"
-)
-
-
-def named_months(question: str) -> set[int]:
-    """Months 1-12 the question names as a time ("in May", "March 2024", "before June")."""
-    found = set()
-    for match in _MONTH_NAMED.finditer(question):
-        word = (match.group(1) or match.group(2) or "").lower()
-        if word == "may" and match.group(1) and not question[match.start(1)].isupper():
-            continue  # "in may" lower-case is rarely the month
-        if word in MONTHS and (len(word) > 3 or word == "may"):
-            found.add(MONTHS[word])
-    return found
 
 
 _SPEAKER = re.compile(r"^\s*([A-Z][\w'’.-]*(?: [A-Z][\w'’.-]*){0,3}):\s")

@@ -14,7 +14,9 @@ neighbours, one unit per message (docs/memory.md, "Recall").
   full_text BM25 alone (units with at least one query term).
 - Neighbours: a unit gains LCM_SEARCH_NEIGHBOUR_WEIGHT times the fused scores of the units
   before and after it in its conversation (evidence sits in runs of messages).
-- Time: a question naming a month ("in May") adds DATE_BONUS to units written in it.
+- Time: every hit carries its unit's `source_created_at` (grep shows it as `created_at`).
+  A bonus for units written in a month the question names measured no gain on either
+  dataset and is not applied (docs/benchmarks.md).
 - One unit per message: only a message's best unit is returned (the caller widens it with
   the message, its neighbours or lcm_expand when its budget allows).
 
@@ -33,14 +35,13 @@ from django.conf import settings
 
 from core.api.errors import InvalidInput
 from memory.embeddings import calibrate, embed_query
-from memory.lexical import named_months, query_terms, speakers_named
+from memory.lexical import query_terms, speakers_named
 from memory.models import Chunk, EmbeddingNamespace
 from memory.namespaces import backend_for_namespace, search_namespace
 from memory.vectors.base import ScopeFilter
 from memory.vectors.numpy_exact import INDEX, UnitMatrix, _scope_mask
 
 K1, B = 1.2, 0.75
-DATE_BONUS = 0.5  # in standard deviations of the fused score
 MODES = ("hybrid", "semantic", "full_text")
 
 
@@ -172,10 +173,6 @@ def search_units(
         neighbours = settings.LCM_SEARCH_NEIGHBOUR_WEIGHT
         if neighbours:
             fused = fused + neighbours * _neighbour_sum(matrix, rows, local, n, fused)
-        months = named_months(query)
-        if months:
-            unit_months = matrix.months[rows] % 100
-            fused = fused + DATE_BONUS * np.isin(unit_months, list(months)) * (fused.std() or 1)
     elif mode == "semantic":
         fused = cosine
     else:

@@ -44,9 +44,9 @@ CHUNKS = Source(
     table="memory_chunkvector",
     item_column="chunk_id",
     rows_sql=(
-        # the last three columns feed UnitMatrix (search's BM25, neighbours and dates)
+        # the last two columns feed UnitMatrix (search's BM25, neighbours and speakers)
         "SELECT v.id, c.id, c.conversation_id, c.seq_end, cv.owner_id, v.vector, "
-        "c.seq_start, c.source_created_at, c.rendered_text "
+        "c.seq_start, c.rendered_text "
         "FROM memory_chunkvector v "
         "JOIN memory_chunk c ON c.id = v.chunk_id "
         "JOIN conversations_conversation cv ON cv.id = c.conversation_id "
@@ -119,15 +119,14 @@ class _Matrix:
 @dataclass
 class UnitMatrix(_Matrix):
     """A chunk matrix that also keeps, per row, what search ranks with besides the vector
-    (memory.recall): the first message seq, the unit's month (year * 100 + month, UTC)
-    and its term count, and an inverted index of its terms (memory.lexical).
+    (memory.recall): the first message seq, its term count and speaker label, and an
+    inverted index of its terms (memory.lexical).
 
     Postings are lists of numpy pieces (row numbers, term frequencies), one piece per
     refresh, merged once a term has many: a list is appended atomically, so a search
     reading a snapshot of it never sees a half-written piece."""
 
     seq_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    months: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     doclen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     postings: dict[str, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
     # the speaker label a unit's text starts with ("Ana: ..."), as an index into
@@ -139,7 +138,6 @@ class UnitMatrix(_Matrix):
     def reserve(self, capacity: int) -> None:
         if capacity > self.seq_start.shape[0]:
             self.seq_start = _resize(self.seq_start, (capacity,))
-            self.months = _resize(self.months, (capacity,))
             self.doclen = _resize(self.doclen, (capacity,))
             self.speakers = _resize(self.speakers, (capacity,))
         super().reserve(capacity)
@@ -155,11 +153,9 @@ class UnitMatrix(_Matrix):
         batch: dict[str, tuple[list[int], list[int]]] = {}
         for offset, row in enumerate(rows):
             at = start + offset
-            when = _as_utc(row[7])
             self.seq_start[at] = row[6]
-            self.months[at] = when.year * 100 + when.month
-            counts, length = term_counts(row[8] or "")
-            label = speaker_label(row[8] or "")
+            counts, length = term_counts(row[7] or "")
+            label = speaker_label(row[7] or "")
             if label is None:
                 self.speakers[at] = -1
             else:
@@ -214,16 +210,6 @@ class UnitMatrix(_Matrix):
         tfs = pieces[0][1] if len(pieces) == 1 else np.concatenate([p[1] for p in pieces])
         keep = rows < n
         return (rows, tfs) if keep.all() else (rows[keep], tfs[keep])
-
-
-def _as_utc(value) -> dt.datetime:
-    if isinstance(value, str):
-        from django.utils.dateparse import parse_datetime
-
-        value = parse_datetime(value) or dt.datetime(1970, 1, 1)
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    return value.astimezone(dt.UTC)
 
 
 def _resize(array: np.ndarray, shape: tuple) -> np.ndarray:

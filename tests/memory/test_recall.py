@@ -8,7 +8,7 @@ from conversations.inputs import MessageInput
 from conversations.services import messages_append
 from memory.chunker import Segment, unit_segments
 from memory.indexing import index_conversation_messages
-from memory.lexical import named_months, query_terms, speaker_label, speakers_named
+from memory.lexical import query_terms, speaker_label, speakers_named
 from memory.models import Chunk
 from memory.recall import search_units
 from memory.vectors.base import ScopeFilter
@@ -36,11 +36,8 @@ def test_a_short_message_is_one_unit_and_a_long_one_is_cut_into_passages():
     assert all(LONG[u.start_offset : u.end_offset] == u.rendered_text for u in passages)
 
 
-def test_query_terms_are_stemmed_without_stop_words_and_months_are_named():
+def test_query_terms_are_stemmed_without_stop_words():
     assert query_terms("What did Ben say about hiking and the hikes?") == ["ben", "hike"]
-    assert named_months("What did Ana do in May 2024?") == {5}
-    assert named_months("Which book did she read in March?") == {3}
-    assert named_months("May I ask what the cat is called?") == set()
 
 
 def test_speakers_named_in_a_question_are_found_and_taken_out():
@@ -92,19 +89,6 @@ def test_search_ranks_any_word_by_bm25_one_unit_per_message(conversation):
     # another conversation's units are out of scope
     other = ScopeFilter(conversations=((conversation.pk + 1, None),))
     assert search_units(scope=other, query="kitten", k=5).hits == []
-
-
-def test_a_named_month_prefers_units_written_then(conversation, settings):
-    settings.LCM_SEARCH_NEIGHBOUR_WEIGHT = 0.0
-    _conversation_with_units(conversation)
-    scope = ScopeFilter(conversations=((conversation.pk, None),))
-    plain = search_units(scope=scope, query="What happened to Ana?", k=5)
-    dated = search_units(scope=scope, query="What happened to Ana in May?", k=5)
-    # messages are 20 days apart from March 1: only the fifth (May 20) is in May
-    may = [h.chunk.seq_start for h in dated.hits if h.chunk.source_created_at.month == 5]
-    assert may == [5]
-    rank = lambda result: [h.chunk.seq_start for h in result.hits].index(5)  # noqa: E731
-    assert rank(dated) < rank(plain)
 
 
 def test_full_text_grep_on_a_question_falls_back_to_ranked_any_word_rows(api, conversation):
