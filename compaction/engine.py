@@ -86,6 +86,7 @@ def summarizer_from_settings() -> Summarizer:
         model=settings.LCM_SUMMARY_MODEL,
         timeout=settings.LCM_SUMMARY_TIMEOUT_SECONDS,
         max_retries=settings.LCM_SUMMARY_MAX_RETRIES,
+        provider_model=settings.LCM_SUMMARY_PROVIDER_MODEL,
     )
 
 

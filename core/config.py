@@ -211,7 +211,13 @@ SETTINGS: tuple[Setting, ...] = (
         "LCM_EXPANSION_MODEL",
         str,
         "claude-haiku-4-5",
-        "Model of the sub-agent expansion when ANTHROPIC_API_KEY is set (offline excerpt otherwise).",
+        "Model of the sub-agent expansion when ANTHROPIC_API_KEY is set (offline excerpt otherwise) and LCM_EXPANSION_PROVIDER_MODEL is empty.",
+    ),
+    Setting(
+        "LCM_EXPANSION_PROVIDER_MODEL",
+        str,
+        "",
+        "Name of a configured model (docs/providers.md) for sub-agent expansion, on any provider; empty: LCM_EXPANSION_MODEL on Anthropic when ANTHROPIC_API_KEY is set, else the offline excerpt.",
     ),
     # Large files
     Setting(
@@ -235,7 +241,13 @@ SETTINGS: tuple[Setting, ...] = (
         "LCM_SUMMARY_MODEL",
         str,
         "claude-haiku-4-5",
-        "Model used for summaries when ANTHROPIC_API_KEY is set.",
+        "Model used for summaries when ANTHROPIC_API_KEY is set (and LCM_SUMMARY_PROVIDER_MODEL is empty).",
+    ),
+    Setting(
+        "LCM_SUMMARY_PROVIDER_MODEL",
+        str,
+        "",
+        "Name of a configured model (docs/providers.md) for compaction summaries and large-file text summaries, on any provider; empty: LCM_SUMMARY_MODEL on Anthropic when ANTHROPIC_API_KEY is set, else the deterministic summarizer.",
     ),
     Setting(
         "LCM_SUMMARY_TIMEOUT_SECONDS", float, 60.0, "Timeout of one summarizer call.", 0.1, 3600

@@ -1,12 +1,16 @@
-"""The summarizer model for text files, when one is configured (ANTHROPIC_API_KEY).
+"""The summarizer model for text files, when one is configured: the configured model named
+by LCM_SUMMARY_PROVIDER_MODEL (any provider, through `providers.base.provider_for`), else
+LCM_SUMMARY_MODEL on Anthropic when ANTHROPIC_API_KEY is set.
 
 A plug-in for `explore(..., summarize_text=...)`: one focused call through the provider
-layer (providers/anthropic.py), made before the ingest transaction opens (never under a lock). Any failure falls back
+layer, made before the ingest transaction opens (never under a lock). Any failure (an
+unknown model, a missing key, a provider error) is logged naming the cause and falls back
 to the deterministic text summary (the explorer catches it).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 
@@ -21,6 +25,8 @@ PROMPT = (
 _HEAD_CHARS = 150_000
 _TAIL_CHARS = 50_000
 
+logger = logging.getLogger("lcm.largefiles")
+
 
 def _excerpt(text: str) -> str:
     if len(text) <= _HEAD_CHARS + _TAIL_CHARS:
@@ -30,41 +36,57 @@ def _excerpt(text: str) -> str:
 
 
 def text_summarizer() -> Callable[[str, int], str] | None:
-    """A `summarize_text(text, max_tokens)` using the configured model, or None."""
-    api_key = os.environ.get("ANTHROPIC_API_KEY")
-    if not api_key:
+    """A `summarize_text(text, max_tokens)` using the configured model, or None (the
+    deterministic summary) when there is none or it is the `offline` model."""
+    name = settings.LCM_SUMMARY_PROVIDER_MODEL
+    if name == "offline" or not (name or os.environ.get("ANTHROPIC_API_KEY")):
         return None
 
     def summarize_text(text: str, max_tokens: int) -> str:
         from providers import blocks
-        from providers.anthropic import AnthropicProvider
-        from providers.base import ProviderRequest
-        from providers.config import ModelSpec
+        from providers.base import ProviderRequest, provider_for
+        from providers.errors import ModelConfigError
 
-        spec = ModelSpec(
+        try:
+            spec = _spec(name, max(64, max_tokens))
+            provider = provider_for(
+                spec,
+                timeout=settings.LCM_SUMMARY_TIMEOUT_SECONDS,
+                max_retries=settings.LCM_SUMMARY_MAX_RETRIES,
+            )
+            reply = provider.complete(
+                ProviderRequest(
+                    model=spec,
+                    system=PROMPT,
+                    messages=[blocks.message("user", f"<document>\n{_excerpt(text)}\n</document>")],
+                    tools=[],
+                    max_output_tokens=min(max(64, max_tokens), spec.max_output_tokens),
+                    purpose="summary",
+                )
+            )
+        except ModelConfigError as error:
+            logger.warning("large-file text summary model unusable: %s", error.message)
+            raise
+        return blocks.rendered_text(reply.blocks)
+
+    return summarize_text
+
+
+def _spec(name: str, max_tokens: int):
+    """The configured model `name`, or LCM_SUMMARY_MODEL on Anthropic when `name` is empty.
+    Raises UnknownModel / MissingKey (naming the setting's value or the key variable)."""
+    from providers.config import ModelSpec, model_get, require_key
+
+    if not name:
+        return ModelSpec(
             "file-summary",
             "anthropic",
             settings.LCM_SUMMARY_MODEL,
             200_000,
-            max(64, max_tokens),
+            max_tokens,
             "ANTHROPIC_API_KEY",
             "ANTHROPIC_BASE_URL",
         )
-        provider = AnthropicProvider(
-            spec,
-            timeout=settings.LCM_SUMMARY_TIMEOUT_SECONDS,
-            max_retries=settings.LCM_SUMMARY_MAX_RETRIES,
-        )
-        reply = provider.complete(
-            ProviderRequest(
-                model=spec,
-                system=PROMPT,
-                messages=[blocks.message("user", f"<document>\n{_excerpt(text)}\n</document>")],
-                tools=[],
-                max_output_tokens=max(64, max_tokens),
-                purpose="summary",
-            )
-        )
-        return blocks.rendered_text(reply.blocks)
-
-    return summarize_text
+    spec = model_get(name)
+    require_key(spec)
+    return spec

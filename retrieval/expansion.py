@@ -3,9 +3,11 @@
 1. Resolve the targets: the given summary ids (through the access checkpoint), or what a
    full-text grep for `query` finds (summary hits, and the summaries covering message hits).
 2. Create a delegation grant: those conversations and summaries, a token cap, an expiry.
-3. With ANTHROPIC_API_KEY set: a bounded tool loop through the provider layer in which
-   the model may call only lcm_describe and lcm_expand inside the grant. Without a key:
-   the bounded excerpt a model would have read (offline mode), so clients still work.
+3. With a model (LCM_EXPANSION_PROVIDER_MODEL naming any configured model, or else
+   LCM_EXPANSION_MODEL on Anthropic when ANTHROPIC_API_KEY is set): a bounded tool loop
+   through the provider layer in which the model may call only lcm_describe and
+   lcm_expand inside the grant. Without one (or with the `offline` model): the bounded
+   excerpt a model would have read (offline mode), so clients still work.
 4. Revoke the grant, whatever happened.
 
 No database transaction is open during a model call: every grant write is its own
@@ -91,7 +93,38 @@ class Targets:
 
 
 def model_configured() -> bool:
+    name = settings.LCM_EXPANSION_PROVIDER_MODEL
+    if name:
+        return name != "offline"
     return bool(os.environ.get("ANTHROPIC_API_KEY"))
+
+
+def expansion_model(max_answer: int):
+    """The model spec of the tool loop: the configured model named by
+    LCM_EXPANSION_PROVIDER_MODEL, else LCM_EXPANSION_MODEL on Anthropic. An unknown name or
+    a missing key is a 503 naming the setting or the variable, before anything is granted."""
+    from providers.config import ModelSpec, model_get, require_key
+    from providers.errors import ModelConfigError
+
+    name = settings.LCM_EXPANSION_PROVIDER_MODEL
+    if not name:
+        return ModelSpec(
+            "expansion",
+            "anthropic",
+            settings.LCM_EXPANSION_MODEL,
+            200_000,
+            max_answer,
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+        )
+    try:
+        spec = model_get(name)
+        require_key(spec)
+    except ModelConfigError as error:
+        raise Unavailable(
+            f"LCM_EXPANSION_PROVIDER_MODEL: {error.message}", code=error.code
+        ) from None
+    return spec
 
 
 def _resolve_targets(*, user, request: ExpansionRequest) -> Targets:
@@ -135,6 +168,8 @@ def expansion_run(*, user, request: ExpansionRequest) -> dict:
     services.grant_sweep_expired()  # grants a crashed expansion left behind
     targets = _resolve_targets(user=user, request=request)
     mode = "model" if model_configured() else "offline"
+    max_answer = request.max_answer_tokens or settings.LCM_EXPANSION_MAX_ANSWER_TOKENS
+    spec = expansion_model(max_answer) if mode == "model" else None
     if not targets.summaries and not targets.message_hits:
         return {
             "answer": "Nothing in the stored history matches the request.",
@@ -156,7 +191,7 @@ def expansion_run(*, user, request: ExpansionRequest) -> dict:
     outcome = "failed"
     try:
         if mode == "model":
-            result = _run_model(grant, targets, request)
+            result = _run_model(grant, targets, request, spec)
         else:
             result = _run_offline(grant, targets, request)
         outcome = "completed"
@@ -232,7 +267,7 @@ def _run_offline(grant: DelegationGrant, targets: Targets, request: ExpansionReq
 
 
 # ---------------------------------------------------------------------------------------
-# model: a bounded tool loop through the provider layer (providers/anthropic.py)
+# model: a bounded tool loop through the provider layer (providers.base.provider_for)
 
 
 def _opening(targets: Targets, request: ExpansionRequest) -> str:
@@ -253,27 +288,16 @@ def _opening(targets: Targets, request: ExpansionRequest) -> str:
     return "\n".join(lines)
 
 
-def _run_model(grant: DelegationGrant, targets: Targets, request: ExpansionRequest) -> dict:
-    # The provider layer (providers/anthropic.py) builds the client from the environment,
-    # retries 429/529/5xx honouring retry-after and maps errors; this loop owns the tools.
+def _run_model(grant: DelegationGrant, targets: Targets, request: ExpansionRequest, spec) -> dict:
+    # The provider layer builds the client from the environment, retries 429/529/5xx
+    # honouring retry-after and maps errors; this loop owns the tools.
     from providers import blocks
-    from providers.anthropic import AnthropicProvider
-    from providers.base import ProviderRequest
-    from providers.config import ModelSpec
-    from providers.errors import ProviderError
+    from providers.base import ProviderRequest, provider_for
+    from providers.errors import ModelConfigError, ProviderError
 
     max_answer = request.max_answer_tokens or settings.LCM_EXPANSION_MAX_ANSWER_TOKENS
     max_calls = settings.LCM_EXPANSION_MAX_TOOL_CALLS
-    spec = ModelSpec(
-        "expansion",
-        "anthropic",
-        settings.LCM_EXPANSION_MODEL,
-        200_000,
-        max_answer,
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-    )
-    provider = AnthropicProvider(spec, timeout=settings.LCM_SUMMARY_TIMEOUT_SECONDS)
+    provider = provider_for(spec, timeout=settings.LCM_SUMMARY_TIMEOUT_SECONDS)
     system = SYSTEM_PROMPT.format(max_answer_tokens=max_answer)
     messages: list[dict] = [blocks.message("user", _opening(targets, request))]
     seen_ids = {s.pk for s in targets.summaries}
@@ -283,7 +307,7 @@ def _run_model(grant: DelegationGrant, targets: Targets, request: ExpansionReque
     usage = {"input_tokens": 0, "output_tokens": 0}
     while True:
         # The loop answers several tool calls of one turn, so parallel use stays allowed.
-        options: dict = {"disable_parallel_tool_use": False}
+        options: dict = {"disable_parallel_tool_use": False, "parallel_tool_calls": True}
         if calls >= max_calls:
             options = {"tool_choice": "none"}
         try:
@@ -298,7 +322,7 @@ def _run_model(grant: DelegationGrant, targets: Targets, request: ExpansionReque
                     purpose="expansion",
                 )
             )
-        except ProviderError as error:
+        except (ProviderError, ModelConfigError) as error:
             raise Unavailable(
                 f"the expansion model failed: {error}", code="expansion_model_failed"
             ) from None

@@ -35,3 +35,15 @@ def fake_chat_completions_api():
 
     with FakeChatCompletionsAPI() as api:
         yield api
+
+
+@pytest.fixture
+def local_chat_model(fake_chat_completions_api, monkeypatch):
+    """A configured model `local` on the Chat Completions wire (`openai_chat`, model id
+    `llama-fake`), served by the fake Chat Completions server."""
+    monkeypatch.setenv("OPENAI_CHAT_API_KEY", "sk-test-chat-key")
+    monkeypatch.setenv("OPENAI_CHAT_BASE_URL", fake_chat_completions_api.base_url)
+    monkeypatch.setenv("LCM_MODEL_LOCAL_PROVIDER", "openai_chat")
+    monkeypatch.setenv("LCM_MODEL_LOCAL_MODEL_ID", "llama-fake")
+    monkeypatch.setenv("LCM_MODEL_LOCAL_CONTEXT_LIMIT", "8000")
+    return fake_chat_completions_api
