@@ -258,9 +258,20 @@ def _replayed(wire, parsed, response, answer_id):
     yield from writer.finish(response)
 
 
+_TOOL_BLOCKS = frozenset(("tool_use", "tool_result"))
+
+
 def _check_ordering(parsed: DropinRequest) -> None:
     from providers.ordering import check_tool_ordering, tool_results_first
 
+    # The rules concern tool calls and results only (the roles are ours after parsing): a
+    # history without any passes, and is not walked twice.
+    if not any(
+        block.get("type") in _TOOL_BLOCKS
+        for message in parsed.messages
+        for block in message["blocks"]
+    ) and all(message.get("role") in blocks.ROLES for message in parsed.messages):
+        return
     try:
         check_tool_ordering([tool_results_first(message) for message in parsed.messages])
     except ToolOrderingError as error:
