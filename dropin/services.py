@@ -375,7 +375,8 @@ def upstream_messages(
     sent = request_tokens(request.system, request.messages, tools)
     if sent <= budget:
         return Upstream(request.system, request.messages, sent, False)
-    conversation = Conversation.objects.get(pk=thread.conversation_id)
+    # The assembler reads the conversation's id only (the budget is given): no query for it.
+    conversation = Conversation(pk=thread.conversation_id)
     room = budget - estimate(json.dumps(tools)) if tools else budget
     assembled = assemble_context(
         conversation=conversation,
