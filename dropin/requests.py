@@ -22,9 +22,12 @@ def merge_consecutive(messages: list[dict]) -> list[dict]:
     """Consecutive messages of one role become one (the Chat wire sends each tool result as
     its own message; ours holds them in one user message, results first)."""
     merged: list[dict] = []
+    last = None
     for message in messages:
-        if merged and merged[-1]["role"] == message["role"]:
+        role = message["role"]
+        if role == last:
             merged[-1] = {**merged[-1], "blocks": merged[-1]["blocks"] + message["blocks"]}
         else:
-            merged.append({"role": message["role"], "blocks": list(message["blocks"])})
+            merged.append({"role": role, "blocks": list(message["blocks"])})
+            last = role
     return merged

@@ -71,7 +71,24 @@ def _identity(message: dict) -> list:
     return [message["role"], b.rendered_text(message["blocks"]), calls, results, images]
 
 
+def _plain_text(blocks: list[dict]) -> str | None:
+    """The visible text of a message made of text blocks only (None when it has any other
+    block): the fast path of `_identity` for the usual message, with the same result."""
+    if len(blocks) == 1:
+        block = blocks[0]
+        return block.get("text", "") if block.get("type") == "text" else None
+    texts = []
+    for block in blocks:
+        if block.get("type") != "text":
+            return None
+        texts.append(block.get("text", ""))
+    return "".join(texts)
+
+
 def _identity_data(message: dict) -> str:
+    text = _plain_text(message["blocks"])
+    if text is not None:
+        return f"{message['role']}\0{text}"
     identity = _identity(message)
     if not any(identity[2:]):  # a plain text message: no JSON needed
         return f"{identity[0]}\0{identity[1]}"
@@ -82,9 +99,10 @@ def chain(system: str, messages: list[dict]) -> list[str]:
     """[hash of the system prompt, then of each message with everything before it]."""
     head = hashlib.sha256(b"system\0" + system.encode()).hexdigest()
     hashes = [head]
+    append, sha256, data = hashes.append, hashlib.sha256, _identity_data
     for message in messages:
-        head = chain_next(head, message)
-        hashes.append(head)
+        head = sha256((head + data(message)).encode()).hexdigest()
+        append(head)
     return hashes
 
 
@@ -325,6 +343,10 @@ def request_tokens(system: str, messages: list[dict], tools: list[dict]) -> int:
     results and images as JSON, and 4 tokens of framing per message."""
     texts, extra = ([system] if system else []), []
     for message in messages:
+        text = _plain_text(message["blocks"])
+        if text is not None:
+            texts.append(text)
+            continue
         identity = _identity(message)
         texts.append(identity[1])
         if any(identity[2:]):
@@ -353,7 +375,8 @@ def upstream_messages(
     sent = request_tokens(request.system, request.messages, tools)
     if sent <= budget:
         return Upstream(request.system, request.messages, sent, False)
-    conversation = Conversation.objects.get(pk=thread.conversation_id)
+    # The assembler reads the conversation's id only (the budget is given): no query for it.
+    conversation = Conversation(pk=thread.conversation_id)
     room = budget - estimate(json.dumps(tools)) if tools else budget
     assembled = assemble_context(
         conversation=conversation,

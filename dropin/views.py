@@ -145,8 +145,9 @@ def _serve(request, wire) -> HttpResponse:
             )
         # Refuse what the upstream cannot take (tool ordering, another provider's
         # reasoning) before storing anything.
-        _check_ordering(parsed)
-        _check_expressible(parsed, spec)
+        kinds = {block.get("type") for message in parsed.messages for block in message["blocks"]}
+        _check_ordering(parsed, kinds)
+        _check_expressible(parsed, spec, kinds)
         plan, thread = services.thread_for(user=user, request=parsed, key=key, spec=spec)
         place = services.AnswerPlace.of(thread, plan)
         upstream = services.upstream_messages(
@@ -258,19 +259,28 @@ def _replayed(wire, parsed, response, answer_id):
     yield from writer.finish(response)
 
 
-def _check_ordering(parsed: DropinRequest) -> None:
+_TOOL_BLOCKS = frozenset(("tool_use", "tool_result"))
+
+
+def _check_ordering(parsed: DropinRequest, kinds: set) -> None:
     from providers.ordering import check_tool_ordering, tool_results_first
 
+    # The rules concern tool calls and results only (the roles are ours after parsing): a
+    # history without any passes, and is not walked twice.
+    if kinds.isdisjoint(_TOOL_BLOCKS) and all(
+        message.get("role") in blocks.ROLES for message in parsed.messages
+    ):
+        return
     try:
         check_tool_ordering([tool_results_first(message) for message in parsed.messages])
     except ToolOrderingError as error:
         raise DropinError(400, "invalid_request", f"messages: {error}", param="messages") from None
 
 
-def _check_expressible(parsed: DropinRequest, spec) -> None:
+def _check_expressible(parsed: DropinRequest, spec, kinds: set) -> None:
     """Thinking blocks (Anthropic's, sent back by an Anthropic-wire client) mean nothing to
     another provider: refused rather than silently dropped."""
-    if spec.provider == "anthropic":
+    if spec.provider == "anthropic" or "reasoning" not in kinds:
         return
     for position, message in enumerate(parsed.messages):
         if any(block["type"] == "reasoning" for block in message["blocks"]):

@@ -36,6 +36,16 @@ def parse(body: dict) -> DropinRequest:
     system_parts: list[str] = []
     messages: list[dict] = []
     for index, message in enumerate(raw_messages):
+        if type(message) is dict:
+            # The usual message: plain text from the user, or from the assistant without
+            # tool calls (the same blocks as the general path below, without its checks).
+            role, content = message.get("role"), message.get("content")
+            if type(content) is str and (
+                role == "user" or (role == "assistant" and not message.get("tool_calls"))
+            ):
+                blocks = [b.text(content)] if content or role == "user" else []
+                messages.append({"role": role, "blocks": blocks})
+                continue
         where = f"messages[{index}]"
         if not isinstance(message, dict):
             raise invalid(f"{where} must be an object", where)
