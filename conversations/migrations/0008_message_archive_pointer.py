@@ -102,9 +102,50 @@ SQLITE = [
 ]
 
 
+# Back to 0007: the triggers of 0003 (refuse every UPDATE), no archive pointer.
+PG_REVERSE = [
+    "DROP TRIGGER conversations_message_immutable ON conversations_message",
+    "DROP TRIGGER conversations_messagepart_immutable ON conversations_messagepart",
+    """CREATE TRIGGER conversations_message_immutable BEFORE UPDATE ON conversations_message
+       FOR EACH ROW EXECUTE FUNCTION lcm_refuse_update()""",
+    """CREATE TRIGGER conversations_messagepart_immutable BEFORE UPDATE ON
+       conversations_messagepart FOR EACH ROW EXECUTE FUNCTION lcm_refuse_update()""",
+    "DROP FUNCTION lcm_message_guard()",
+    "DROP FUNCTION lcm_part_guard()",
+    "ALTER TABLE conversations_message DROP COLUMN archived_in",
+]
+
+SQLITE_REVERSE = [
+    "DROP TRIGGER conversations_message_cjk_au",
+    "DROP TRIGGER conversations_message_immutable",
+    "DROP TRIGGER conversations_messagepart_immutable",
+    *(
+        f"""CREATE TRIGGER {table}_immutable BEFORE UPDATE ON {table}
+        BEGIN SELECT RAISE(ABORT, 'canonical {table} rows are immutable'); END"""
+        for table in ("conversations_message", "conversations_messagepart")
+    ),
+    "ALTER TABLE conversations_message DROP COLUMN archived_in",
+]
+
+
 def forward(apps, schema_editor):
     statements = PG if schema_editor.connection.vendor == "postgresql" else SQLITE
     for statement in statements:
+        schema_editor.execute(statement, params=None)
+
+
+def backward(apps, schema_editor):
+    """Only for a database with nothing archived: a cleared row would lose its pointer."""
+    # Raw SQL: the state has already lost the field when database operations run backward.
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM conversations_message WHERE archived_in IS NOT NULL LIMIT 1"
+        )
+        archived = cursor.fetchone() is not None
+    if archived:
+        raise RuntimeError("messages are archived: restore them (lcm_retention restore) first")
+    vendor = schema_editor.connection.vendor
+    for statement in PG_REVERSE if vendor == "postgresql" else SQLITE_REVERSE:
         schema_editor.execute(statement, params=None)
 
 
@@ -113,7 +154,7 @@ class Migration(migrations.Migration):
     operations = [
         migrations.SeparateDatabaseAndState(
             database_operations=[
-                migrations.RunPython(forward, migrations.RunPython.noop, elidable=False)
+                migrations.RunPython(forward, backward, elidable=False)
             ],
             state_operations=[
                 migrations.AddField(

@@ -30,6 +30,16 @@ def _migrate(targets):
     return executor.loader.project_state([t for t in targets if t[1]]).apps
 
 
+@pytest.fixture(autouse=True)
+def _latest_schema_after():
+    """Going back to BEFORE also unapplies every later migration that depends on it (other
+    apps' too: archive, retention, dropin); put the whole schema back for the tests after."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
 def _table_rows(table: str) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT * FROM {table} ORDER BY 1")
