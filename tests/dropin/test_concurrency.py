@@ -4,6 +4,7 @@ Meaningful on PostgreSQL (real concurrent writers); SQLite serializes them."""
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -16,7 +17,16 @@ CLIENTS = 8
 
 
 def test_concurrent_first_uses_of_a_key_make_one_conversation(upstreams, live_server, caller):
-    upstreams.chat.enqueue(*[chat_completion("ok") for _ in range(CLIENTS)])
+    # The upstream answers once every request has reached it: all of them planned against
+    # the same (answerless) history. Without it a request that finished before another one
+    # planned would make that one a regeneration of its answer, which forks by design.
+    all_arrived = threading.Barrier(CLIENTS, timeout=60)
+
+    def answer(_request):
+        all_arrived.wait()
+        return chat_completion("ok")
+
+    upstreams.chat.enqueue(*[answer for _ in range(CLIENTS)])
     body = {"model": "local", "messages": [{"role": "user", "content": "same start"}]}
     headers = {"Authorization": f"Bearer {caller[1]}", "X-LCM-Conversation": "shared"}
 
