@@ -76,6 +76,39 @@ def _recall(conversation: Conversation, planted: list, mode: str) -> tuple[float
     return found / len(planted), times
 
 
+def write_chunks(*, conversation_id, namespace, texts, first_seq, source_keys, rng, now) -> None:
+    """One chunk per text (seq `first_seq` onwards) with a random unit vector, in bulk:
+    search cost does not depend on the vectors' values."""
+    vectors = rng.standard_normal((len(texts), namespace.dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    chunks = [
+        Chunk(
+            conversation_id=conversation_id,
+            source_key=source_keys[i],
+            seq_start=first_seq + i,
+            seq_end=first_seq + i,
+            start_offset=0,
+            end_offset=len(text),
+            chunk_type=ChunkType.OTHER,
+            rendered_text=text,
+            summary=text[:80],
+            token_est=len(text) // 4,
+            content_hash=hashlib.sha256(text.encode()).hexdigest(),
+            source_created_at=now,
+        )
+        for i, text in enumerate(texts)
+    ]
+    with transaction.atomic():
+        Chunk.objects.bulk_create(chunks, batch_size=1000)
+        ChunkVector.objects.bulk_create(
+            [
+                ChunkVector(namespace_id=namespace.pk, chunk_id=c.pk, vector=v.tobytes())
+                for c, v in zip(chunks, vectors.astype("<f4"), strict=True)
+            ],
+            batch_size=1000,
+        )
+
+
 def _bulk_chunks(conversation: Conversation, count: int) -> None:
     """`count` chunks of short synthetic text, written in bulk, with random unit vectors
     (search cost does not depend on the values; embedding 100,000 texts with the model
@@ -92,34 +125,15 @@ def _bulk_chunks(conversation: Conversation, count: int) -> None:
             f"and the {words[(i * 7) % len(words)]}."
             for i in range(start, min(count, start + batch))
         ]
-        vectors = rng.standard_normal((len(texts), namespace.dim)).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        chunks = [
-            Chunk(
-                conversation_id=conversation.pk,
-                source_key=f"bench:{conversation.pk}:{start + i}",
-                seq_start=start + i + 1,
-                seq_end=start + i + 1,
-                start_offset=0,
-                end_offset=len(text),
-                chunk_type=ChunkType.OTHER,
-                rendered_text=text,
-                summary=text[:80],
-                token_est=len(text) // 4,
-                content_hash=hashlib.sha256(text.encode()).hexdigest(),
-                source_created_at=now,
-            )
-            for i, text in enumerate(texts)
-        ]
-        with transaction.atomic():
-            Chunk.objects.bulk_create(chunks, batch_size=1000)
-            ChunkVector.objects.bulk_create(
-                [
-                    ChunkVector(namespace_id=namespace.pk, chunk_id=c.pk, vector=v.tobytes())
-                    for c, v in zip(chunks, vectors.astype("<f4"), strict=True)
-                ],
-                batch_size=1000,
-            )
+        write_chunks(
+            conversation_id=conversation.pk,
+            namespace=namespace,
+            texts=texts,
+            first_seq=start + 1,
+            source_keys=[f"bench:{conversation.pk}:{start + i}" for i in range(len(texts))],
+            rng=rng,
+            now=now,
+        )
 
 
 def _model_rss_mb() -> float:

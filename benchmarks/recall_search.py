@@ -15,22 +15,21 @@ with the bundled model takes most of an hour on this machine). Then:
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 
 import numpy as np
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from benchmarks import recall_fixture
 from benchmarks.conversations import new_conversation
 from benchmarks.harness import BenchContext, BenchRow, benchmark, p50, percentile
+from benchmarks.memory import write_chunks
 from benchmarks.recall_eval import SingleMessageBM25
 from conversations.inputs import MessageInput
 from conversations.models import Message
 from conversations.services import messages_append
-from memory.models import Chunk, ChunkType, ChunkVector
 from memory.namespaces import search_namespace
 from memory.vectors.numpy_exact import INDEX
 
@@ -58,34 +57,17 @@ def _load(conversation, texts: list[str]) -> None:
             conversation_id=conversation.pk,
             messages=[MessageInput(role="user", content=t) for t in part],
         )
-        vectors = rng.standard_normal((len(part), namespace.dim)).astype(np.float32)
-        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        chunks = [
-            Chunk(
-                conversation_id=conversation.pk,
-                source_key=f"msg:{conversation.pk}:{start + i + 1}-{start + i + 1}",
-                seq_start=start + i + 1,
-                seq_end=start + i + 1,
-                start_offset=0,
-                end_offset=len(text),
-                chunk_type=ChunkType.OTHER,
-                rendered_text=text,
-                summary=text[:80],
-                token_est=len(text) // 4,
-                content_hash=hashlib.sha256(text.encode()).hexdigest(),
-                source_created_at=now,
-            )
-            for i, text in enumerate(part)
-        ]
-        with transaction.atomic():
-            Chunk.objects.bulk_create(chunks, batch_size=1000)
-            ChunkVector.objects.bulk_create(
-                [
-                    ChunkVector(namespace_id=namespace.pk, chunk_id=c.pk, vector=v.tobytes())
-                    for c, v in zip(chunks, vectors.astype("<f4"), strict=True)
-                ],
-                batch_size=1000,
-            )
+        write_chunks(
+            conversation_id=conversation.pk,
+            namespace=namespace,
+            texts=part,
+            first_seq=start + 1,
+            source_keys=[
+                f"msg:{conversation.pk}:{start + i + 1}-{start + i + 1}" for i in range(len(part))
+            ],
+            rng=rng,
+            now=now,
+        )
 
 
 def _matrix_bytes(matrix) -> tuple[int, int]:
