@@ -111,14 +111,15 @@ def _neighbour_sum(
 def _cosines(matrix: UnitMatrix, rows: np.ndarray, n: int, vector: np.ndarray) -> np.ndarray:
     """The cosine of each row in scope. Gathering rows copies their vectors (100,000 x 384
     floats: slower than the product itself), so a contiguous scope (one conversation's
-    units, appended in order) is read as a slice, and a large one by scanning every row."""
+    units, appended in order) is read as a slice, and a large one by scanning every row
+    (the matrix's products convert its int16 storage block by block, see numpy_exact)."""
     first, last = int(rows[0]), int(rows[-1])
     if last - first + 1 == rows.size:
-        product = matrix.vectors[first : last + 1] @ vector
+        product = matrix.products(vector, first, last + 1)
     elif rows.size * 8 > n:
-        product = (matrix.vectors[:n] @ vector)[rows]
+        product = matrix.products(vector, 0, n)[rows]
     else:
-        product = matrix.vectors[rows] @ vector
+        product = matrix.products_at(vector, rows)
     return product.astype(np.float64)
 
 

@@ -1,0 +1,143 @@
+"""The per-process vector cache's storage (memory.vectors.numpy_exact): int16 rows with a
+scale per row rank as float32 rows do, within a bound the quantisation proves."""
+
+import numpy as np
+import pytest
+
+from memory.indexing import index_conversation_messages
+from memory.namespaces import search_namespace
+from memory.recall import search_units
+from memory.vectors.base import ScopeFilter
+from memory.vectors.numpy_exact import (
+    _BLOCK_ROWS,
+    INDEX,
+    NumpyExactIndex,
+    _Matrix,
+    decode_vector_blobs,
+    quantise_int16,
+)
+from tests.memory.helpers import append
+
+TOPICS = [
+    "the ferry to the island leaves at noon",
+    "my sister bought a red bicycle",
+    "we cooked lentil soup with lemon",
+    "the printer on the third floor jams",
+    "Pixel the grey kitten sleeps on the sofa",
+    "a storm closed the mountain pass",
+    "the bakery sells rye bread on Mondays",
+    "our team moved the launch to March",
+    "I renewed my passport at the embassy",
+    "the garden tomatoes ripened early",
+]
+QUESTIONS = [
+    "When does the boat leave?",
+    "What did my sister buy?",
+    "What is the cat called?",
+    "Which road was closed by the weather?",
+    "When was the launch moved to?",
+    "What soup did we make?",
+]
+
+
+def _rows(vectors: np.ndarray) -> list[tuple]:
+    return [
+        (i + 1, f"chk_{i}", 1, i + 1, 1, v.astype("<f4").tobytes()) for i, v in enumerate(vectors)
+    ]
+
+
+def _bound(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Per row, the largest error int16 rounding can make in a dot product: each component
+    is off by at most half a step (its row's peak / 32,767 / 2)."""
+    step = np.abs(vectors).max(axis=1) / 32767
+    return step / 2 * np.abs(query).sum() + 1e-6  # + float32 summation
+
+
+def test_int16_products_stay_within_the_rounding_bound_across_blocks():
+    rng = np.random.default_rng(3)
+    count, dim = _BLOCK_ROWS * 2 + 77, 48
+    vectors = rng.standard_normal((count, dim)).astype(np.float32)
+    vectors[5] = 0.0  # a zero row quantises to zeros with scale 0
+    vectors[9] *= 40.0  # rows need not be unit length: the scale is per row
+    exact, small = _Matrix(dim=dim), _Matrix(dim=dim, storage="int16")
+    exact.grow(_rows(vectors))
+    small.grow(_rows(vectors))
+    assert small.vectors.dtype == np.int16 and small.vectors.nbytes * 2 == exact.vectors.nbytes
+    query = rng.standard_normal(dim).astype(np.float32)
+    want = vectors.astype(np.float64) @ query.astype(np.float64)
+    got = small.products(query, 3, count)
+    assert got.shape == (count - 3,)
+    assert np.all(np.abs(got - want[3:]) <= _bound(vectors, query)[3:])
+    assert got[5 - 3] == 0.0
+    picked = np.array([0, 9, _BLOCK_ROWS, count - 1])
+    at = small.products_at(query, picked)
+    assert np.all(np.abs(at - want[picked]) <= _bound(vectors, query)[picked])
+    np.testing.assert_allclose(exact.products(query, 0, count), want, rtol=0, atol=1e-4)
+
+
+def test_stored_blobs_decode_to_float32_rows_and_quantise_back():
+    rows = np.array([[0.5, -0.25, 0.0], [0.0, 0.0, 0.0]], dtype=np.float32)
+    decoded = decode_vector_blobs([r.astype("<f4").tobytes() for r in rows], 3)
+    assert decoded.dtype == np.float32 and decoded.tolist() == rows.tolist()
+    ints, scales = quantise_int16(decoded)
+    assert ints.tolist() == [[32767, -16384, 0], [0, 0, 0]]  # -16383.5 rounds to even
+    assert scales.tolist() == [np.float32(0.5 / 32767), 0.0]
+
+
+def test_an_unknown_storage_is_refused():
+    with pytest.raises(ValueError, match="float8"):
+        _Matrix(dim=3, storage="float8")
+
+
+@pytest.fixture
+def built(conversation, settings):
+    settings.LCM_CHUNK_TOPIC_SHIFT = 2.0
+    append(conversation, *(f"{TOPICS[i % 10]} (note {i})" for i in range(60)))
+    index_conversation_messages(conversation_id=conversation.pk)
+    return conversation
+
+
+def _searches(conversation) -> list[list[tuple[str, float]]]:
+    scope = ScopeFilter(conversations=((conversation.pk, None),))
+    return [
+        [(h.chunk.pk, h.cosine) for h in search_units(scope=scope, query=q, k=20, mode=m).hits]
+        for q in QUESTIONS
+        for m in ("semantic", "hybrid")
+    ]
+
+
+@pytest.mark.django_db
+def test_the_int16_cache_ranks_a_conversation_as_float32_does(built, settings):
+    namespace = search_namespace()
+    settings.LCM_VECTOR_CACHE_DTYPE = "float32"
+    exact = _searches(built)
+    assert INDEX.matrix(namespace_id=namespace.pk, dim=namespace.dim).vectors.dtype == np.float32
+    settings.LCM_VECTOR_CACHE_DTYPE = "int16"
+    small = _searches(built)  # the setting changed: the cache is rebuilt as int16
+    matrix = INDEX.matrix(namespace_id=namespace.pk, dim=namespace.dim)
+    assert matrix.vectors.dtype == np.int16 and matrix.count >= 60
+    assert all(len(hits) == 20 for hits in exact)
+    for want, got in zip(exact, small, strict=True):
+        # same units in the same order; each cosine within 1e-5 of float32's
+        assert [pk for pk, _ in got] == [pk for pk, _ in want]
+        assert max(abs(a - b) for (_, a), (_, b) in zip(got, want, strict=True)) < 1e-5
+
+
+@pytest.mark.django_db
+def test_the_int16_scan_returns_float32s_nearest_chunks(built, settings):
+    from memory.namespaces import backend_for_namespace
+
+    namespace = search_namespace()
+    scope = ScopeFilter(conversations=((built.pk, None),))
+    query = backend_for_namespace(namespace).embed(["a kitten on the sofa"])[0]
+    found = {}
+    for storage in ("float32", "int16"):
+        settings.LCM_VECTOR_CACHE_DTYPE = storage
+        found[storage] = NumpyExactIndex().search(
+            namespace_id=namespace.pk, query=query, scope=scope, k=10
+        )
+    assert [h.chunk_id for h in found["int16"]] == [h.chunk_id for h in found["float32"]]
+    assert all(
+        abs(a.similarity - b.similarity) < 1e-5
+        for a, b in zip(found["int16"], found["float32"], strict=True)
+    )
