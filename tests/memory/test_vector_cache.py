@@ -141,3 +141,18 @@ def test_the_int16_scan_returns_float32s_nearest_chunks(built, settings):
         abs(a.similarity - b.similarity) < 1e-5
         for a, b in zip(found["int16"], found["float32"], strict=True)
     )
+
+
+def test_numbers_are_their_own_stems_as_the_stemmer_says():
+    """The cache fill skips the stemmer for ASCII numbers: the same terms as before."""
+    import snowballstemmer
+
+    from memory.lexical import _stem_word, stem, terms
+
+    stemmer = snowballstemmer.stemmer("english")
+    numbers = [str(i) for i in range(0, 100_000, 7)] + ["007", "2024", "0"]
+    assert [stem(w) for w in numbers] == [stemmer.stemWord(w) for w in numbers]
+    before = _stem_word.cache_info().currsize
+    assert [stem(w) for w in numbers] == numbers
+    assert _stem_word.cache_info().currsize == before  # numbers never reach the word cache
+    assert terms("Item 123 mentions 4th hikes") == ["item", "123", "mention", "4th", "hike"]
