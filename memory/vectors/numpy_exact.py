@@ -189,19 +189,74 @@ class _Matrix:
         return out
 
 
+@dataclass(frozen=True)
+class _Segment:
+    """The postings of one run of rows, by term id: the postings of term `terms[i]` are
+    rows[bounds[i]:bounds[i + 1]] (ascending) with their term frequencies."""
+
+    terms: np.ndarray  # int32 term ids, ascending
+    bounds: np.ndarray  # int64, len(terms) + 1
+    rows: np.ndarray  # int32
+    tfs: np.ndarray  # float32
+
+    @classmethod
+    def build(cls, term_ids: np.ndarray, rows: np.ndarray, tfs: np.ndarray | None) -> _Segment:
+        """From postings in row order (`tfs` None: one entry per occurrence, counted here)."""
+        order = np.argsort(term_ids, kind="stable")  # by term; rows stay ascending
+        term_ids, rows = term_ids[order], rows[order]
+        if tfs is None:
+            new = np.ones(term_ids.size, dtype=bool)
+            new[1:] = (term_ids[1:] != term_ids[:-1]) | (rows[1:] != rows[:-1])
+            starts = np.flatnonzero(new)
+            tfs = np.diff(np.append(starts, term_ids.size)).astype(np.float32)
+            term_ids, rows = term_ids[starts], rows[starts]
+        else:
+            tfs = tfs[order]
+        first = np.ones(term_ids.size, dtype=bool)
+        first[1:] = term_ids[1:] != term_ids[:-1]
+        at = np.flatnonzero(first)
+        return cls(
+            terms=term_ids[at].astype(np.int32),
+            bounds=np.append(at, term_ids.size).astype(np.int64),
+            rows=rows.astype(np.int32),
+            tfs=tfs.astype(np.float32),
+        )
+
+    @property
+    def size(self) -> int:
+        return int(self.rows.size)
+
+    def get(self, term_id: int) -> tuple[np.ndarray, np.ndarray] | None:
+        i = int(np.searchsorted(self.terms, term_id))
+        if i == self.terms.size or self.terms[i] != term_id:
+            return None
+        lo, hi = self.bounds[i], self.bounds[i + 1]
+        return self.rows[lo:hi], self.tfs[lo:hi]
+
+    @staticmethod
+    def merge(older: _Segment, newer: _Segment) -> _Segment:
+        parts = (older, newer)
+        ids = np.concatenate([np.repeat(p.terms, np.diff(p.bounds)) for p in parts])
+        rows = np.concatenate([p.rows for p in parts])
+        return _Segment.build(ids, rows, np.concatenate([p.tfs for p in parts]))
+
+
 @dataclass
 class UnitMatrix(_Matrix):
     """A chunk matrix that also keeps, per row, what search ranks with besides the vector
     (memory.recall): the first message seq, its term count and speaker label, and an
     inverted index of its terms (memory.lexical).
 
-    Postings are lists of numpy pieces (row numbers, term frequencies), one piece per
-    refresh, merged once a term has many: a list is appended atomically, so a search
-    reading a snapshot of it never sees a half-written piece."""
+    The inverted index: `vocabulary` numbers the terms; `segments` hold the postings (row
+    numbers as int32, term frequencies), one segment per refresh, a newer one merged into
+    the one before while it is at least half that one's size (so a few segments, of
+    doubling sizes). A refresh replaces the list rather than changing it, so a search
+    reading a snapshot of it never sees a half-written segment."""
 
     seq_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     doclen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    postings: dict[str, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+    vocabulary: dict[str, int] = field(default_factory=dict)
+    segments: list[_Segment] = field(default_factory=list)
     # the speaker label a unit's text starts with ("Ana: ..."), as an index into
     # speaker_names (-1: none)
     speakers: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
@@ -216,19 +271,17 @@ class UnitMatrix(_Matrix):
         super().reserve(capacity)
 
     def grow(self, rows: list[tuple]) -> None:
-        from memory.lexical import speaker_label, term_counts
+        from memory.lexical import speaker_label, terms
 
         rows = [row for row in rows if row[0] > self.settled_id and row[0] not in self.recent]
         if not rows:
             return
         start = self.count
         super().grow([row[:6] for row in rows])
-        batch: dict[str, tuple[list[int], list[int]]] = {}
-        for offset, row in enumerate(rows):
-            at = start + offset
-            self.seq_start[at] = row[6]
-            counts, length = term_counts(row[7] or "")
-            label = speaker_label(row[7] or "")
+        texts = [row[7] or "" for row in rows]
+        self.seq_start[start : self.count] = [row[6] for row in rows]
+        for at, text in enumerate(texts, start):
+            label = speaker_label(text)
             if label is None:
                 self.speakers[at] = -1
             else:
@@ -237,25 +290,22 @@ class UnitMatrix(_Matrix):
                     index = self.speaker_ids[label] = len(self.speaker_names)
                     self.speaker_names.append(label)
                 self.speakers[at] = index
-            self.doclen[at] = length
-            for term, tf in counts.items():
-                found = batch.get(term)
-                if found is None:
-                    found = batch[term] = ([], [])
-                found[0].append(at)
-                found[1].append(tf)
-        for term, (at_rows, tfs) in batch.items():
-            piece = (np.asarray(at_rows, dtype=np.int64), np.asarray(tfs, dtype=np.float32))
-            pieces = self.postings.get(term)
-            if pieces is None:
-                self.postings[term] = [piece]
-            elif len(pieces) >= 8:  # merged into a new list: readers keep their snapshot
-                merged = [*pieces, piece]
-                self.postings[term] = [
-                    (np.concatenate([p[0] for p in merged]), np.concatenate([p[1] for p in merged]))
-                ]
-            else:
-                pieces.append(piece)
+        # Postings of the batch in a few array operations: every term occurrence gets its
+        # term id and row; the segment counts repeats into term frequencies.
+        found = [terms(text) for text in texts]
+        lengths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
+        self.doclen[start : self.count] = lengths
+        vocabulary = self.vocabulary
+        term_ids = np.fromiter(
+            (vocabulary.setdefault(t, len(vocabulary)) for words in found for t in words),
+            dtype=np.int64,
+            count=int(lengths.sum()),
+        )
+        at_rows = np.repeat(np.arange(start, self.count, dtype=np.int64), lengths)
+        segments = [*self.segments, _Segment.build(term_ids, at_rows, None)]
+        while len(segments) > 1 and segments[-1].size * 2 >= segments[-2].size:
+            segments[-2:] = [_Segment.merge(segments[-2], segments[-1])]
+        self.segments = segments
 
     def neighbours(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """For each of the first `n` rows, the row of the unit before and after it in its
@@ -276,9 +326,11 @@ class UnitMatrix(_Matrix):
 
     def posting(self, term: str, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, term frequencies) of `term` among the first `n` rows."""
-        pieces = list(self.postings.get(term, ()))
+        term_id = self.vocabulary.get(term)
+        found = [] if term_id is None else [s.get(term_id) for s in self.segments]
+        pieces = [piece for piece in found if piece is not None]
         if not pieces:
-            return np.zeros(0, np.int64), np.zeros(0, np.float32)
+            return np.zeros(0, np.int32), np.zeros(0, np.float32)
         rows = pieces[0][0] if len(pieces) == 1 else np.concatenate([p[0] for p in pieces])
         tfs = pieces[0][1] if len(pieces) == 1 else np.concatenate([p[1] for p in pieces])
         keep = rows < n

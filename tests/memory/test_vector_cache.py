@@ -156,3 +156,42 @@ def test_numbers_are_their_own_stems_as_the_stemmer_says():
     assert [stem(w) for w in numbers] == numbers
     assert _stem_word.cache_info().currsize == before  # numbers never reach the word cache
     assert terms("Item 123 mentions 4th hikes") == ["item", "123", "mention", "4th", "hike"]
+
+
+def test_unit_postings_hold_each_units_term_counts_across_refreshes():
+    """The inverted index, filled by refreshes of several sizes (its segments merge),
+    gives every term's units and term frequencies as counting each text directly does."""
+    from collections import defaultdict
+
+    from memory.lexical import term_counts
+    from memory.vectors.numpy_exact import UnitMatrix
+
+    texts = [
+        f"Ana: {TOPICS[i % 10]}, {TOPICS[(i * 3) % 10]} again, item {i % 7}" for i in range(300)
+    ]
+    texts[4] = ""  # a unit with no terms
+    matrix = UnitMatrix(dim=2, storage="int16")
+    at = 0
+    for size in (1, 1, 2, 50, 3, 3, 120, 1, 119):
+        matrix.grow(
+            [
+                (i + 1, f"chk_{i}", 1, i + 1, 1, b"\0" * 8, i + 1, texts[i])
+                for i in range(at, at + size)
+            ]
+        )
+        at += size
+    assert matrix.count == 300 and len(matrix.segments) < 9
+    want: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for row, text in enumerate(texts):
+        counts, length = term_counts(text)
+        assert matrix.doclen[row] == length
+        for term, tf in counts.items():
+            want[term].append((row, float(tf)))
+    assert set(matrix.vocabulary) == set(want)
+    for term, postings in want.items():
+        rows, tfs = matrix.posting(term, 300)
+        assert list(zip(rows.tolist(), tfs.tolist(), strict=True)) == postings
+        rows, _ = matrix.posting(term, 100)  # a search sees the rows it was given
+        assert rows.tolist() == [r for r, _ in postings if r < 100]
+    assert matrix.posting("zebra", 300)[0].size == 0
+    assert matrix.speaker_names == ["Ana"] and matrix.speakers[4] == -1
