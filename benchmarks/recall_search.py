@@ -9,13 +9,18 @@ with the bundled model takes most of an hour on this machine). Then:
   questions (their embedding included) and repeated ones (the query-vector LRU answers);
   beside it, in the same run, the single-message BM25 baseline of `lcm_eval` over the
   same messages (pure Python, the "50 lines a user could write");
-- the cache fill (first search) and the resident size of the unit cache per row, and
-  that size extrapolated to 1,000,000 units with float32, float16 and int8 vectors.
+- search_units alone (the ranking without grep's request and rows);
+- the cache fill (first search) and the resident size of the unit cache per row (its
+  storage, LCM_VECTOR_CACHE_DTYPE), and that size extrapolated to 1,000,000 units with
+  float32 and int16 vectors;
+- indexing throughput: messages chunked, embedded with the active model and stored per
+  second (`index_conversation_messages`, short recall-fixture messages).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 import numpy as np
@@ -31,9 +36,12 @@ from conversations.inputs import MessageInput
 from conversations.models import Message
 from conversations.services import messages_append
 from memory.namespaces import search_namespace
+from memory.recall import search_units
+from memory.vectors.base import ScopeFilter
 from memory.vectors.numpy_exact import INDEX
 
 RUNS = 60
+INDEXED = 400  # messages indexed with the model for the throughput row
 
 
 def _texts(count: int) -> list[str]:
@@ -71,13 +79,42 @@ def _load(conversation, texts: list[str]) -> None:
 
 
 def _matrix_bytes(matrix) -> tuple[int, int]:
-    """(vector bytes, everything else) the unit cache holds for its rows."""
+    """(vector bytes, everything else) the unit cache holds for its rows, counted from its
+    arrays (their used rows), strings and dicts."""
     n = matrix.count
-    vectors = n * matrix.dim * 4
-    other = n * (8 + 8 + 8 + 8 + 4 + 4) + sum(len(i) + 60 for i in matrix.chunk_ids[:n])
-    for pieces in matrix.postings.values():
-        other += 100 + sum(p[0].nbytes + p[1].nbytes for p in pieces)
+    vectors = n * matrix.dim * matrix.vectors.itemsize + n * matrix.scales.itemsize * (
+        matrix.scales.size > 0
+    )
+    per_row = (
+        matrix.conversations,
+        matrix.seq_end,
+        matrix.owners,
+        matrix.seq_start,
+        matrix.doclen,
+        matrix.speakers,
+    )
+    other = n * sum(a.itemsize for a in per_row)
+    other += sys.getsizeof(matrix.chunk_ids) + sum(sys.getsizeof(i) for i in matrix.chunk_ids)
+    other += sum(a.nbytes for s in matrix.segments for a in (s.terms, s.bounds, s.rows, s.tfs))
+    other += sys.getsizeof(matrix.vocabulary) + sum(sys.getsizeof(t) for t in matrix.vocabulary)
+    other += 16 * n  # each unit's neighbours (two int64 rows), kept after the first search
     return vectors, other
+
+
+def _indexing_rate(count: int) -> tuple[float, int]:
+    """Messages indexed per second (chunk, embed with the active model, store) over
+    `count` short messages written through `messages_append`; and the units made."""
+    from memory.indexing import index_conversation_messages
+
+    conversation = new_conversation("recall-index")
+    texts, _ = recall_fixture.messages(total=count, facts=min(200, count // 4))
+    messages_append(
+        conversation_id=conversation.pk,
+        messages=[MessageInput(role=role, content=text) for role, text in texts],
+    )
+    started = time.perf_counter()
+    result = index_conversation_messages(conversation_id=conversation.pk)
+    return len(texts) / (time.perf_counter() - started), result.chunks_created
 
 
 @benchmark("recall_search")
@@ -119,9 +156,17 @@ def recall_search(ctx: BenchContext) -> list[BenchRow]:
         return (time.perf_counter() - began) * 1000
 
     ask("warm up")
+    load_before = os.getloadavg()[0]
     cold = [ask(q) for q in questions]
     warm = [ask(q) for q in questions]
     semantic = [ask(q, "semantic") for q in questions]
+    scope = ScopeFilter(conversations=((conversation.pk, None),))
+    alone = []
+    for q in questions:
+        began = time.perf_counter()
+        search_units(scope=scope, query=q, k=50)
+        alone.append((time.perf_counter() - began) * 1000)
+    load = f"load average {load_before:.1f}-{os.getloadavg()[0]:.1f}"
     stored = list(
         Message.objects.filter(conversation=conversation).order_by("seq").values_list("content")
     )
@@ -133,12 +178,15 @@ def recall_search(ctx: BenchContext) -> list[BenchRow]:
         began = time.perf_counter()
         baseline.rank(q)
         base_times.append((time.perf_counter() - began) * 1000)
-    load = f"load average {os.getloadavg()[0]:.1f}"
     vector_bytes, other_bytes = _matrix_bytes(matrix)
-    per_row = (vector_bytes + other_bytes) / max(1, matrix.count)
-    other_per_row = other_bytes / max(1, matrix.count)
+    units = max(1, matrix.count)
+    per_row = (vector_bytes + other_bytes) / units
+    other_per_row = other_bytes / units
+    index_rate, index_units = _indexing_rate(INDEXED)
+    index_load = f"load average {os.getloadavg()[0]:.1f}"
     million = 1_000_000
     dim = namespace.dim
+    storage = matrix.storage
     rows = [
         BenchRow(
             f"recall: hybrid grep p50, new questions, {count:,} messages ({vendor})",
@@ -146,7 +194,7 @@ def recall_search(ctx: BenchContext) -> list[BenchRow]:
             "ms",
             "< 50 ms",
             f"p95 {percentile(cold, 0.95):.1f} ms; embed + BM25 + cosine + fusion + "
-            f"neighbours + rows; model {active_backend().name}; {load}",
+            f"neighbours + rows; model {active_backend().name}; {storage} cache; {load}",
         ),
         BenchRow(
             f"recall: hybrid grep p50, repeated questions, {count:,} messages ({vendor})",
@@ -163,6 +211,13 @@ def recall_search(ctx: BenchContext) -> list[BenchRow]:
             f"p95 {percentile(semantic, 0.95):.1f} ms",
         ),
         BenchRow(
+            f"recall: search_units alone p50, repeated questions, {count:,} units ({vendor})",
+            p50(alone),
+            "ms",
+            "",
+            f"p95 {percentile(alone, 0.95):.1f} ms; hybrid, k 50",
+        ),
+        BenchRow(
             f"recall: baseline single-message BM25 (pure Python), {count:,} messages",
             p50(base_times),
             "ms",
@@ -177,22 +232,31 @@ def recall_search(ctx: BenchContext) -> list[BenchRow]:
             f"load of messages + units {load_seconds:.0f} s",
         ),
         BenchRow(
-            "recall: unit cache per unit",
+            f"recall: indexing throughput, {INDEXED:,} short messages ({vendor})",
+            index_rate,
+            "messages/s",
+            "",
+            f"chunk + embed ({active_backend().name}) + store, one process; "
+            f"{index_units:,} units; {index_load}",
+        ),
+        BenchRow(
+            f"recall: unit cache per unit ({storage} vectors)",
             per_row,
             "bytes",
             "",
-            f"{dim * 4} vector (float32) + {other_per_row:.0f} ids, seqs, speakers, postings",
+            f"{vector_bytes / units:.0f} vector + {other_per_row:.0f} ids, seqs, speakers, "
+            "postings, neighbours",
         ),
     ]
-    for label, width in (("float32", 4), ("float16", 2), ("int8", 1)):
-        size = million * (dim * width + other_per_row) / 1e9
+    for label, width in (("float32", dim * 4), ("int16 + scale", dim * 2 + 4)):
+        size = million * (width + other_per_row) / 1e9
         rows.append(
             BenchRow(
                 f"recall: unit cache at 1,000,000 units, {label} vectors (estimate)",
                 size,
                 "GB",
                 "< 1.5 GB",
-                f"{dim} dims x {width} B + {other_per_row:.0f} B per unit (measured above)",
+                f"{width} B vector + {other_per_row:.0f} B per unit (measured above)",
             )
         )
     return rows
