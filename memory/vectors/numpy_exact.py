@@ -422,7 +422,10 @@ class NumpyExactIndex:
                     # rolled-back rows whose ids were reused (never so otherwise)
                     matrix = self._matrices[key] = self.matrix_class(dim=dim, storage=storage)
                 now = time.monotonic()
-                unchanged = above == len(matrix.recent) and highest == matrix.max_id
+                # (nothing above a watermark that holds every row: no rows, highest 0)
+                unchanged = above == len(matrix.recent) and highest == (
+                    matrix.max_id if matrix.recent else 0
+                )
                 settle_due = bool(matrix.recent) and now - matrix.windowed_at > SETTLE_SECONDS / 2
                 if matrix.count == 0 or not unchanged or settle_due:
                     self._load_window(cursor, matrix, namespace_id)

@@ -195,3 +195,24 @@ def test_unit_postings_hold_each_units_term_counts_across_refreshes():
         assert rows.tolist() == [r for r, _ in postings if r < 100]
     assert matrix.posting("zebra", 300)[0].size == 0
     assert matrix.speaker_names == ["Ana"] and matrix.speakers[4] == -1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_search_over_a_settled_cache_costs_one_check_and_one_read(
+    conversation, django_assert_num_queries
+):
+    """Once every cached row has settled, a search asks the database only whether rows
+    came (one aggregate) and reads its hits' rows; a new unit is still picked up."""
+    append(conversation, *TOPICS)
+    index_conversation_messages(conversation_id=conversation.pk)
+    namespace = search_namespace()
+    scope = ScopeFilter(conversations=((conversation.pk, None),))
+    search_units(scope=scope, query="kitten", k=5, namespace=namespace)
+    matrix = INDEX.matrix(namespace_id=namespace.pk, dim=namespace.dim)
+    assert not matrix.recent  # settled (no other transaction is open)
+    with django_assert_num_queries(2):
+        search_units(scope=scope, query="kitten", k=5, namespace=namespace)
+    append(conversation, "the harbour master rang about the mooring fee")
+    index_conversation_messages(conversation_id=conversation.pk)
+    hits = search_units(scope=scope, query="mooring fee", k=3, namespace=namespace).hits
+    assert "mooring" in hits[0].chunk.rendered_text
