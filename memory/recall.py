@@ -39,7 +39,7 @@ from memory.lexical import query_terms, speakers_named
 from memory.models import Chunk, EmbeddingNamespace
 from memory.namespaces import backend_for_namespace, search_namespace
 from memory.vectors.base import ScopeFilter
-from memory.vectors.numpy_exact import INDEX, UnitMatrix, _scope_mask
+from memory.vectors.numpy_exact import INDEX, UnitMatrix
 
 K1, B = 1.2, 0.75
 MODES = ("hybrid", "semantic", "full_text")
@@ -100,10 +100,8 @@ def _neighbour_sum(
 ) -> np.ndarray:
     """For each row in scope, the values of the units just before and after it in its
     conversation (0 where that neighbour is missing or out of scope)."""
-    before, after = matrix.neighbours(n)
     total = np.zeros_like(values)
-    for side in (before[rows], after[rows]):
-        at = np.where(side >= 0, local[np.maximum(side, 0)], -1)
+    for at in matrix.neighbour_positions(rows, local, n):  # kept with the scope's rows
         total += np.where(at >= 0, values[np.maximum(at, 0)], 0.0)
     return total
 
@@ -139,8 +137,7 @@ def search_units(
     backend = backend_for_namespace(namespace)
     matrix = INDEX.matrix(namespace_id=namespace.pk, dim=namespace.dim)
     n = matrix.count
-    mask = _scope_mask(matrix, n, scope)
-    rows = np.flatnonzero(mask) if mask is not None else np.arange(n)
+    rows, local = matrix.scope_rows(scope, n)  # cached per scope: read-only
     stats = {"mode": mode, "namespace": f"{namespace.model}/{namespace.dim}", "units": rows.size}
     if rows.size == 0 or k <= 0:
         stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
@@ -160,8 +157,6 @@ def search_units(
             asked = query
     asked = asked or query
     terms = query_terms(asked)
-    local = np.full(n, -1, dtype=np.int64)
-    local[rows] = np.arange(rows.size)
     bm25 = bm25_scores(matrix, rows, local, n, terms) if mode != "semantic" else np.zeros(rows.size)
     if mode != "full_text":
         vector = embed_query(backend, asked).astype(np.float32)

@@ -43,6 +43,7 @@ _NO_SEQ = 2**62
 _BLOCK_ROWS = 1024
 _INT16_MAX = 32767
 STORAGES = ("int16", "float32")
+_SCOPES_KEPT = 2  # scopes whose rows a unit matrix keeps (1M units: ~30 MB each)
 _buffers = threading.local()  # each thread's float32 conversion buffer
 
 
@@ -262,6 +263,7 @@ class UnitMatrix(_Matrix):
     speakers: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     speaker_names: list[str] = field(default_factory=list)
     speaker_ids: dict[str, int] = field(default_factory=dict)
+    _scopes: dict = field(default_factory=dict, repr=False, compare=False)  # see scope_rows
 
     def reserve(self, capacity: int) -> None:
         if capacity > self.seq_start.shape[0]:
@@ -323,6 +325,41 @@ class UnitMatrix(_Matrix):
         after[order[:-1]] = np.where(same, order[1:], -1)
         self._neighbours = (n, before, after)
         return before, after
+
+    def scope_rows(self, scope: ScopeFilter, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows in scope among the first `n`, ascending; `local`: each row's position in
+        them, -1 out of scope). Kept for the last _SCOPES_KEPT (scope, n) so a repeated
+        search allocates no n-sized arrays; read-only."""
+        key = (scope, n)
+        found = self._scopes.get(key)
+        if found is not None:
+            return found[0], found[1]
+        mask = _scope_mask(self, n, scope)
+        rows = np.flatnonzero(mask) if mask is not None else np.arange(n)
+        local = np.full(n, -1, dtype=np.int64)
+        local[rows] = np.arange(rows.size)
+        rows.flags.writeable = local.flags.writeable = False
+        kept = dict(list(self._scopes.items())[-(_SCOPES_KEPT - 1) :])
+        kept[key] = (rows, local, {})
+        self._scopes = kept  # replaced, not changed: other threads read their snapshot
+        return rows, local
+
+    def neighbour_positions(
+        self, rows: np.ndarray, local: np.ndarray, n: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """For each of `rows`, the position (in `rows`) of its unit before and after it in
+        its conversation (-1: none, or out of scope); kept with a scope from scope_rows."""
+        extra = next((e for r, _, e in self._scopes.values() if r is rows), None)
+        if extra is not None and "neighbours" in extra:
+            return extra["neighbours"]
+        before, after = self.neighbours(n)
+        sides = []
+        for side in (before[rows], after[rows]):
+            sides.append(np.where(side >= 0, local[np.maximum(side, 0)], -1))
+        found = (sides[0], sides[1])
+        if extra is not None:
+            extra["neighbours"] = found
+        return found
 
     def posting(self, term: str, n: int) -> tuple[np.ndarray, np.ndarray]:
         """(rows, term frequencies) of `term` among the first `n` rows."""

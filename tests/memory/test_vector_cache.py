@@ -218,3 +218,34 @@ def test_a_search_over_a_settled_cache_costs_one_check_and_one_read(
     index_conversation_messages(conversation_id=conversation.pk)
     hits = search_units(scope=scope, query="mooring fee", k=3, namespace=namespace).hits
     assert "mooring" in hits[0].chunk.rendered_text
+
+
+def test_a_scopes_rows_and_neighbours_are_kept_and_match_a_fresh_computation():
+    from memory.vectors.numpy_exact import UnitMatrix
+
+    matrix = UnitMatrix(dim=2)
+    # two conversations interleaved: 1 holds rows 0, 2, 4, ...; 2 holds rows 1, 3, 5, ...
+    matrix.grow(
+        [
+            (i + 1, f"chk_{i}", 1 + i % 2, i // 2 + 1, 7, b"\0" * 8, i // 2 + 1, "x")
+            for i in range(40)
+        ]
+    )
+    bounded = ScopeFilter(conversations=((2, 5),))
+    rows, local = matrix.scope_rows(bounded, 40)
+    assert rows.tolist() == [1, 3, 5, 7, 9]
+    assert local[[1, 9, 0, 11]].tolist() == [0, 4, -1, -1]
+    assert matrix.scope_rows(bounded, 40)[0] is rows  # kept
+    with pytest.raises(ValueError):
+        local[0] = 3  # shared between searches: read-only
+    before, after = matrix.neighbour_positions(rows, local, 40)
+    assert before.tolist() == [-1, 0, 1, 2, 3] and after.tolist() == [1, 2, 3, 4, -1]
+    again = matrix.neighbour_positions(rows.copy(), local, 40)  # not the kept array
+    assert [a.tolist() for a in again] == [before.tolist(), after.tolist()]
+    assert matrix.neighbour_positions(rows, local, 40)[0] is before
+    owner, _ = matrix.scope_rows(ScopeFilter(owner_id=7), 30)
+    assert owner.tolist() == list(range(30))
+    everything, _ = matrix.scope_rows(ScopeFilter(), 40)
+    assert everything.tolist() == list(range(40))
+    assert matrix.scope_rows(bounded, 40)[0] is not rows  # only the last two are kept
+    assert matrix.scope_rows(bounded, 40)[0].tolist() == rows.tolist()
