@@ -98,6 +98,8 @@ def _matrix_bytes(matrix) -> tuple[int, int]:
     other += sum(a.nbytes for s in matrix.segments for a in (s.terms, s.bounds, s.rows, s.tfs))
     other += sys.getsizeof(matrix.vocabulary) + sum(sys.getsizeof(t) for t in matrix.vocabulary)
     other += 16 * n  # each unit's neighbours (two int64 rows), kept after the first search
+    for rows, local, extra in matrix._scopes.values():  # the scopes searched last
+        other += rows.nbytes + local.nbytes + sum(a.nbytes for a in extra.get("neighbours", ()))
     return vectors, other
 
 
@@ -253,7 +255,7 @@ def recall_search(ctx: BenchContext) -> list[BenchRow]:
             "bytes",
             "",
             f"{vector_bytes / units:.0f} vector + {other_per_row:.0f} ids, seqs, speakers, "
-            "postings, neighbours",
+            "postings, neighbours, the kept scope",
         ),
     ]
     for label, width in (("float32", dim * 4), ("int16 + scale", dim * 2 + 4)):
