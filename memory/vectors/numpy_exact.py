@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from memory.embeddings.blas import limit_blas_threads
 from memory.vectors.base import ScopeFilter, VectorHit
 
 # Rows read per query while filling: each batch's blobs and texts are transient (a 20,000
@@ -172,6 +173,10 @@ class _Matrix:
 
     def products(self, query: np.ndarray, start: int, stop: int) -> np.ndarray:
         """float32 dot products of rows start..stop-1 with `query` (float32)."""
+        # One BLAS thread, as for the model (memory/embeddings/blas.py), also in a process
+        # that never loads it: with OpenBLAS's spinning threads a 2,048-row block's product
+        # took 40x longer at load 5.
+        limit_blas_threads()
         if self.storage == "float32":
             return self.vectors[start:stop] @ query
         out = np.empty(stop - start, np.float32)
@@ -185,6 +190,7 @@ class _Matrix:
 
     def products_at(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """float32 dot products of the given rows with `query` (a gather: few rows)."""
+        limit_blas_threads()
         if self.storage == "float32":
             return self.vectors[rows] @ query
         out = self.vectors[rows].astype(np.float32) @ query
