@@ -42,6 +42,10 @@ logger = logging.getLogger("lcm.memory")
 RRF_K = 60  # reciprocal rank fusion's constant (grep's fusion with summaries, memory.grep)
 # Tokens the untrusted wrapper adds around each packed item.
 WRAPPER_TOKENS = 40
+# The least a packed item costs (a short unit and its wrapper), and the most a turn asks
+# search for: a turn asks for budget / MIN_ITEM_TOKENS items, within these bounds.
+MIN_ITEM_TOKENS = WRAPPER_TOKENS + 20
+MAX_TURN_ITEMS = 200
 MIN_SLICE_TOKENS = 48
 
 MEMORY_SYSTEM_NOTE = (
@@ -165,13 +169,17 @@ def turn_search(
     scope: ScopeFilter,
     query: str,
     params: RetrievalParams | None = None,
+    k: int | None = None,
     namespace: EmbeddingNamespace | None = None,
 ) -> TurnSearch:
     """The items a turn would inject for `query`, best first (before packing): the units of
     `memory.recall.search_units` (hybrid), then the turn's recency bonus, similarity
-    threshold and MMR as `params` (default: the LCM_RETRIEVAL_* settings) ask. Raises on
-    embedding or search errors (retrieve_for_turn degrades)."""
+    threshold and MMR as `params` (default: the LCM_RETRIEVAL_* settings) ask; at most
+    `k` items (default `params.top_k`). Raises on embedding or search errors
+    (retrieve_for_turn degrades)."""
     params = params or RetrievalParams.from_settings()
+    if k is not None:
+        params = RetrievalParams(**{**asdict(params), "top_k": max(1, k)})
     namespace = namespace or search_namespace()
     found = search_units(
         scope=scope,
@@ -367,7 +375,11 @@ def turn_retrieve(
     asks its questions through it."""
     started = time.perf_counter()
     budget = max(0, min(budget_tokens, settings.LCM_RETRIEVAL_MAX_TOKENS))
-    search = turn_search(scope=scope, query=query, params=params)
+    # As many items as the budget could hold (a unit costs at least MIN_ITEM_TOKENS with
+    # its wrapper), never fewer than top_k: packing, not a count, ends the list.
+    params = params or RetrievalParams.from_settings()
+    k = max(params.top_k, min(MAX_TURN_ITEMS, budget // MIN_ITEM_TOKENS))
+    search = turn_search(scope=scope, query=query, params=params, k=k)
     packed = pack(search.items, budget_tokens=budget, query=query)
     stats = {
         **search.stats,

@@ -186,7 +186,6 @@ def test_every_item_carries_its_date_and_the_wrapper_shows_it(conversation, sett
 
 
 def test_a_turn_packs_within_its_budget(conversation, settings):
-    settings.LCM_RETRIEVAL_TOP_K = 50
     settings.LCM_RETRIEVAL_SIMILARITY_THRESHOLD = 0.0
     append(
         conversation,
@@ -206,6 +205,8 @@ def test_a_turn_packs_within_its_budget(conversation, settings):
     _, small, _ = turn_retrieve(scope=_scope(conversation), query=query, budget_tokens=150)
     _, large, _ = turn_retrieve(scope=_scope(conversation), query=query, budget_tokens=1000)
     assert len(large) > len(small)
+    # the budget, not top_k, ends the list: a turn asks for as many as its budget holds
+    assert len(large) > settings.LCM_RETRIEVAL_TOP_K
     # the budget never goes past LCM_RETRIEVAL_MAX_TOKENS
     settings.LCM_RETRIEVAL_MAX_TOKENS = 150
     _, capped, stats = turn_retrieve(scope=_scope(conversation), query=query, budget_tokens=1000)
