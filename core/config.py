@@ -575,15 +575,9 @@ SETTINGS: tuple[Setting, ...] = (
         0,
         1,
     ),
-    Setting("LCM_RETRIEVAL_MMR", bool, True, "Select with maximal marginal relevance (diversity)."),
-    Setting(
-        "LCM_RETRIEVAL_MMR_LAMBDA",
-        float,
-        0.7,
-        "MMR trade-off: 1 is pure relevance, 0 pure diversity.",
-        0,
-        1,
-    ),
+    # LCM_RETRIEVAL_MMR and LCM_RETRIEVAL_MMR_LAMBDA were removed (MMR cost recall and time
+    # in a turn's retrieval, docs/memory.md); an environment that still sets them is
+    # accepted and they are ignored, like any unknown LCM_* variable.
     Setting(
         "LCM_TOOL_MAX_RESULT_CHARS",
         int,

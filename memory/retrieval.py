@@ -9,8 +9,8 @@ without the branch and the stored rows (the evaluation asks through it).
 
 The turn's filters over search's ranking (RetrievalParams, the LCM_RETRIEVAL_* settings;
 what each earns is measured in docs/memory.md, "Turn retrieval"): a recency bonus, a
-similarity threshold (units holding every query term exempt), MMR, and at most `top_k`
-items. Search applies none of them.
+similarity threshold (units holding every query term exempt), and as many items as the budget holds. Search applies neither. (MMR was measured and
+removed.)
 
 Scores: `similarity` is the model's raw cosine mapped through its calibration
 (memory.embeddings.calibrate) so one threshold works across models; `score` is search's
@@ -32,7 +32,7 @@ from core.tokens import estimate
 from memory.chunker import ChunkingOptions, Segment, chunk_segments
 from memory.embeddings import embed_query
 from memory.lexical import query_terms, terms
-from memory.models import Chunk, ChunkVector, EmbeddingNamespace, Retrieval, RetrievalStats
+from memory.models import Chunk, EmbeddingNamespace, Retrieval, RetrievalStats
 from memory.namespaces import backend_for_namespace, search_namespace
 from memory.recall import UnitHit, search_units
 from memory.vectors import ScopeFilter
@@ -57,12 +57,12 @@ MEMORY_SYSTEM_NOTE = (
 
 @dataclass(frozen=True)
 class RetrievalParams:
-    top_k: int
-    overfetch_k: int
-    threshold: float
-    recency_boost: float
-    mmr: bool
-    mmr_lambda: float
+    """A turn's filters over search's ranking (the LCM_RETRIEVAL_* settings)."""
+
+    top_k: int  # the fewest items a turn asks for (its budget may ask for more)
+    overfetch_k: int  # units asked of search before the threshold
+    threshold: float  # calibrated similarity after the recency bonus; 0: off
+    recency_boost: float  # bonus of the newest candidate, falling to 0 for the oldest
 
     @classmethod
     def from_settings(cls, **overrides) -> RetrievalParams:
@@ -71,8 +71,6 @@ class RetrievalParams:
             "overfetch_k": settings.LCM_RETRIEVAL_OVERFETCH_K,
             "threshold": settings.LCM_RETRIEVAL_SIMILARITY_THRESHOLD,
             "recency_boost": settings.LCM_RETRIEVAL_RECENCY_BOOST,
-            "mmr": settings.LCM_RETRIEVAL_MMR,
-            "mmr_lambda": settings.LCM_RETRIEVAL_MMR_LAMBDA,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -152,7 +150,6 @@ class _Candidate:
     hit: UnitHit
     score: float  # the unit's fused score, plus the recency bonus
     adjusted: float  # calibrated similarity, plus the recency bonus (what the threshold reads)
-    vector: np.ndarray | None = None
 
 
 @dataclass
@@ -173,10 +170,10 @@ def turn_search(
     namespace: EmbeddingNamespace | None = None,
 ) -> TurnSearch:
     """The items a turn would inject for `query`, best first (before packing): the units of
-    `memory.recall.search_units` (hybrid), then the turn's recency bonus, similarity
-    threshold and MMR as `params` (default: the LCM_RETRIEVAL_* settings) ask; at most
-    `k` items (default `params.top_k`). Raises on embedding or search errors
-    (retrieve_for_turn degrades)."""
+    `memory.recall.search_units` (hybrid), then the turn's recency bonus and similarity
+    threshold as `params` (default: the LCM_RETRIEVAL_* settings) ask; at most `k` items
+    (default `params.top_k`). Raises on embedding or search errors (retrieve_for_turn
+    degrades). No MMR: it cost recall and time on both datasets (docs/memory.md)."""
     params = params or RetrievalParams.from_settings()
     if k is not None:
         params = RetrievalParams(**{**asdict(params), "top_k": max(1, k)})
@@ -191,10 +188,7 @@ def turn_search(
     candidates = _recency(found.hits, params.recency_boost)
     kept = _threshold(candidates, query, params.threshold)
     kept.sort(key=lambda c: -c.score)
-    if params.mmr and len(kept) > 1:
-        selected = _mmr(kept, params, namespace)
-    else:
-        selected = kept[: params.top_k]
+    selected = kept[: params.top_k]
     similarities = [c.hit.similarity for c in selected]
     stats = {
         **found.stats,
@@ -237,43 +231,6 @@ def _threshold(candidates: list[_Candidate], query: str, threshold: float) -> li
         if lexical or candidate.adjusted >= threshold:
             kept.append(candidate)
     return kept
-
-
-def _mmr(
-    candidates: list[_Candidate], params: RetrievalParams, namespace: EmbeddingNamespace
-) -> list[_Candidate]:
-    """Maximal marginal relevance: each pick trades its score (scaled to 0..1 over the
-    candidates) against its closest already-picked unit (cosine of their vectors)."""
-    vectors = _vectors_for(namespace.pk, [c.hit.chunk.pk for c in candidates])
-    for candidate in candidates:
-        candidate.vector = vectors.get(candidate.hit.chunk.pk)
-    low = min(c.score for c in candidates)
-    span = (max(c.score for c in candidates) - low) or 1.0
-    relevance = {id(c): (c.score - low) / span for c in candidates}
-    pool, picked = list(candidates), []
-    while pool and len(picked) < params.top_k:
-
-        def value(c: _Candidate) -> float:
-            closest = max(
-                (float(c.vector @ p.vector) for p in picked if p.vector is not None),
-                default=0.0,
-            )
-            if c.vector is None:
-                closest = 0.0
-            return params.mmr_lambda * relevance[id(c)] - (1 - params.mmr_lambda) * closest
-
-        best = max(pool, key=value)
-        picked.append(best)
-        pool.remove(best)
-    return picked
-
-
-def _vectors_for(namespace_id: int, chunk_ids: list[str]) -> dict[str, np.ndarray]:
-    rows = ChunkVector.objects.filter(namespace_id=namespace_id, chunk_id__in=chunk_ids)
-    return {
-        chunk_id: np.frombuffer(bytes(blob), dtype=np.float32)
-        for chunk_id, blob in rows.values_list("chunk_id", "vector")
-    }
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """A turn's retrieval (memory.retrieval): search_units' ranking, the turn's own filters
-(recency bonus, similarity threshold, MMR, top_k), packing into the budget, provenance with
+(recency bonus, similarity threshold, as many items as the budget holds), packing into the budget, provenance with
 the date, and the untrusted wrapper."""
 
 import datetime as dt
@@ -31,7 +31,7 @@ FACTS = [
     "The build pipeline compiles the Rust crates before running the Python tests.",
     "My grandmother's recipe for apple pie uses a lot of cinnamon.",
 ]
-LOOSE = {"threshold": 0.0, "recency_boost": 0.0, "mmr": False}
+LOOSE = {"threshold": 0.0, "recency_boost": 0.0}
 
 
 def _scope(conversation):
@@ -110,27 +110,6 @@ def test_a_scope_sees_only_its_conversations_up_to_the_limit(memory, make_conver
     seen = {(i.provenance["conversation_id"], i.provenance["seq_end"]) for i in limited.items}
     assert (other.pk, 1) in seen
     assert all(seq <= 2 for conv, seq in seen if conv == memory.pk)
-
-
-def test_mmr_prefers_diverse_chunks(conversation, settings):
-    settings.LCM_CHUNK_TOPIC_SHIFT = 2.0
-    append(
-        conversation,
-        "The staging database password rotates every thirty days.",
-        "The staging database password rotates every thirty days!",
-        "Production credentials live in the vault under the ops folder.",
-    )
-    index_conversation_messages(conversation_id=conversation.pk)
-    query = "how often does the staging database password rotate"
-    plain = turn_search(scope=_scope(conversation), query=query, params=_params(top_k=2))
-    diverse = turn_search(
-        scope=_scope(conversation),
-        query=query,
-        params=_params(top_k=2, mmr=True, mmr_lambda=0.3),
-    )
-    assert sorted(i.provenance["seq_start"] for i in plain.items) == [1, 2]
-    # the near-duplicate (seq 2) loses its place to the different chunk (seq 3)
-    assert sorted(i.provenance["seq_start"] for i in diverse.items) == [1, 3]
 
 
 def _dated(conversation, texts: list[str], start: dt.datetime, step: dt.timedelta) -> None:
