@@ -212,13 +212,14 @@ def memory_recall(ctx: BenchContext) -> list[BenchRow]:
                 f"memory: recall@{TOP_K} {mode} ({len(planted)} facts, {vendor})",
                 recall,
                 "recall",
-                ">= 0.8, > full text" if mode == "hybrid" else "",
+                ">= 0.8, > full text" if mode == "turn" else "",
                 f"p50 {p50(times):.1f} ms per query",
             )
         )
     ctx.notes.append(
         "memory: recall fixture from benchmarks/recall_fixture.py; hit = a returned chunk holds "
-        "the planted fact's message"
+        "the planted fact's message; full_text/semantic/hybrid: search_units (grep's ranking); "
+        "turn: a turn's ranking (search_units + its recency bonus and threshold)"
     )
     return rows
 
