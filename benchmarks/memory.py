@@ -1,7 +1,9 @@
 """Semantic memory benchmarks (`lcm_bench --only memory`).
 
-- recall@6 of full text, semantic and hybrid retrieval on the recall fixture (5,000
-  messages, 200 planted facts, each asked by a question sharing no content word with it);
+- recall@6 of search (memory.recall.search_units: full text, semantic, hybrid) and of a
+  turn's retrieval (memory.retrieval.turn_search, its filters as the LCM_RETRIEVAL_*
+  settings say) on the recall fixture (5,000 messages, 200 planted facts, each asked by a
+  question sharing no content word with it);
 - indexing throughput of that conversation (chunk + embed + store) and raw embedding
   throughput;
 - retrieval p50 with 100,000 chunks (hybrid pipeline, and the vector leg alone);
@@ -33,7 +35,8 @@ from memory.embeddings import active_backend
 from memory.indexing import index_conversation_messages
 from memory.models import Chunk, ChunkType, ChunkVector
 from memory.namespaces import search_namespace
-from memory.retrieval import hybrid_search
+from memory.recall import search_units
+from memory.retrieval import turn_search
 from memory.vectors import ScopeFilter, vector_index
 
 TOP_K = 6
@@ -62,16 +65,20 @@ def _write_fixture(ctx: BenchContext) -> tuple[Conversation, list, float, int]:
 
 
 def _recall(conversation: Conversation, planted: list, mode: str) -> tuple[float, list[float]]:
+    """Share of the facts whose message is among the first TOP_K chunks; `mode` is a
+    search mode, or "turn" for a turn's ranking (before packing)."""
     scope = ScopeFilter(conversations=((conversation.pk, None),))
     found, times = 0, []
     for fact in planted:
         started = time.perf_counter()
-        result = hybrid_search(scope=scope, query=fact.question, top_k=TOP_K, mode=mode)
+        if mode == "turn":
+            items = turn_search(scope=scope, query=fact.question).items[:TOP_K]
+            spans = [(i.provenance["seq_start"], i.provenance["seq_end"], i.text) for i in items]
+        else:
+            hits = search_units(scope=scope, query=fact.question, k=TOP_K, mode=mode).hits
+            spans = [(h.chunk.seq_start, h.chunk.seq_end, h.chunk.rendered_text) for h in hits]
         times.append((time.perf_counter() - started) * 1000)
-        if any(
-            c.chunk.seq_start <= fact.seq <= c.chunk.seq_end and fact.fact in c.chunk.rendered_text
-            for c in result.candidates
-        ):
+        if any(first <= fact.seq <= last and fact.fact in text for first, last, text in spans):
             found += 1
     return found / len(planted), times
 
@@ -198,20 +205,21 @@ def memory_recall(ctx: BenchContext) -> list[BenchRow]:
             f"model {backend.name}",
         )
     )
-    for mode in ("full_text", "semantic", "hybrid"):
+    for mode in ("full_text", "semantic", "hybrid", "turn"):
         recall, times = _recall(conversation, planted, mode)
         rows.append(
             BenchRow(
                 f"memory: recall@{TOP_K} {mode} ({len(planted)} facts, {vendor})",
                 recall,
                 "recall",
-                ">= 0.8, > full text" if mode == "hybrid" else "",
+                ">= 0.8, > full text" if mode == "turn" else "",
                 f"p50 {p50(times):.1f} ms per query",
             )
         )
     ctx.notes.append(
         "memory: recall fixture from benchmarks/recall_fixture.py; hit = a returned chunk holds "
-        "the planted fact's message"
+        "the planted fact's message; full_text/semantic/hybrid: search_units (grep's ranking); "
+        "turn: a turn's ranking (search_units + its recency bonus and threshold)"
     )
     return rows
 
@@ -267,11 +275,11 @@ def memory_latency(ctx: BenchContext) -> list[BenchRow]:
     runs = [questions[i % len(questions)] for i in range(_LATENCY_RUNS)]
     for query in runs:
         started = time.perf_counter()
-        hybrid_search(scope=scope, query=query)
+        turn_search(scope=scope, query=query)
         cold_times.append((time.perf_counter() - started) * 1000)
     for query in runs:
         started = time.perf_counter()
-        hybrid_search(scope=scope, query=query)
+        turn_search(scope=scope, query=query)
         warm_times.append((time.perf_counter() - started) * 1000)
         vector = embed_query(backend, query)
         started = time.perf_counter()
@@ -316,17 +324,17 @@ def memory_latency(ctx: BenchContext) -> list[BenchRow]:
     )
     rows.append(
         BenchRow(
-            f"memory: hybrid retrieval p50, new queries, {target:,} chunks ({vendor})",
+            f"memory: turn retrieval p50, new queries, {target:,} chunks ({vendor})",
             p50(cold_times),
             "ms",
             "< 50 ms (SRD: < 500 ms)",
-            f"p99 {percentile(cold_times, 0.99):.1f} ms; embed query + vector + full text "
-            f"+ fusion + MMR; {load}",
+            f"p99 {percentile(cold_times, 0.99):.1f} ms; search_units (embed query, BM25, "
+            f"cosine, fusion) + the turn's filters; {load}",
         )
     )
     rows.append(
         BenchRow(
-            f"memory: hybrid retrieval p50, repeated queries, {target:,} chunks ({vendor})",
+            f"memory: turn retrieval p50, repeated queries, {target:,} chunks ({vendor})",
             p50(warm_times),
             "ms",
             "< 50 ms",

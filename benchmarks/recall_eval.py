@@ -572,3 +572,111 @@ def render(scores: Scores, modes: tuple[str, ...]) -> str:
             )
             lines.append(f"| {mode} | {category} | {n} | " + " | ".join(cells) + f" | {tail} |")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# the same questions through a turn's retrieval (`lcm_eval recall --via turn`)
+
+TURN_MODE = "turn"
+
+
+@dataclass
+class TurnScores(Scores):
+    """Scores, plus the tokens a turn injected (items and wrappers) per budget."""
+
+    injected: dict = field(default_factory=lambda: defaultdict(list))
+
+    def as_dict(self) -> dict:
+        return {
+            **super().as_dict(),
+            "injected_tokens_mean": {
+                str(b): round(statistics.fmean(v), 1) for b, v in self.injected.items() if v
+            },
+        }
+
+
+def render_turn(scores: TurnScores) -> str:
+    """`render`'s table for the turn path, and what the turn injected per budget."""
+    used = ", ".join(
+        f"@{b} {statistics.fmean(scores.injected[b]):.0f}" for b in BUDGETS if scores.injected[b]
+    )
+    return render(scores, (TURN_MODE,)) + f"\n\nmean tokens injected per turn: {used}"
+
+
+def packed_units(items) -> list[Unit]:
+    """A turn's packed items as units: each covers its chunk's messages and costs what the
+    turn paid for it (its tokens plus the untrusted wrapper's)."""
+    from memory.retrieval import WRAPPER_TOKENS
+
+    return [
+        Unit(
+            tuple(range(item.provenance["seq_start"], item.provenance["seq_end"] + 1)),
+            item.tokens + WRAPPER_TOKENS,
+        )
+        for item in items
+    ]
+
+
+def run_via_turn(
+    conversations: list[EvalConversation],
+    *,
+    limit_questions: int | None = None,
+    tag: str | None = None,
+    progress=None,
+) -> TurnScores:
+    """Every question through `memory.retrieval.turn_retrieve` (what `retrieve_for_turn`
+    runs for a turn, over the conversation instead of a branch's ancestry), once per
+    budget, with the budget as the turn's retrieval budget. Recall at a budget is the
+    share of the evidence the packed items cover: the turn's packing already kept them
+    within it (wrapper tokens included), so they are not read again by `recall_at`.
+    Recorded under the mode "turn", beside the same BM25 baseline as `run`."""
+    from django.contrib.auth import get_user_model
+
+    from conversations.models import Message
+    from memory.models import Chunk
+    from memory.retrieval import turn_retrieve
+    from memory.vectors import ScopeFilter
+
+    owner, _ = get_user_model().objects.get_or_create(username="lcm-eval")
+    tag = tag or dt.datetime.now(dt.UTC).strftime("%Y%m%d%H%M%S%f")
+    scores = TurnScores()
+    for conversation in conversations:
+        started = time.perf_counter()
+        conversation_id = ingest(conversation, owner=owner, tag=tag)
+        wait_for_indexing(conversation_id)
+        scores.index_seconds += time.perf_counter() - started
+        stored = list(
+            Message.objects.filter(conversation_id=conversation_id)
+            .order_by("seq")
+            .values_list("seq", "external_id", "token_count", "content")
+        )
+        scores.messages += len(stored)
+        scores.units += Chunk.objects.filter(conversation_id=conversation_id).count()
+        seq_of = {ext.split(":", 1)[1]: seq for seq, ext, _, _ in stored}
+        cap = {seq: tokens for seq, _, tokens, _ in stored}
+        baseline = SingleMessageBM25([content for _, _, _, content in stored])
+        scope = ScopeFilter(conversations=((conversation_id, None),))
+        questions = conversation.questions[:limit_questions] if limit_questions else None
+        for question in questions if questions is not None else conversation.questions:
+            evidence = {seq_of[k] for k in question.evidence}
+            scores.questions += 1
+            scores.unresolved += question.unresolved
+            scores.evidence_total += len(question.evidence) + question.unresolved
+            total = len(evidence) + question.unresolved
+            share = len(evidence) / total if total else 0.0
+            bm25_units = [Unit((stored[i][0],), stored[i][2]) for i in baseline.rank(question.text)]
+            for budget in BUDGETS:
+                value = recall_at(bm25_units, evidence, budget, cap) * share
+                scores.add("bm25_single_message", question.category, budget, value)
+                began = time.perf_counter()
+                _, packed, stats = turn_retrieve(
+                    scope=scope, query=question.text[:1000], budget_tokens=budget
+                )
+                scores.latency_ms[TURN_MODE].append((time.perf_counter() - began) * 1000)
+                scores.injected[budget].append(stats["packed_tokens"])
+                covered = {seq for unit in packed_units(packed) for seq in unit.seqs}
+                value = (len(covered & evidence) / len(evidence) if evidence else 0.0) * share
+                scores.add(TURN_MODE, question.category, budget, value)
+        if progress:
+            progress(conversation.name, scores)
+    return scores

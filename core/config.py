@@ -550,12 +550,20 @@ SETTINGS: tuple[Setting, ...] = (
         -1,
         1,
     ),
-    Setting("LCM_RETRIEVAL_TOP_K", int, 6, "Chunks a turn's retrieval selects (SRD 8.2).", 1, 100),
+    Setting(
+        "LCM_RETRIEVAL_TOP_K",
+        int,
+        6,
+        "Results of memory_search and the retrieve API by default; the fewest items a turn's "
+        "retrieval asks for (it asks for as many as its budget holds).",
+        1,
+        100,
+    ),
     Setting(
         "LCM_RETRIEVAL_OVERFETCH_K",
         int,
         16,
-        "Candidates fetched by vector and by full text before fusion and filtering.",
+        "The fewest units a turn's retrieval asks of search before its threshold.",
         1,
         1000,
     ),
@@ -563,8 +571,9 @@ SETTINGS: tuple[Setting, ...] = (
         "LCM_RETRIEVAL_SIMILARITY_THRESHOLD",
         float,
         0.72,
-        "Candidates below this calibrated similarity (after the recency boost) are dropped; "
-        "full-text hits are exempt. See docs/memory.md for the calibration per model.",
+        "A turn's retrieval drops units below this calibrated similarity (after the recency "
+        "boost), except those holding every query term; grep drops summaries below it. See "
+        "docs/memory.md for the calibration per model.",
         0,
         2,
     ),
@@ -580,19 +589,14 @@ SETTINGS: tuple[Setting, ...] = (
         "LCM_RETRIEVAL_RECENCY_BOOST",
         float,
         0.10,
-        "Added to the similarity of the newest candidate, decaying linearly to 0 for the oldest.",
+        "A turn's retrieval adds this to the score and similarity of the newest candidate, "
+        "decaying linearly to 0 for the oldest.",
         0,
         1,
     ),
-    Setting("LCM_RETRIEVAL_MMR", bool, True, "Select with maximal marginal relevance (diversity)."),
-    Setting(
-        "LCM_RETRIEVAL_MMR_LAMBDA",
-        float,
-        0.7,
-        "MMR trade-off: 1 is pure relevance, 0 pure diversity.",
-        0,
-        1,
-    ),
+    # LCM_RETRIEVAL_MMR and LCM_RETRIEVAL_MMR_LAMBDA were removed (MMR cost recall and time
+    # in a turn's retrieval, docs/memory.md); an environment that still sets them is
+    # accepted and they are ignored, like any unknown LCM_* variable.
     Setting(
         "LCM_TOOL_MAX_RESULT_CHARS",
         int,

@@ -5,7 +5,8 @@ conversation, in a bounded loop (LCM_TURN_MAX_STEPS model calls, as a turn).
 
 The definitions are the turn engine's (memory/tools.py's registry); the calls go to the
 same retrieval functions the turn engine's tools wrap (`retrieval.tools.tool_call_for_user`,
-`memory.retrieval.hybrid_search`), scoped to the drop-in conversation instead of a branch.
+and `memory.recall.search_units` for `memory_search`), scoped to the drop-in conversation
+instead of a branch.
 A tool failure is an error result for the model to read, never an exception.
 """
 
@@ -48,16 +49,19 @@ def execute(*, user, conversation_id: int, name: str, input: dict) -> dict:
 
 
 def _memory_search(user, conversation_id: int, data: dict) -> str:
-    from memory.retrieval import hybrid_search, items_from, render_memory_artifact, scope_for_user
+    # Search ranking (memory.recall), as the turn engine's memory_search: no similarity
+    # threshold, recency boost or MMR, which serve turn injection (docs/memory.md).
+    from memory.recall import items_from_units, search_units
+    from memory.retrieval import render_memory_artifact, scope_for_user
 
     query = str(data.get("query") or "").strip()
     if not query:
         return json.dumps({"code": "invalid", "message": "query must not be empty"})
     top_k = data.get("top_k", settings.LCM_RETRIEVAL_TOP_K)
-    result = hybrid_search(
-        scope=scope_for_user(user=user, conversation_id=conversation_id), query=query, top_k=top_k
+    result = search_units(
+        scope=scope_for_user(user=user, conversation_id=conversation_id), query=query, k=top_k
     )
-    items = items_from(result)
+    items = items_from_units(result.hits)
     if not items:
         return "No stored memory matched this query."
     return "\n\n".join(render_memory_artifact(item) for item in items)

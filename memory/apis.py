@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api.errors import InvalidInput
 from memory import serializers
-from memory.retrieval import hybrid_search, items_from, scope_for_branch
+from memory.recall import items_from_units, search_units
+from memory.retrieval import scope_for_branch
 from memory.selectors import branch_chunks
 from turns.selectors import branch_get_for_user
 
@@ -21,8 +23,10 @@ class BranchRetrieveApi(APIView):
         request=serializers.MemoryRetrieveInputSerializer,
         responses=serializers.MemoryRetrieveResponseSerializer,
         description=(
-            "Hybrid retrieval over the branch's ancestry (its own turns and its parents' up "
-            "to the fork point): chunks with their similarity, fused score and provenance. "
+            "Search over the branch's ancestry (its own turns and its parents' up to the "
+            "fork point), ranked as grep's semantic/hybrid modes rank (no similarity "
+            "threshold, recency boost or MMR: those are a turn's own filters): chunks with "
+            "their similarity, fused score, provenance and date (`provenance.created_at`). "
             "Pass chosen chunk ids as `attach_chunk_ids` when creating the next turn to put "
             "them first in its context."
         ),
@@ -32,13 +36,14 @@ class BranchRetrieveApi(APIView):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         branch = branch_get_for_user(user=request.user, branch_id=branch_id)
-        result = hybrid_search(
+        # Search, not injection: the ranking of memory.recall alone (docs/memory.md).
+        result = search_units(
             scope=scope_for_branch(branch),
             query=data["query"],
-            top_k=data.get("top_k"),
+            k=data.get("top_k") or settings.LCM_RETRIEVAL_TOP_K,
             mode=data.get("mode") or "hybrid",
         )
-        results = [item.as_dict() for item in items_from(result)]
+        results = [item.as_dict() for item in items_from_units(result.hits)]
         return Response({"results": results, "stats": result.stats})
 
 

@@ -1,22 +1,27 @@
-"""Hybrid retrieval (SRD 8): vector + full-text candidates, reciprocal rank fusion, a
-recency boost, a similarity threshold, MMR selection, and packing into a token budget.
+"""A turn's memory (SRD 8): the units of `memory.recall.search_units` (the ranking grep,
+`memory_search` and the retrieve API use), then the turn's own filters, then packing into
+the turn's token budget with provenance, rendered as untrusted memory artifacts.
 
 `retrieve_for_turn` is what the turn engine's context_prepare calls; it never raises:
 on an embedding or search error it returns [] with `stats["disabled"] = True` (and the
-error), which the caller records in the turn's telemetry. `hybrid_search` is the same
-pipeline without packing, for grep, the retrieve API and the `memory_search` tool.
+error), which the caller records in the turn's telemetry. `turn_retrieve` is the same
+without the branch and the stored rows (the evaluation asks through it).
+
+The turn's filters over search's ranking (RetrievalParams, the LCM_RETRIEVAL_* settings;
+what each earns is measured in docs/memory.md, "Turn retrieval"): a recency bonus, a
+similarity threshold (units holding every query term exempt), and as many items as the budget holds. Search applies neither. (MMR was measured and
+removed.)
 
 Scores: `similarity` is the model's raw cosine mapped through its calibration
-(memory.embeddings.calibrate) so one threshold works across models; `score` is the
-fused relevance (RRF, normalised to the best candidate) used for ranking.
+(memory.embeddings.calibrate) so one threshold works across models; `score` is search's
+fused score (plus the recency bonus), for ranking within one search only.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 from django.conf import settings
@@ -25,19 +30,22 @@ from django.db import transaction
 from core.api.errors import InvalidInput
 from core.tokens import estimate
 from memory.chunker import ChunkingOptions, Segment, chunk_segments
-from memory.embeddings import EmbeddingBackend, calibrate, embed_query
-from memory.fulltext import query_terms, search_chunks
-from memory.models import Chunk, ChunkVector, EmbeddingNamespace, Retrieval, RetrievalStats
+from memory.embeddings import embed_query
+from memory.lexical import query_terms, terms
+from memory.models import Chunk, EmbeddingNamespace, Retrieval, RetrievalStats
 from memory.namespaces import backend_for_namespace, search_namespace
-from memory.vectors import ScopeFilter, vector_index
+from memory.recall import UnitHit, search_units
+from memory.vectors import ScopeFilter
 
 logger = logging.getLogger("lcm.memory")
 
-RRF_K = 60
-# Embeds queries alongside the full-text leg (no database work on these threads).
-_EMBED_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lcm-embed-query")
+RRF_K = 60  # reciprocal rank fusion's constant (grep's fusion with summaries, memory.grep)
 # Tokens the untrusted wrapper adds around each packed item.
 WRAPPER_TOKENS = 40
+# The least a packed item costs (a short unit and its wrapper), and the most a turn asks
+# search for: a turn asks for budget / MIN_ITEM_TOKENS items, within these bounds.
+MIN_ITEM_TOKENS = WRAPPER_TOKENS + 20
+MAX_TURN_ITEMS = 200
 MIN_SLICE_TOKENS = 48
 
 MEMORY_SYSTEM_NOTE = (
@@ -49,12 +57,12 @@ MEMORY_SYSTEM_NOTE = (
 
 @dataclass(frozen=True)
 class RetrievalParams:
-    top_k: int
-    overfetch_k: int
-    threshold: float
-    recency_boost: float
-    mmr: bool
-    mmr_lambda: float
+    """A turn's filters over search's ranking (the LCM_RETRIEVAL_* settings)."""
+
+    top_k: int  # the fewest items a turn asks for (its budget may ask for more)
+    overfetch_k: int  # units asked of search before the threshold
+    threshold: float  # calibrated similarity after the recency bonus; 0: off
+    recency_boost: float  # bonus of the newest candidate, falling to 0 for the oldest
 
     @classmethod
     def from_settings(cls, **overrides) -> RetrievalParams:
@@ -63,8 +71,6 @@ class RetrievalParams:
             "overfetch_k": settings.LCM_RETRIEVAL_OVERFETCH_K,
             "threshold": settings.LCM_RETRIEVAL_SIMILARITY_THRESHOLD,
             "recency_boost": settings.LCM_RETRIEVAL_RECENCY_BOOST,
-            "mmr": settings.LCM_RETRIEVAL_MMR,
-            "mmr_lambda": settings.LCM_RETRIEVAL_MMR_LAMBDA,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -111,27 +117,6 @@ class RetrievedItems(list):
         self.stats = stats or {}
 
 
-@dataclass
-class _Candidate:
-    chunk: Chunk
-    cosine: float = 0.0
-    similarity: float = 0.0
-    adjusted: float = 0.0
-    rrf: float = 0.0
-    score: float = 0.0
-    matched_by: set[str] = field(default_factory=set)
-    term_coverage: float = 0.0
-    vector: np.ndarray | None = None
-
-
-@dataclass
-class SearchResult:
-    candidates: list[_Candidate]
-    stats: dict
-    query_vector: np.ndarray | None
-    backend: EmbeddingBackend | None
-
-
 # ---------------------------------------------------------------------------------------
 # scopes
 
@@ -157,163 +142,95 @@ def scope_for_user(*, user, conversation_id: int | None = None) -> ScopeFilter:
 
 
 # ---------------------------------------------------------------------------------------
-# search
+# a turn's ranking: search_units, then the turn's own filters
 
 
-def hybrid_search(
+@dataclass
+class _Candidate:
+    hit: UnitHit
+    score: float  # the unit's fused score, plus the recency bonus
+    adjusted: float  # calibrated similarity, plus the recency bonus (what the threshold reads)
+
+
+@dataclass
+class TurnSearch:
+    """A turn's ranked items (before packing) and the figures of the search."""
+
+    items: list[RetrievedItem]
+    stats: dict
+    query: str = ""
+
+
+def turn_search(
     *,
     scope: ScopeFilter,
     query: str,
-    top_k: int | None = None,
-    mode: str = "hybrid",
     params: RetrievalParams | None = None,
+    k: int | None = None,
     namespace: EmbeddingNamespace | None = None,
-) -> SearchResult:
-    """Candidates best first, at most `top_k` (mode: hybrid | semantic | full_text).
-    Raises on embedding or search errors (callers decide how to degrade)."""
-    if mode not in ("hybrid", "semantic", "full_text"):
-        raise InvalidInput("mode must be hybrid, semantic or full_text", extra={"field": "mode"})
-    params = params or RetrievalParams.from_settings(top_k=top_k)
-    if top_k is not None:
-        params = RetrievalParams(**{**asdict(params), "top_k": top_k})
-    started = time.perf_counter()
+) -> TurnSearch:
+    """The items a turn would inject for `query`, best first (before packing): the units of
+    `memory.recall.search_units` (hybrid), then the turn's recency bonus and similarity
+    threshold as `params` (default: the LCM_RETRIEVAL_* settings) ask; at most `k` items
+    (default `params.top_k`). Raises on embedding or search errors (retrieve_for_turn
+    degrades). No MMR: it cost recall and time on both datasets (docs/memory.md)."""
+    params = params or RetrievalParams.from_settings()
+    if k is not None:
+        params = RetrievalParams(**{**asdict(params), "top_k": max(1, k)})
     namespace = namespace or search_namespace()
-    backend = backend_for_namespace(namespace)
-    query_vector = None
-    candidates: dict[str, _Candidate] = {}
-    vector_ranked: list[str] = []
-    text_ranked: list[str] = []
-    index = vector_index()
-    pending = None
-    if mode == "hybrid" and hasattr(index, "searcher"):
-        # The query is embedded and the vectors scanned on a pool thread (numpy and the
-        # tokenizer release the GIL; no database work there) while this thread runs the
-        # full-text leg: the legs overlap.
-        scan = index.searcher(
-            namespace_id=namespace.pk, scope=scope, k=params.overfetch_k, dim=namespace.dim
-        )
-
-        def embed_and_scan():
-            vector = embed_query(backend, query)
-            return vector, scan(vector)
-
-        pending = _EMBED_POOL.submit(embed_and_scan)
-    if mode in ("hybrid", "full_text"):
-        text_ranked = [
-            chunk_id
-            for chunk_id, _ in search_chunks(query=query, scope=scope, k=params.overfetch_k)
-        ]
-    if pending is not None:
-        query_vector, hits = pending.result()
-        vector_ranked = [hit.chunk_id for hit in hits]
-    elif mode in ("hybrid", "semantic"):
-        query_vector = embed_query(backend, query)
-        hits = index.search(
-            namespace_id=namespace.pk,
-            query=query_vector,
-            scope=scope,
-            k=params.overfetch_k,
-            dim=namespace.dim,
-        )
-        vector_ranked = [hit.chunk_id for hit in hits]
-    ids = list(dict.fromkeys(vector_ranked + text_ranked))
-    chunks = Chunk.objects.in_bulk(ids)
-    vectors = _vectors_for(namespace.pk, ids) if query_vector is not None else {}
-    terms = query_terms(query)
-    for leg, ranked in (("vector", vector_ranked), ("full_text", text_ranked)):
-        for rank, chunk_id in enumerate(ranked, start=1):
-            chunk = chunks.get(chunk_id)
-            if chunk is None:
-                continue
-            candidate = candidates.setdefault(chunk_id, _Candidate(chunk=chunk))
-            candidate.matched_by.add(leg)
-            candidate.rrf += 1.0 / (RRF_K + rank)
-    for candidate in candidates.values():
-        vector = vectors.get(candidate.chunk.pk)
-        if vector is not None and query_vector is not None:
-            candidate.vector = vector
-            candidate.cosine = float(vector @ query_vector)
-            candidate.similarity = calibrate(backend, candidate.cosine)
-        candidate.term_coverage = _coverage(terms, candidate.chunk.rendered_text)
-    total_candidates = len(candidates)
-    kept = _threshold(list(candidates.values()), params, mode)
-    best = max((c.rrf for c in kept), default=1.0) or 1.0
-    for candidate in kept:
-        candidate.score = candidate.rrf / best
-    kept.sort(key=lambda c: (-c.score, -c.adjusted, c.chunk.pk))
-    selected = _mmr(kept, params) if params.mmr and query_vector is not None else kept
-    selected = selected[: params.top_k]
-    similarities = [c.similarity for c in selected]
+    found = search_units(
+        scope=scope,
+        query=query,
+        k=max(params.overfetch_k, params.top_k),
+        mode="hybrid",
+        namespace=namespace,
+    )
+    candidates = _recency(found.hits, params.recency_boost)
+    kept = _threshold(candidates, query, params.threshold)
+    kept.sort(key=lambda c: -c.score)
+    selected = kept[: params.top_k]
+    similarities = [c.hit.similarity for c in selected]
     stats = {
-        "mode": mode,
-        "namespace": f"{namespace.model}/{namespace.dim}",
-        "candidates": total_candidates,
+        **found.stats,
+        "candidates": len(found.hits),
         "after_threshold": len(kept),
         "selected": len(selected),
         "similarity_min": round(min(similarities), 4) if similarities else None,
         "similarity_max": round(max(similarities), 4) if similarities else None,
-        "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
     }
-    return SearchResult(selected, stats, query_vector, backend)
+    items = [
+        _item(candidate.hit, rank, candidate.score)
+        for rank, candidate in enumerate(selected, start=1)
+    ]
+    return TurnSearch(items, stats, query)
 
 
-def _vectors_for(namespace_id: int, chunk_ids: list[str]) -> dict[str, np.ndarray]:
-    rows = ChunkVector.objects.filter(namespace_id=namespace_id, chunk_id__in=chunk_ids)
-    return {
-        chunk_id: np.frombuffer(bytes(blob), dtype=np.float32)
-        for chunk_id, blob in rows.values_list("chunk_id", "vector")
-    }
-
-
-def _coverage(terms: list[str], text: str) -> float:
-    if not terms:
-        return 0.0
-    lowered = text.lower()
-    return sum(1 for term in terms if term in lowered) / len(terms)
-
-
-def _threshold(
-    candidates: list[_Candidate], params: RetrievalParams, mode: str
-) -> list[_Candidate]:
-    """Recency boost (newest +boost, oldest +0), then the similarity threshold. Full-text
-    hits that contain every query word are strong lexical evidence and are exempt; so is
-    everything in full_text mode (no vectors are consulted there)."""
-    if not candidates:
+def _recency(hits: list[UnitHit], boost: float) -> list[_Candidate]:
+    """A bonus of `boost` for the newest hit, falling linearly to 0 for the oldest, added
+    to both the fused score (the order) and the similarity (what the threshold reads)."""
+    if not hits:
         return []
-    times = [c.chunk.source_created_at.timestamp() for c in candidates]
-    oldest, newest = min(times), max(times)
-    span = newest - oldest
+    times = [hit.chunk.source_created_at.timestamp() for hit in hits]
+    oldest, span = min(times), max(times) - min(times)
+    candidates = []
+    for hit, when in zip(hits, times, strict=True):
+        bonus = boost * ((when - oldest) / span if span > 0 else 1.0)
+        candidates.append(_Candidate(hit, hit.score + bonus, hit.similarity + bonus))
+    return candidates
+
+
+def _threshold(candidates: list[_Candidate], query: str, threshold: float) -> list[_Candidate]:
+    """Candidates at or above `threshold` (calibrated similarity after the recency bonus).
+    A unit holding every term of the query is strong lexical evidence and is exempt."""
+    if threshold <= 0:
+        return list(candidates)
+    wanted = set(query_terms(query))
     kept = []
-    for candidate, when in zip(candidates, times, strict=True):
-        recency = (when - oldest) / span if span > 0 else 1.0
-        candidate.adjusted = candidate.similarity + params.recency_boost * recency
-        lexical = "full_text" in candidate.matched_by and candidate.term_coverage >= 1.0
-        if mode == "full_text" or lexical or candidate.adjusted >= params.threshold:
+    for candidate in candidates:
+        lexical = bool(wanted) and wanted <= set(terms(candidate.hit.chunk.rendered_text))
+        if lexical or candidate.adjusted >= threshold:
             kept.append(candidate)
     return kept
-
-
-def _mmr(candidates: list[_Candidate], params: RetrievalParams) -> list[_Candidate]:
-    """Maximal marginal relevance over the fused scores: each pick trades relevance
-    against its closest already-picked chunk (cosine of their vectors)."""
-    pool = list(candidates)
-    picked: list[_Candidate] = []
-    while pool and len(picked) < params.top_k:
-
-        def value(c: _Candidate) -> float:
-            if not picked or c.vector is None:
-                return params.mmr_lambda * c.score
-            closest = (
-                max(float(c.vector @ p.vector) for p in picked if p.vector is not None)
-                if any(p.vector is not None for p in picked)
-                else 0.0
-            )
-            return params.mmr_lambda * c.score - (1 - params.mmr_lambda) * closest
-
-        best = max(pool, key=value)
-        picked.append(best)
-        pool.remove(best)
-    return picked
 
 
 # ---------------------------------------------------------------------------------------
@@ -334,33 +251,27 @@ def provenance(chunk: Chunk) -> dict:
     }
 
 
-def _item(candidate: _Candidate, rank: int) -> RetrievedItem:
-    chunk = candidate.chunk
-    legs = candidate.matched_by
+def _item(hit: UnitHit, rank: int, score: float) -> RetrievedItem:
+    chunk = hit.chunk
     return RetrievedItem(
         chunk_id=chunk.pk,
         text=chunk.rendered_text,
         summary=chunk.summary,
         chunk_type=chunk.chunk_type,
         provenance=provenance(chunk),
-        similarity=round(candidate.similarity, 4),
-        score=round(candidate.score, 4),
+        similarity=round(hit.similarity, 4),
+        score=round(score, 4),
         rank=rank,
         tokens=chunk.token_est,
-        matched_by="both" if len(legs) == 2 else next(iter(legs), "vector"),
+        matched_by=hit.matched_by,
     )
 
 
-def items_from(result: SearchResult) -> list[RetrievedItem]:
-    return [_item(c, rank) for rank, c in enumerate(result.candidates, start=1)]
-
-
-def pack(
-    items: list[RetrievedItem], *, budget_tokens: int, result: SearchResult | None = None
-) -> list[RetrievedItem]:
+def pack(items: list[RetrievedItem], *, budget_tokens: int, query: str = "") -> list[RetrievedItem]:
     """Items in rank order while they fit (SRD 8.3). One too big for what is left goes in
     as its most relevant slice (a sub-chunk cut at the chunk's own boundaries, with its
-    offsets), or as its summary when even a slice does not fit; else it is left out."""
+    offsets; the slice closest to `query` by meaning, else the first), or as its summary
+    when even a slice does not fit; else it is left out."""
     packed: list[RetrievedItem] = []
     remaining = budget_tokens
     for item in items:
@@ -370,7 +281,7 @@ def pack(
             remaining -= need
             continue
         room = remaining - WRAPPER_TOKENS
-        sliced = _best_slice(item, room, result) if room >= MIN_SLICE_TOKENS else None
+        sliced = _best_slice(item, room, query) if room >= MIN_SLICE_TOKENS else None
         if sliced is not None:
             packed.append(sliced)
             remaining -= sliced.tokens + WRAPPER_TOKENS
@@ -383,9 +294,7 @@ def pack(
     return packed
 
 
-def _best_slice(
-    item: RetrievedItem, room: int, result: SearchResult | None
-) -> RetrievedItem | None:
+def _best_slice(item: RetrievedItem, room: int, query: str) -> RetrievedItem | None:
     pieces = chunk_segments(
         [Segment(item.text, "assistant", item.provenance["seq_start"])],
         options=ChunkingOptions(min_tokens=1, max_tokens=room, overlap_tokens=0, topic_shift=-2),
@@ -394,9 +303,10 @@ def _best_slice(
     if not pieces:
         return None
     best = pieces[0]
-    if result is not None and result.backend is not None and result.query_vector is not None:
-        vectors = result.backend.embed([p.rendered_text for p in pieces])
-        best = pieces[int(np.argmax(vectors @ result.query_vector))]
+    if query and len(pieces) > 1:
+        backend = backend_for_namespace(search_namespace())
+        vectors = backend.embed([p.rendered_text for p in pieces])
+        best = pieces[int(np.argmax(vectors @ embed_query(backend, query)))]
     base = item.provenance["start_offset"]
     return RetrievedItem(
         **{
@@ -411,6 +321,32 @@ def _best_slice(
 
 # ---------------------------------------------------------------------------------------
 # the turn engine's entry points
+
+
+def turn_retrieve(
+    *, scope: ScopeFilter, query: str, budget_tokens: int, params: RetrievalParams | None = None
+) -> tuple[TurnSearch, list[RetrievedItem], dict]:
+    """What a turn injects for `query` from `scope`: (the ranked search, the items packed
+    into min(budget_tokens, LCM_RETRIEVAL_MAX_TOKENS), the stats). Raises on errors.
+    retrieve_for_turn runs it over the branch's ancestry; `lcm_eval recall --via turn`
+    asks its questions through it."""
+    started = time.perf_counter()
+    budget = max(0, min(budget_tokens, settings.LCM_RETRIEVAL_MAX_TOKENS))
+    # As many items as the budget could hold (a unit costs at least MIN_ITEM_TOKENS with
+    # its wrapper), never fewer than top_k: packing, not a count, ends the list.
+    params = params or RetrievalParams.from_settings()
+    k = max(params.top_k, min(MAX_TURN_ITEMS, budget // MIN_ITEM_TOKENS))
+    search = turn_search(scope=scope, query=query, params=params, k=k)
+    packed = pack(search.items, budget_tokens=budget, query=query)
+    stats = {
+        **search.stats,
+        "disabled": False,
+        "budget_tokens": budget,
+        "packed": len(packed),
+        "packed_tokens": sum(item.tokens + WRAPPER_TOKENS for item in packed),
+        "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
+    }
+    return search, packed, stats
 
 
 def retrieve_for_turn(*, turn, query: str, budget_tokens: int) -> RetrievedItems:
@@ -430,9 +366,9 @@ def retrieve_for_turn(*, turn, query: str, budget_tokens: int) -> RetrievedItems
             },
         )
     try:
-        result = hybrid_search(scope=scope_for_branch(turn.branch), query=query)
-        selected = items_from(result)
-        packed = pack(selected, budget_tokens=budget, result=result)
+        search, packed, stats = turn_retrieve(
+            scope=scope_for_branch(turn.branch), query=query, budget_tokens=budget
+        )
     except Exception as error:  # noqa: BLE001 - retrieval must never fail a turn
         logger.exception("retrieval failed for turn %s", turn.pk)
         stats = {
@@ -445,14 +381,7 @@ def retrieve_for_turn(*, turn, query: str, budget_tokens: int) -> RetrievedItems
         }
         _store_stats(turn, stats, [], [])
         return RetrievedItems([], stats)
-    stats = {
-        **result.stats,
-        "disabled": False,
-        "packed": len(packed),
-        "packed_tokens": sum(item.tokens + WRAPPER_TOKENS for item in packed),
-        "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
-    }
-    _store_stats(turn, stats, selected, packed)
+    _store_stats(turn, stats, search.items, packed)
     return RetrievedItems(packed, stats)
 
 

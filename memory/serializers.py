@@ -25,7 +25,9 @@ class MemoryProvenanceSerializer(serializers.Serializer):
     seq_end = serializers.IntegerField()
     start_offset = serializers.IntegerField()
     end_offset = serializers.IntegerField()
-    created_at = serializers.DateTimeField()
+    created_at = serializers.DateTimeField(
+        help_text="When the source message (or turn) was recorded."
+    )
 
 
 class MemoryChunkItemSerializer(serializers.Serializer):
@@ -35,7 +37,9 @@ class MemoryChunkItemSerializer(serializers.Serializer):
     summary = serializers.CharField()
     tokens = serializers.IntegerField()
     similarity = serializers.FloatField(help_text="Calibrated similarity to the query, 0..1.")
-    score = serializers.FloatField(help_text="Fused relevance (1.0 = best of this search).")
+    score = serializers.FloatField(
+        help_text="Fused relevance (BM25 and cosine, z-scored); ranks within one search only."
+    )
     rank = serializers.IntegerField()
     matched_by = serializers.CharField(help_text="vector, full_text or both")
     provenance = MemoryProvenanceSerializer()
@@ -43,7 +47,9 @@ class MemoryChunkItemSerializer(serializers.Serializer):
 
 class MemoryRetrieveResponseSerializer(serializers.Serializer):
     results = MemoryChunkItemSerializer(many=True)
-    stats = serializers.DictField(help_text="candidates, selected, similarity range, timing")
+    stats = serializers.DictField(
+        help_text="mode, namespace, units (in scope), selected, elapsed_ms"
+    )
 
 
 class MemoryChunkRowSerializer(serializers.Serializer):

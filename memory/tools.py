@@ -12,7 +12,8 @@ Tools run as the session's owner, scoped to the turn's branch ancestry:
   messages after the fork). describe/expand accept summaries of the branch's own
   conversation, and of an ancestor only when everything below them precedes the fork.
   lcm_expand_query delegates over the branch's own conversation.
-- `memory_search`: hybrid retrieval over the ancestry's chunks, as memory artifacts.
+- `memory_search`: search (memory.recall, grep's ranking) over the ancestry's units, as
+  dated memory artifacts.
 - `pin_fact`: pins a fact on the branch (a new state whose pins end with it).
 
 Extend with `register(Tool(...))`.

@@ -35,6 +35,27 @@ def test_retrieve_returns_scored_chunks_with_provenance(api, branch):
     assert body["stats"]["selected"] == len(body["results"])
 
 
+def test_retrieve_is_a_search_with_a_date_on_every_item(api, branch, settings):
+    # the console's and API's retrieve rank as grep does: a turn's similarity threshold
+    # (here one nothing passes) does not apply
+    settings.LCM_RETRIEVAL_SIMILARITY_THRESHOLD = 2.0
+    response = api.post(
+        f"/api/v1/branches/{branch.pk}/retrieve/",
+        {"query": "volcanic eruptions in Iceland", "top_k": 50},
+        format="json",
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    chunks = {c.pk: c for c in Chunk.objects.filter(branch_id=branch.pk)}
+    assert {r["chunk_id"] for r in body["results"]} == set(chunks)
+    for row in body["results"]:
+        recorded = chunks[row["chunk_id"]].source_created_at
+        assert row["provenance"]["created_at"] == recorded.isoformat()
+    assert [r["rank"] for r in body["results"]] == list(range(1, len(chunks) + 1))
+    assert body["stats"]["mode"] == "hybrid"
+    assert body["stats"]["selected"] == len(chunks)
+
+
 def test_retrieve_validates_its_input(api, branch):
     url = f"/api/v1/branches/{branch.pk}/retrieve/"
     for payload in ({}, {"query": ""}, {"query": "x", "top_k": 0}, {"query": "x", "top_k": "a"}):

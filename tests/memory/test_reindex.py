@@ -6,8 +6,9 @@ import pytest
 from memory.indexing import index_conversation_messages
 from memory.models import ChunkVector, EmbeddingNamespace, NamespaceStatus
 from memory.namespaces import model_change_start, search_namespace
+from memory.recall import search_units
 from memory.reindex import reindex_namespace
-from memory.retrieval import RetrievalParams, hybrid_search
+from memory.retrieval import RetrievalParams, turn_search
 from memory.vectors import ScopeFilter
 from tests.memory.helpers import append
 
@@ -35,17 +36,16 @@ def test_a_model_change_reindexes_with_progress_and_swaps_at_the_end(conversatio
     assert ChunkVector.objects.filter(namespace=old).count() == 3
     assert ChunkVector.objects.filter(namespace=building).count() == 1
     scope = ScopeFilter(conversations=((conversation.pk, None),))
-    loose = RetrievalParams.from_settings(threshold=0.0)
-    during = hybrid_search(scope=scope, query="red car", params=loose)
+    during = search_units(scope=scope, query="red car", k=6)
     assert during.stats["namespace"] == "all-MiniLM-L6-v2/384"
 
     done = reindex_namespace(namespace_id=building.pk, batch=1)
     assert (done.status, done.chunks_total, done.chunks_done) == (NamespaceStatus.ACTIVE, 3, 3)
     assert done.progress == 1.0
     assert EmbeddingNamespace.objects.get(pk=old.pk).status == NamespaceStatus.RETIRED
-    after = hybrid_search(scope=scope, query="red car", params=loose)
+    after = search_units(scope=scope, query="red car", k=6)
     assert after.stats["namespace"] == "hashing-v1-256/256"
-    assert after.candidates[0].chunk.rendered_text == "beta fact about the red car"
+    assert after.hits[0].chunk.rendered_text == "beta fact about the red car"
     # re-running is a no-op
     reindex_namespace(namespace_id=building.pk)
     assert ChunkVector.objects.filter(namespace=building).count() == 3
@@ -103,8 +103,8 @@ def test_searches_stay_on_the_old_model_throughout_a_reindex(conversation, setti
     loose = RetrievalParams.from_settings(threshold=0.0)
 
     def answers():
-        result = hybrid_search(scope=scope, query="automobile", params=loose)
-        return result.stats["namespace"], [c.chunk.pk for c in result.candidates]
+        result = turn_search(scope=scope, query="automobile", params=loose)
+        return result.stats["namespace"], [item.chunk_id for item in result.items]
 
     before = answers()
     settings.LCM_EMBEDDING_BACKEND = "hashing"

@@ -73,8 +73,14 @@ def test_an_embedding_failure_disables_retrieval_and_says_so(chat, monkeypatch):
     second = run_turn(chat, "Where did we put the car?")
     # The active namespace's model is the OpenAI API, and no key is set: embedding fails.
     EmbeddingNamespace.objects.update(status=NamespaceStatus.RETIRED)
-    EmbeddingNamespace.objects.create(
+    openai = EmbeddingNamespace.objects.create(
         model="openai:text-embedding-3-small", dim=1536, status=NamespaceStatus.ACTIVE
+    )
+    # its vectors exist (a finished re-index), so the search has units to rank and must
+    # embed the query
+    ChunkVector.objects.bulk_create(
+        ChunkVector(namespace=openai, chunk=chunk, vector=bytes(4 * 1536))
+        for chunk in Chunk.objects.filter(source_turn=first)
     )
     items = retrieve_for_turn(turn=second, query="Where did we put the car?", budget_tokens=4000)
     assert list(items) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -16,7 +17,8 @@ class Command(BaseCommand):
         "it through the messages service, wait for indexing, ask every question through "
         "grep (hybrid, semantic, full_text) and print evidence recall at 500/1,000/2,000 "
         "tokens by category, with p50/p95 latency, beside BM25 over single messages in the "
-        "same run. Writes under a user 'lcm-eval': use a scratch database."
+        "same run. --via turn asks them through a turn's retrieval instead (the budget as "
+        "the turn's retrieval budget). Writes under a user 'lcm-eval': use a scratch database."
     )
 
     def add_arguments(self, parser):
@@ -27,6 +29,15 @@ class Command(BaseCommand):
             "--modes",
             default=",".join(recall_eval.MODES),
             help="Comma-separated grep modes to ask (default: hybrid,semantic,full_text).",
+        )
+        parser.add_argument(
+            "--via",
+            choices=["grep", "turn", "both"],
+            default="grep",
+            help=(
+                "Ask through grep (POST /api/v1/grep/), through a turn's retrieval "
+                "(retrieve_for_turn's code, the budget as the turn's), or both (one ingest)."
+            ),
         )
         parser.add_argument(
             "--limit-conversations", type=int, default=None, help="Only the first N."
@@ -61,13 +72,31 @@ class Command(BaseCommand):
         def progress(name, scores):
             self.stderr.write(f"{name}: {scores.questions} questions so far")
 
-        scores = recall_eval.run(
-            conversations,
-            modes=modes,
-            limit_questions=options["limit_questions"],
-            progress=progress,
-            tag=options["tag"],
-        )
-        self.stdout.write(recall_eval.render(scores, modes))
+        via = options["via"]
+        # one tag for both paths: the second finds the conversations the first ingested
+        tag = options["tag"] or dt.datetime.now(dt.UTC).strftime("%Y%m%d%H%M%S%f")
+        figures = {}
+        if via in ("grep", "both"):
+            scores = recall_eval.run(
+                conversations,
+                modes=modes,
+                limit_questions=options["limit_questions"],
+                progress=progress,
+                tag=tag,
+            )
+            self.stdout.write(recall_eval.render(scores, modes))
+            figures["grep"] = scores.as_dict()
+        if via in ("turn", "both"):
+            turn = recall_eval.run_via_turn(
+                conversations,
+                limit_questions=options["limit_questions"],
+                progress=progress,
+                tag=tag,
+            )
+            self.stdout.write(("\n\n" if via == "both" else "") + "via a turn's retrieval:")
+            self.stdout.write(recall_eval.render_turn(turn))
+            figures["turn"] = turn.as_dict()
         if options["json"]:
-            Path(options["json"]).write_text(json.dumps(scores.as_dict(), indent=2))
+            # --via grep keeps the file's earlier shape (the grep figures at the top)
+            body = figures["grep"] if via == "grep" else figures
+            Path(options["json"]).write_text(json.dumps(body, indent=2))
