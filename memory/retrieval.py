@@ -30,6 +30,7 @@ from memory.fulltext import query_terms, search_chunks
 from memory.models import Chunk, ChunkVector, EmbeddingNamespace, Retrieval, RetrievalStats
 from memory.namespaces import backend_for_namespace, search_namespace
 from memory.vectors import ScopeFilter, vector_index
+from memory.vectors.codec import decode_vector
 
 logger = logging.getLogger("lcm.memory")
 
@@ -260,8 +261,8 @@ def hybrid_search(
 def _vectors_for(namespace_id: int, chunk_ids: list[str]) -> dict[str, np.ndarray]:
     rows = ChunkVector.objects.filter(namespace_id=namespace_id, chunk_id__in=chunk_ids)
     return {
-        chunk_id: np.frombuffer(bytes(blob), dtype=np.float32)
-        for chunk_id, blob in rows.values_list("chunk_id", "vector")
+        chunk_id: decode_vector(blob, dim)  # float32, or compressed (archived content)
+        for chunk_id, blob, dim in rows.values_list("chunk_id", "vector", "namespace__dim")
     }
 
 

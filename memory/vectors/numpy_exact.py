@@ -20,6 +20,7 @@ from django.db import connection
 from django.utils import timezone
 
 from memory.vectors.base import ScopeFilter, VectorHit
+from memory.vectors.codec import decode_vectors
 
 _FETCH_BATCH = 20_000
 # Rows older than this are committed or never will be (see _refreshed).
@@ -99,12 +100,11 @@ class _Matrix:
         need = self.count + len(rows)
         if need > self.vectors.shape[0]:
             self.reserve(max(need, self.vectors.shape[0] + 1024))
-        # One buffer for the whole batch (a per-row frombuffer made a 100k fill slow).
         ids, chunk_ids, conversations, seq_ends, owners, blobs = zip(
             *(row[:6] for row in rows), strict=True
         )
-        block = np.frombuffer(b"".join(bytes(b) for b in blobs), dtype=np.float32)
-        self.vectors[self.count : need] = block.reshape(len(rows), self.dim)
+        # memory.vectors.codec: float32, or a compressed vector of archived content
+        self.vectors[self.count : need] = decode_vectors(blobs, self.dim)
         self.conversations[self.count : need] = conversations
         self.seq_end[self.count : need] = seq_ends
         self.owners[self.count : need] = owners
