@@ -172,7 +172,9 @@ def test_restore_brings_full_text_rows_back_and_vectors_to_float32(api, conversa
         )
     }
     texts = dict(Chunk.objects.filter(conversation=conversation).values_list("pk", "rendered_text"))
-    contents = list(Message.objects.filter(conversation=conversation).values_list("content"))
+    contents = list(
+        Message.objects.filter(conversation=conversation).order_by("seq").values_list("content")
+    )
     _archive(conversation, vectors=INT8, fulltext="drop")
     status = retention_status(conversations=[conversation])
     archived = Chunk.objects.filter(conversation=conversation, seq_end__lte=8).count()
@@ -185,9 +187,9 @@ def test_restore_brings_full_text_rows_back_and_vectors_to_float32(api, conversa
 
     assert _formats(conversation) == {"archived:float32", "live:float32"}
     assert not Chunk.objects.filter(fulltext_dropped_at__isnull=False).exists()
-    assert list(Message.objects.filter(conversation=conversation).values_list("content")) == (
-        contents
-    )
+    assert list(
+        Message.objects.filter(conversation=conversation).order_by("seq").values_list("content")
+    ) == (contents)
     assert dict(Chunk.objects.filter(conversation=conversation).values_list(
         "pk", "rendered_text")) == texts  # fmt: skip
     after = ChunkVector.objects.filter(chunk__conversation=conversation).values_list(
