@@ -184,3 +184,17 @@ def test_a_rotation_killed_in_the_middle_loses_nothing(conversation, settings, t
     assert orphan_objects() == []
     settings.LCM_ENCRYPTION_OLD_KEYS = ""
     assert _read(conversation) == before
+
+
+def test_a_reader_holding_the_old_row_reads_the_new_object(conversation, settings):
+    from archive.selectors import segment_forms
+
+    segment, before = _archived(conversation)
+    stale = Segment.objects.get(pk=segment.pk)
+    settings.LCM_ENCRYPTION_KEY, settings.LCM_ENCRYPTION_OLD_KEYS = NEW_KEY, KEY
+    assert segment_reencrypt(segment=segment) == "reencrypted"
+    forget()
+
+    forms = segment_forms(stale)
+
+    assert [forms[f["id"]] for f in before[:24]] == before[:24]
