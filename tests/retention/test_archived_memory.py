@@ -265,3 +265,45 @@ def test_the_database_refuses_an_unknown_vector_policy(user):
     with pytest.raises(IntegrityError), transaction.atomic():
         RetentionPolicy.objects.create(user=user, archived_vectors="float8")
     assert not RetentionPolicy.objects.exists()
+
+
+def _fts_consistent() -> None:
+    """SQLite: FTS5's own check of its index (raises "malformed" if not). Against the
+    content table too (rank 1) when no unit's row is dropped on purpose: that catches a
+    'delete' sent for a row the index never had (what migration 0005's guard prevents)."""
+    if connection.vendor != "sqlite":
+        return
+    full = not Chunk.objects.filter(fulltext_dropped_at__isnull=False).exists()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO memory_chunk_fts(memory_chunk_fts, rank) VALUES ('integrity-check', %s)",
+            [1 if full else 0],
+        )
+
+
+def test_hard_deleting_a_conversation_with_dropped_full_text_rows(conversation, settings, user):
+    from conversations.models import Conversation
+    from security.hard_delete import hard_delete_conversation
+
+    _conversation_with_fact(conversation, settings)
+    _archive(conversation, vectors=FLOAT16, fulltext="drop")
+    _fts_consistent()
+
+    hard_delete_conversation(conversation=conversation, confirm=str(conversation.pk), actor=user,
+                             via="test")  # fmt: skip
+
+    assert not Conversation.objects.filter(pk=conversation.pk).exists()
+    assert not Chunk.objects.exists() and not ChunkVector.objects.exists()
+    _fts_consistent()
+
+
+def test_full_text_rows_dropped_and_put_back_keep_the_index_consistent(conversation, settings):
+    _conversation_with_fact(conversation, settings)
+    _archive(conversation, vectors="keep", fulltext="drop")
+    _fts_consistent()
+    retention_restore(conversation=conversation)
+    _fts_consistent()
+    scope = ScopeFilter(conversations=((conversation.pk, None),))
+    assert [c for c, _ in search_chunks(query="automobile", scope=scope, k=5)] == [
+        _fact_chunk(conversation).pk
+    ]
