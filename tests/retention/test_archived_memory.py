@@ -307,3 +307,22 @@ def test_full_text_rows_dropped_and_put_back_keep_the_index_consistent(conversat
     assert [c for c, _ in search_chunks(query="automobile", scope=scope, k=5)] == [
         _fact_chunk(conversation).pk
     ]
+
+
+def test_the_command_catches_up_a_policy_changed_after_archiving(conversation, settings):
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    _conversation_with_fact(conversation, settings)
+    _archive(conversation, vectors="keep", fulltext="keep")
+    RetentionPolicy.objects.filter(conversation=conversation).update(archived_vectors=FLOAT16)
+    out = StringIO()
+
+    call_command("lcm_retention", "apply", "--json", stdout=out)
+
+    result = json.loads(out.getvalue())
+    archived = Chunk.objects.filter(conversation=conversation, seq_end__lte=8).count()
+    assert (result["messages"], result["memory"]["vectors_compressed"]) == (0, archived)
+    assert _formats(conversation) == {"archived:float16", "live:float32"}

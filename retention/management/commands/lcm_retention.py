@@ -100,6 +100,10 @@ class Command(BaseCommand):
                 max_segments=options["max_segments"],
                 on_range=lambda r: bar.advance(r.messages),
             )
+        # catch up the memory of conversations archived before (a policy changed since, or
+        # a run that stopped between the archive and the memory step)
+        caught_up = services.retention_memory_apply(conversations=conversations).as_dict()
+        result.memory = {k: result.memory.get(k, 0) + v for k, v in caught_up.items()}
         result.orphans_removed = services.orphans_remove()
         if options["delete"]:
             result.deleted_conversations = services.retention_delete_due(
