@@ -78,21 +78,32 @@ def _with_length(queryset: QuerySet[ChunkVector]) -> QuerySet[ChunkVector]:
     return queryset.annotate(stored=Length("vector"), dim=F("namespace__dim"))
 
 
-def _rewrite(rows: list[tuple[int, bytes]], *, archived: bool) -> int:
-    """UPDATE each vector, only while its chunk is (archived=True) or is not (False) archived,
-    re-checked in the statement; one short transaction per batch."""
+def _rewrite(rows: list[tuple[bytes, int]], *, archived: bool) -> int:
+    """Set each vector (blob, id), only while its chunk is (archived=True) or is not (False)
+    archived, re-checked in the statement; one short transaction and one statement per batch
+    (PostgreSQL: an UPDATE from a VALUES list; SQLite: executemany, in process)."""
     condition = _LIVE_SQL if archived else f"NOT ({_LIVE_SQL})"
-    sql = (
-        "UPDATE memory_chunkvector SET vector = %s WHERE id = %s AND EXISTS "
-        f"(SELECT 1 FROM memory_chunk c WHERE c.id = memory_chunkvector.chunk_id AND {condition})"
+    check = (
+        "EXISTS (SELECT 1 FROM memory_chunk c "
+        f"WHERE c.id = memory_chunkvector.chunk_id AND {condition})"
     )
     done = 0
     for start in range(0, len(rows), _BATCH):
         batch = rows[start : start + _BATCH]
         with transaction.atomic(durable=True), connection.cursor() as cursor:
-            for blob, pk in batch:
-                cursor.execute(sql, [blob, pk])
-                done += cursor.rowcount
+            if connection.vendor == "postgresql":
+                values = ", ".join(["(%s::bytea, %s::bigint)"] * len(batch))
+                cursor.execute(
+                    "UPDATE memory_chunkvector SET vector = d.blob "
+                    f"FROM (VALUES {values}) AS d(blob, id) "
+                    f"WHERE memory_chunkvector.id = d.id AND {check}",
+                    [value for row in batch for value in row],
+                )
+            else:
+                cursor.executemany(
+                    f"UPDATE memory_chunkvector SET vector = %s WHERE id = %s AND {check}", batch
+                )
+            done += cursor.rowcount
     return done
 
 
