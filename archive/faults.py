@@ -9,7 +9,16 @@ from __future__ import annotations
 import os
 import signal
 
-STEPS = ("written", "verified", "cleared", "committed", "restore_written", "restore_committed")
+STEPS = (
+    "written",
+    "verified",
+    "cleared",
+    "committed",
+    "restore_written",
+    "restore_committed",
+    "reencrypt_written",
+    "reencrypt_switched",
+)
 
 
 def crash_point(step: str) -> None:

@@ -10,8 +10,9 @@ LCM_ENCRYPTION_KEY is set; core/crypto.py):
     ...
 
 A message's canonical form is its columns (all but `archived_in`) plus "parts", the list of
-its parts' columns in ordinal order; `form_sha256` hashes its sorted-key compact JSON, so
-the same rows always give the same hash, and a restore is checked against it.
+its parts' columns in ordinal order, JSON values with their keys in stored order;
+`form_sha256` hashes its sorted-key compact JSON, so the same rows always give the same
+hash, and a restore is checked against it.
 
 Objects live in the `archive_segments` storage: `<LCM_DATA_DIR>/archive/` or the S3 bucket
 (core/object_storage.py). The file system backend is fsynced after a write.
@@ -67,8 +68,12 @@ def _canonical_bytes(form: dict) -> bytes:
 def canonical_form(message: Message, parts: list[MessagePart]) -> dict:
     form = {column: getattr(message, column) for column in _MESSAGE_COLUMNS}
     form["parts"] = [{c: getattr(part, c) for c in _PART_COLUMNS} for part in parts]
-    # Through JSON once, so a form read back from a segment equals the one built here.
-    return json.loads(_canonical_bytes(form))
+    # Through JSON once, so a form read back from a segment equals the one built here. Key
+    # order is kept (only the hash sorts keys): a JSON column's object (a tool's input)
+    # reads back, exports and restores with its keys in the order it was stored in.
+    return json.loads(
+        json.dumps(form, separators=(",", ":"), ensure_ascii=False, default=_plain)
+    )
 
 
 def form_sha256(form: dict) -> bytes:

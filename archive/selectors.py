@@ -61,7 +61,16 @@ def segment_read(segment: Segment) -> segments.LazySegment:
             f"segment {segment.pk} is marked missing: the content of messages "
             f"{segment.seq_from}-{segment.seq_to} of conversation {segment.conversation_id} is lost"
         )
-    data = segments.read(segment.key)
+    try:
+        data = segments.read(segment.key)
+    except segments.SegmentError:
+        # Re-encrypted meanwhile (archive.services.segment_reencrypt switched the row to a
+        # new object and deleted this one): read the object the row names now.
+        fresh = Segment.objects.filter(pk=segment.pk).first()
+        if fresh is None or fresh.key == segment.key:
+            raise
+        segment = fresh
+        data = segments.read(segment.key)
     if hashlib.sha256(data).hexdigest() != segment.sha256:
         raise segments.SegmentError(f"segment {segment.key} does not match its recorded hash")
     lazy = segments.decode_lazy(data)

@@ -257,3 +257,101 @@ def segment_mark_missing(*, segment: Segment, actor=None, via: str) -> bool:
             )
     forget(segment.pk)
     return bool(marked)
+
+
+@dataclass
+class ReencryptResult:
+    segments: int = 0  # re-encrypted under the current key
+    current: int = 0  # already under it
+    unreadable: list[str] | None = None  # no configured key opens them (left as they are)
+    changed: int = 0  # restored or re-encrypted by another run meanwhile (left to it)
+
+    def as_dict(self) -> dict:
+        return {**self.__dict__, "unreadable": len(self.unreadable or [])}
+
+
+def segment_reencrypt(*, segment: Segment) -> str:
+    """Re-encrypt one active segment under the current key (after a key rotation), never
+    leaving the archive without a verified object:
+
+    1. read the object, check its recorded hash, decrypt (any configured key) and encrypt
+       under the current key;
+    2. write it as a NEW object and fsync it (crash point `reencrypt_written`);
+    3. read it back and verify the object and every message's hash;
+    4. in one transaction switch the row to the new object (key, hash, size), only if the
+       row still names the old one and is active (crash point `reencrypt_switched`);
+    5. delete the old object.
+
+    A crash before 4 leaves the row on the old, still valid object, and the new one an
+    orphan (`lcm_retention apply` removes orphans); after 4, the old object is the orphan.
+    Idempotent: a segment already under the current key is left alone ("current").
+    Returns "reencrypted", "current", "unreadable" or "changed"."""
+    from core import crypto
+
+    old_key = segment.key
+    try:
+        stored = segments.read(old_key)
+    except segments.SegmentError:
+        fresh = Segment.objects.filter(pk=segment.pk).first()
+        if fresh is None or fresh.key != old_key or fresh.state != SegmentState.ACTIVE:
+            return "changed"  # restored, or re-encrypted by another run, meanwhile
+        raise
+    if hashlib.sha256(stored).hexdigest() != segment.sha256:
+        raise segments.SegmentError(f"segment {old_key} does not match its recorded hash")
+    if not crypto.needs_rotation(stored):
+        return "current"
+    try:
+        data = crypto.rotate_bytes(stored)
+    except crypto.DecryptionError:
+        return "unreadable"
+    stem = old_key.rsplit("-", 1)[0]  # "<conversation>/<first>-<last>"
+    new_key = segments.write(f"{stem}-{ulid.ULID()}.seg".lower(), data)
+    faults.crash_point("reencrypt_written")
+    try:
+        if segments.read(new_key) != data:
+            raise segments.SegmentError(
+                f"segment {new_key} read back differs from what was written"
+            )
+        payload = segments.decode(data)
+        hashes = bytes(segment.message_hashes)
+        got = b"".join(segments.form_sha256(form) for form in payload["messages"])
+        listed = b"".join(bytes.fromhex(item["sha256"]) for item in payload["manifest"])
+        if got != hashes or listed != hashes:
+            raise segments.SegmentError(f"segment {new_key} does not verify against its row")
+        with transaction.atomic(durable=True):
+            switched = Segment.objects.filter(
+                pk=segment.pk, key=old_key, state=SegmentState.ACTIVE
+            ).update(
+                key=new_key,
+                sha256=hashlib.sha256(data).hexdigest(),
+                stored_bytes=len(data),
+                encrypted=crypto.is_encrypted_bytes(data),
+            )
+    except BaseException:
+        segments.delete(new_key)
+        raise
+    if not switched:
+        segments.delete(new_key)
+        return "changed"
+    faults.crash_point("reencrypt_switched")
+    forget(segment.pk)
+    segments.delete(old_key)
+    return "reencrypted"
+
+
+def segments_reencrypt(*, on_segment=None) -> ReencryptResult:
+    """Every active segment under the current key (resumable: run it again after a crash)."""
+    result = ReencryptResult(unreadable=[])
+    for segment in Segment.objects.filter(state=SegmentState.ACTIVE).order_by("pk").iterator():
+        outcome = segment_reencrypt(segment=segment)
+        if outcome == "reencrypted":
+            result.segments += 1
+        elif outcome == "current":
+            result.current += 1
+        elif outcome == "unreadable":
+            result.unreadable.append(segment.key)
+        else:
+            result.changed += 1
+        if on_segment:
+            on_segment(segment)
+    return result

@@ -9,13 +9,27 @@ Scale 1 is the issue's corpus: 10 conversations of 100,000 messages, each archiv
 its newest 20,000 (1,000,000 messages, 800,000 archived). Messages are ingested through the
 real service; the summary DAG (a leaf per 10 messages, a condensed summary per 8 leaves) is
 written in bulk, the way the engine leaves it, with the newest messages raw in the context.
+
+Two corpora, each measured in turn: `synthetic` (short agent turns, ~250 characters of text
+and a small tool part) and `agent` (the reference workload's 4-message cycle,
+benchmarks/reference_workload.py, with tool outputs of 2-6 KB as real agents read files and
+run tests). Both with the semantic memory on, as a deployment with memory has it: one memory
+unit per message (its text, a copy of the message, as the chunker's units are) with a vector
+in the search namespace's dimension (random unit vectors, written in bulk: embedding a
+million texts would take hours, and size does not depend on the values), and its full-text
+row. After archiving, the database is measured under each memory policy option in turn:
+(vectors, full text) = (keep, keep), (keep, drop), (float16, drop), (int8, drop) (vectors
+are only ever made smaller, so the order is fixed); `rendered_text` is kept by design
+(docs/retention.md), and the bytes it holds for archived units are reported.
 """
 
 from __future__ import annotations
 
+import random
 import secrets
 from datetime import timedelta
 
+import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -23,8 +37,10 @@ from django.utils import timezone
 from archive import segments
 from archive.models import Segment
 from archive.selectors import forget, segment_forms
+from benchmarks import reference_workload
 from benchmarks.conversations import bench_user, new_conversation, synthetic_payload
 from benchmarks.harness import BenchContext, BenchRow, Timer, benchmark, p50
+from benchmarks.memory import write_chunks
 from conversations.inputs import parse_message
 from conversations.models import (
     ContextItem,
@@ -37,8 +53,17 @@ from conversations.models import (
 from conversations.services import messages_append
 from core.tokens import estimate
 from importers.exporters import export_jsonl
+from memory.archived import archived_chunks
+from memory.namespaces import search_namespace
+from memory.vectors.numpy_exact import INDEX
 from retention.models import RetentionPolicy
-from retention.services import retention_apply, retention_plan, retention_restore
+from retention.services import (
+    retention_apply,
+    retention_memory_apply,
+    retention_plan,
+    retention_restore,
+    retention_status,
+)
 from retrieval.grep import GrepRequest, grep_for_user
 from retrieval.selectors import expand_for_user
 
@@ -163,26 +188,129 @@ def _grep_ms(user, conversation_id, *, include_archived: bool) -> tuple[float, i
     return p50(samples), hits
 
 
+MEMORY_OPTIONS = (("keep", "keep"), ("keep", "drop"), ("float16", "drop"), ("int8", "drop"))
+
+
+def _agent_payloads(start: int, n: int) -> list[dict]:
+    """Messages start .. start + n - 1 of the reference workload, each tool result grown to
+    2-6 KB of file or test output (deterministic by index)."""
+    payloads = reference_workload.reference_payloads(n, seed=0, start=start)
+    code = reference_workload._CODE
+    for index, payload in enumerate(payloads, start=start):
+        if payload["role"] != "tool":
+            continue
+        rng = random.Random(f"agent-output:{index}")
+        lines, size, target = [], 0, rng.randint(2048, 6144)
+        while size < target:
+            j = len(lines)
+            line = code[(index + j * 5 + rng.randrange(len(code))) % len(code)].format(
+                name=f"handler_{index % 89}_{j}", cls=f"Store{index % 13}", n=index * 31 + j,
+                lo=j, hi=j + index % 50,
+            )  # fmt: skip
+            lines.append(f"{j + 1:4d}  {line}")
+            size += len(lines[-1]) + 1
+        output = payload["content"] + "\n" + "\n".join(lines)
+        payload["content"] = output
+        payload["parts"][0]["tool_output"] = output
+    return payloads
+
+
+def _append_corpus(conversation_id: int, corpus: str, count: int) -> None:
+    synthetic = (
+        [parse_message(synthetic_payload(i)) for i in range(1000)]
+        if corpus == "synthetic"
+        else None
+    )
+    for start in range(0, count, 1000):
+        size = min(1000, count - start)
+        batch = (
+            synthetic[:size]
+            if synthetic
+            else [parse_message(p) for p in _agent_payloads(start, size)]
+        )
+        messages_append(conversation_id=conversation_id, messages=batch)
+
+
+def _index_memory(conversation_id: int, namespace, rng) -> int:
+    """One memory unit per message: its text, with a random unit vector (see the module doc)."""
+    now = timezone.now()
+    rows = list(Message.objects.filter(conversation_id=conversation_id).order_by("seq")
+                .values_list("seq", "content"))  # fmt: skip
+    for at in range(0, len(rows), 5000):
+        batch = rows[at : at + 5000]
+        write_chunks(
+            conversation_id=conversation_id, namespace=namespace,
+            texts=[text or "(no text)" for _, text in batch], first_seq=batch[0][0],
+            source_keys=[f"msg:{conversation_id}:{seq}-{seq}" for seq, _ in batch],
+            rng=rng, now=now,
+        )  # fmt: skip
+    return len(rows)
+
+
+def _cache_fill_ms(namespace) -> float:
+    INDEX.reset()
+    with Timer() as t:
+        INDEX.matrix(namespace_id=namespace.pk, dim=namespace.dim)
+    return t.seconds * 1000
+
+
 @benchmark("retention")
 def retention(ctx: BenchContext) -> list[BenchRow]:
+    """The synthetic corpus. Run each corpus in a database of its own (sizes are of the
+    whole database): `lcm_bench --only retention` and `--only retention_agent`."""
+    return _retention_corpus(ctx, "synthetic")
+
+
+@benchmark("retention_agent")
+def retention_agent(ctx: BenchContext) -> list[BenchRow]:
+    """The agent corpus (tool outputs of 2-6 KB)."""
+    return _retention_corpus(ctx, "agent")
+
+
+def _memory_bytes() -> int | None:
+    """Bytes of the memory tables and their indexes (SQLite: None without dbstat)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT SUM(pg_total_relation_size(c.oid)) FROM pg_class c "
+                "WHERE c.relkind = 'r' AND c.relname IN ('memory_chunk', 'memory_chunkvector')"
+            )
+            return int(cursor.fetchone()[0] or 0)
+        try:
+            cursor.execute(
+                "SELECT SUM(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master "
+                "WHERE tbl_name LIKE 'memory_chunk%') OR name LIKE 'memory_chunk_fts%'"
+            )
+        except Exception:  # noqa: BLE001 - SQLite built without dbstat
+            return None
+        return int(cursor.fetchone()[0] or 0)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def _retention_corpus(ctx: BenchContext, corpus: str) -> list[BenchRow]:
     vendor = connection.vendor
     per_conversation, keep, count = ctx.n(100_000), ctx.n(20_000), 10
     keep -= keep % LEAF
     covered = ((per_conversation - keep) // (LEAF * FANOUT)) * LEAF * FANOUT
     user = bench_user()
-    empty_bytes = _db_bytes()  # the schema and catalog of an empty database
-    payloads = [parse_message(synthetic_payload(i)) for i in range(1000)]
+    empty_bytes = _db_bytes()  # the database before this corpus (schema, earlier corpora)
+    namespace = search_namespace()
+    rng = np.random.default_rng(5)
     conversations, condensed = [], []
     for _ in range(count):
-        conversation = new_conversation("retention")
-        for start in range(0, per_conversation, 1000):
-            messages_append(conversation_id=conversation.pk,
-                            messages=payloads[: min(1000, per_conversation - start)])  # fmt: skip
+        conversation = new_conversation(f"retention-{corpus}")
+        _append_corpus(conversation.pk, corpus, per_conversation)
         condensed.append(_build_dag(conversation.pk, covered))
         RetentionPolicy.objects.create(conversation=conversation, keep_newest_tokens=1)
         conversations.append(conversation)
     ids = [c.pk for c in conversations]
+    messages_only = _db_bytes()
+    units = sum(_index_memory(cid, namespace, rng) for cid in ids)
     before_bytes = _db_bytes()
+    fill_before = _cache_fill_ms(namespace)
     before_digests = _digests(ids)
     export_before = list(export_jsonl(conversations[0]))
     sample = condensed[0][: min(20, len(condensed[0]))]
@@ -193,10 +321,13 @@ def retention(ctx: BenchContext) -> list[BenchRow]:
         result = retention_apply(ranges=retention_plan(conversations=conversations))
     assert result.messages == covered * count and result.conflicts == 0, result
     after_bytes = _db_bytes()
-    archive_bytes = sum(Segment.objects.values_list("stored_bytes", flat=True))
-    raw_bytes = sum(Segment.objects.values_list("raw_bytes", flat=True))
+    memory_after = _memory_bytes()
+    after_memory_less = after_bytes - memory_after if memory_after is not None else None
+    segs = Segment.objects.filter(conversation_id__in=ids)
+    archive_bytes = sum(segs.values_list("stored_bytes", flat=True))
+    raw_bytes = sum(segs.values_list("raw_bytes", flat=True))
     gzip_ratio = []
-    for segment in Segment.objects.order_by("pk")[:20]:
+    for segment in segs.order_by("pk")[:20]:
         payload = list(segment_forms(segment).values())
         data, raw = segments.encode({"messages": payload}, codec="gzip")
         zst, _ = segments.encode({"messages": payload}, codec="zstd")
@@ -208,37 +339,84 @@ def retention(ctx: BenchContext) -> list[BenchRow]:
     assert list(export_jsonl(conversations[0])) == export_before, "export differs after archiving"
     assert _digests(ids) == before_digests, "archived reads differ"
 
+    # The memory policy options, in the only order they can be applied (module doc).
+    text_bytes = sum(
+        len(t)
+        for cid in ids
+        for t in archived_chunks(conversation_id=cid).values_list("rendered_text", flat=True)
+    )
+    archived_units = sum(archived_chunks(conversation_id=cid).count() for cid in ids)
+    sizes = {("keep", "keep"): after_bytes}
+    memory_seconds = {}
+    for vectors, fulltext in MEMORY_OPTIONS[1:]:
+        RetentionPolicy.objects.filter(conversation_id__in=ids).update(
+            archived_vectors=vectors, archived_fulltext=fulltext
+        )
+        with Timer() as t:
+            retention_memory_apply(conversations=conversations)
+        memory_seconds[(vectors, fulltext)] = t.seconds
+        sizes[(vectors, fulltext)] = _db_bytes()
+    status = retention_status(conversations=conversations)
+    assert status["memory_compressed_vectors"] == archived_units, status
+    fill_int8 = _cache_fill_ms(namespace)
+
     with Timer() as restoring:
         restored = sum(retention_restore(conversation=c) for c in conversations)
     assert restored == result.messages
     assert _digests(ids) == before_digests, "restore is not byte-identical"
+    status = retention_status(conversations=conversations)
+    assert (status["memory_compressed_vectors"], status["memory_fulltext_dropped_chunks"]) == (
+        0, 0), status  # fmt: skip
 
-    ratio = after_bytes / before_bytes
-    content_ratio = (after_bytes - empty_bytes) / max(1, before_bytes - empty_bytes)
-    label = f"{count} conversations x {per_conversation:,} messages, newest {keep:,} kept"
+    without_memory = (
+        f"; without the memory tables {(after_memory_less / messages_only):.1%} of the "
+        f"database before memory ({_mib(after_memory_less)} of {_mib(messages_only)})"
+        if after_memory_less is not None
+        else ""
+    )
+    label = (f"{corpus} corpus: {count} conversations x {per_conversation:,} messages, newest "
+             f"{keep:,} kept; {units:,} memory units")  # fmt: skip
+    vacuum = f"each after VACUUM{' FULL' if vendor == 'postgresql' else ''}"
+    name = f"retention, {corpus}"
+    option_rows = [
+        BenchRow(f"{name}, database size, memory vectors {v} / full text {f}, {vendor}",
+                 sizes[(v, f)] / before_bytes * 100, "% of before", "≤ 25%",
+                 f"{_mib(before_bytes)} -> {_mib(sizes[(v, f)])}"
+                 + (without_memory if (v, f) == ("keep", "keep") else "")
+                 + (f"; policy step {memory_seconds[(v, f)]:.1f} s" if (v, f) in memory_seconds else ""))
+        for v, f in MEMORY_OPTIONS
+    ]  # fmt: skip
     return [
-        BenchRow(f"retention, database size after archiving, {vendor}", ratio * 100, "% of before",
-                 "≤ 25%", f"{before_bytes / 2**20:,.1f} MiB -> {after_bytes / 2**20:,.1f} MiB "
-                 f"(each after VACUUM{' FULL' if vendor == 'postgresql' else ''}); without the empty "
-                 f"database's {empty_bytes / 2**20:,.1f} MiB: {content_ratio:.1%}; {label}"),
-        BenchRow(f"retention, archive size, {vendor}", archive_bytes / 2**20, "MiB", "",
+        BenchRow(f"{name}, database size before, {vendor}", before_bytes / 2**20, "MiB", "",
+                 f"{_mib(messages_only - empty_bytes)} messages, summaries and indexes + "
+                 f"{_mib(before_bytes - messages_only)} memory (units, vectors, full text); "
+                 f"database before the corpus {_mib(empty_bytes)}; {label}; {vacuum}"),
+        *option_rows,
+        BenchRow(f"{name}, rendered text of archived memory units, {vendor}", text_bytes / 2**20,
+                 "MiB", "", f"{archived_units:,} units; kept by design (docs/retention.md): "
+                 "what clearing it could save at most, before its indexes"),
+        BenchRow(f"{name}, vector cache fill, {vendor}", fill_int8, "ms", "",
+                 f"{units:,} vectors, {archived_units:,} of them int8 (decoded per row); "
+                 f"all float32: {fill_before:.0f} ms"),
+        BenchRow(f"{name}, archive size, {vendor}", archive_bytes / 2**20, "MiB", "",
                  f"{result.segments} segments, zstd-{segments.ZSTD_LEVEL} "
                  f"{raw_bytes / max(1, archive_bytes):.1f}x; on 20 segments gzip-9 "
                  f"{p50([g for g, _ in gzip_ratio]):.1f}x vs zstd {p50([z for _, z in gzip_ratio]):.1f}x"),
-        BenchRow(f"retention, archive throughput, {vendor}", result.messages / archiving.seconds,
+        BenchRow(f"{name}, archive throughput, {vendor}", result.messages / archiving.seconds,
                  "msg/s", "", f"{result.messages:,} messages write+fsync+read back+verify+clear"),
-        BenchRow(f"retention, restore throughput, {vendor}", restored / restoring.seconds,
-                 "msg/s", "", f"{restored:,} messages, each re-hashed after restore"),
-        BenchRow(f"retention, expand of a summary over 8 archived leaves, {vendor}, p50 cold",
+        BenchRow(f"{name}, restore throughput, {vendor}", restored / restoring.seconds,
+                 "msg/s", "", f"{restored:,} messages, each re-hashed after restore, and their "
+                 "memory units' full-text rows and float32 vectors"),
+        BenchRow(f"{name}, expand of a summary over 8 archived leaves, {vendor}, p50 cold",
                  expand_cold, "ms", "< 50 ms",
                  f"80 messages; before archiving {expand_before:.1f} ms; warm cache "
                  f"{expand_warm:.1f} ms; {len(sample)} summaries"),
-        BenchRow(f"retention, grep full text in one conversation, {vendor}, p50", grep_without,
+        BenchRow(f"{name}, grep full text in one conversation, {vendor}, p50", grep_without,
                  "ms", "", f"before archiving {grep_before:.1f} ms ({hits_before} hits); after: "
                  f"{hits_without} hits without archived ranges, include_archived "
                  f"{grep_with:.1f} ms ({hits_with} hits, "
                  f"≤ {settings.LCM_GREP_ARCHIVE_SEGMENTS} segments)"),
-        BenchRow(f"retention, round trip, {vendor}", float(len(before_digests)), "messages",
+        BenchRow(f"{name}, round trip, {vendor}", float(len(before_digests)), "messages",
                  "all identical", "every message's canonical form after archive (read back) "
                  "and after restore hashes as before; export identical before/after"),
     ]  # fmt: skip

@@ -801,6 +801,23 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=0,
     ),
     Setting(
+        "LCM_RETENTION_ARCHIVED_VECTORS",
+        str,
+        "keep",
+        "Server default policy: the memory vectors of archived content (every message of the "
+        "chunk archived) stay float32 (keep) or are compressed to float16 or int8 (lossy; "
+        "derived data, see docs/retention.md).",
+        choices=("keep", "float16", "int8"),
+    ),
+    Setting(
+        "LCM_RETENTION_ARCHIVED_FULLTEXT",
+        str,
+        "keep",
+        "Server default policy: keep or drop the memory full-text rows of archived content "
+        "(drop: memory_search's full-text leg no longer finds them; grep's search still does).",
+        choices=("keep", "drop"),
+    ),
+    Setting(
         "LCM_RETENTION_BATCH_SEGMENTS",
         int,
         20,

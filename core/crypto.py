@@ -139,3 +139,18 @@ def rotate_line(raw: bytes) -> bytes:
 
 def rotate_bytes(data: bytes) -> bytes:
     return encrypt_bytes(decrypt_bytes(data))
+
+
+def needs_rotation(data: bytes) -> bool:
+    """Whether an object is not yet encrypted under the current key: stored in clear while a
+    key is set, or encrypted under one of LCM_ENCRYPTION_OLD_KEYS."""
+    current = _configured()[0]
+    if not current.strip():
+        return False
+    if not is_encrypted_bytes(data):
+        return True
+    try:
+        _fernet(current, "LCM_ENCRYPTION_KEY").decrypt(data[len(MAGIC) :])
+    except InvalidToken:
+        return True
+    return False

@@ -4,7 +4,9 @@ what each turn retrieved, and where message indexing has got to.
 The database enforces: one chunk per (source key, chunk type, content hash), one vector
 per (chunk, namespace) and per (summary, namespace), one namespace per (model, dim), one retrieval row per (turn,
 chunk). Migration 0002 makes chunks and vectors refuse UPDATE (they are immutable; a
-model change writes a new namespace instead) and gives chunks a full-text index.
+model change writes a new namespace instead) and gives chunks a full-text index; 0005 lets
+retention change exactly two columns of archived content: a vector's bytes (compressed) and
+a chunk's `fulltext_dropped_at` (docs/retention.md).
 """
 
 from __future__ import annotations
@@ -96,6 +98,10 @@ class Chunk(models.Model):
     content_hash = models.CharField(max_length=64)  # SHA-256 hex of rendered_text
     source_created_at = models.DateTimeField()  # the newest source message (recency boost)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set when retention dropped the chunk's full-text row (all its messages archived and
+    # the policy drops them; memory.archived): the one column an UPDATE may change
+    # (migration 0005). Cleared again, and the row re-indexed, on restore.
+    fulltext_dropped_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -122,8 +128,11 @@ class Chunk(models.Model):
 
 
 class ChunkVector(models.Model):
-    """A chunk's embedding in one namespace: float32 little-endian bytes, L2-normalised.
-    The integer id is the stable row number an index maps back to the chunk (SRD 16.2)."""
+    """A chunk's embedding in one namespace: float32 little-endian bytes, L2-normalised, or,
+    for archived content under a compressing retention policy, float16 or int8 with a
+    header (memory.vectors.codec; read through `decode_vector`). The vector is the one
+    column an UPDATE may change (migration 0005). The integer id is the stable row number
+    an index maps back to the chunk (SRD 16.2)."""
 
     namespace = models.ForeignKey(EmbeddingNamespace, on_delete=models.PROTECT, related_name="+")
     chunk = models.ForeignKey(Chunk, on_delete=models.PROTECT, related_name="vectors")

@@ -7,13 +7,14 @@ from django.contrib import admin
 
 from retention import services
 from retention.models import RetentionPolicy
-from retention.policies import server_policy
+from retention.policies import FIELDS, server_policy
 
 
 @admin.register(RetentionPolicy)
 class RetentionPolicyAdmin(admin.ModelAdmin):
     list_display = ["id", "user", "conversation", "archive_after_days", "keep_newest_tokens",
-                    "delete_after_days", "updated_at"]  # fmt: skip
+                    "delete_after_days", "archived_vectors", "archived_fulltext",
+                    "updated_at"]  # fmt: skip
     raw_id_fields = ["user", "conversation"]
     list_select_related = ["user", "conversation"]
 
@@ -24,8 +25,7 @@ class RetentionPolicyAdmin(admin.ModelAdmin):
         return super().changelist_view(request, extra_context=extra_context)
 
     def save_model(self, request, obj, form, change):
-        values = {name: getattr(obj, name) for name in
-                  ("archive_after_days", "keep_newest_tokens", "delete_after_days")}  # fmt: skip
+        values = {name: getattr(obj, name) for name in FIELDS}
         saved = services.policy_set(user=obj.user, conversation=obj.conversation,
                                     values=values, actor=request.user)  # fmt: skip
         obj.pk = saved.pk

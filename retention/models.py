@@ -34,6 +34,14 @@ class RetentionPolicy(models.Model):
     # Hard-delete a conversation idle this many days (0: never; empty: inherit). Runs only
     # through `lcm_retention apply --delete` or the scheduled job, audited per conversation.
     delete_after_days = models.PositiveIntegerField(null=True, blank=True)
+    # The semantic memory of archived content (memory.archived; empty: inherit): its
+    # vectors kept as float32 or compressed, its memory full-text rows kept or dropped.
+    archived_vectors = models.CharField(
+        max_length=8, null=True, blank=True, choices=[(v, v) for v in ("keep", "float16", "int8")]
+    )
+    archived_fulltext = models.CharField(
+        max_length=8, null=True, blank=True, choices=[(v, v) for v in ("keep", "drop")]
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -43,7 +51,17 @@ class RetentionPolicy(models.Model):
                 condition=Q(user__isnull=True, conversation__isnull=False)
                 | Q(user__isnull=False, conversation__isnull=True),
                 name="retention_policy_one_scope",
-            )
+            ),
+            models.CheckConstraint(
+                condition=Q(archived_vectors__isnull=True)
+                | Q(archived_vectors__in=("keep", "float16", "int8")),
+                name="retention_policy_vectors_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(archived_fulltext__isnull=True)
+                | Q(archived_fulltext__in=("keep", "drop")),
+                name="retention_policy_fulltext_valid",
+            ),
         ]
 
     def __str__(self) -> str:

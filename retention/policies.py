@@ -17,7 +17,13 @@ from django.utils import timezone
 from conversations.models import ContextItem, Conversation, Message, SummaryMessage
 from retention.models import RetentionPolicy
 
-FIELDS = ("archive_after_days", "keep_newest_tokens", "delete_after_days")
+FIELDS = (
+    "archive_after_days",
+    "keep_newest_tokens",
+    "delete_after_days",
+    "archived_vectors",
+    "archived_fulltext",
+)
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,8 @@ class Policy:
     archive_after_days: int
     keep_newest_tokens: int
     delete_after_days: int
+    archived_vectors: str = "keep"  # keep | float16 | int8 (memory.archived)
+    archived_fulltext: str = "keep"  # keep | drop
     source: dict = field(default_factory=dict)  # field -> "server" | "user" | "conversation"
 
     @property
@@ -40,6 +48,8 @@ def server_policy() -> Policy:
         archive_after_days=settings.LCM_RETENTION_ARCHIVE_AFTER_DAYS,
         keep_newest_tokens=settings.LCM_RETENTION_KEEP_NEWEST_TOKENS,
         delete_after_days=settings.LCM_RETENTION_DELETE_AFTER_DAYS,
+        archived_vectors=settings.LCM_RETENTION_ARCHIVED_VECTORS,
+        archived_fulltext=settings.LCM_RETENTION_ARCHIVED_FULLTEXT,
         source=dict.fromkeys(FIELDS, "server"),
     )
 

@@ -19,18 +19,31 @@ class PolicyInputSerializer(RequestSerializer):
         help_text="Hard-delete a conversation idle this many days (0: never; null: inherit). "
         "Audited; runs only through the retention job or `lcm_retention apply --delete`.",
     )  # fmt: skip
+    archived_vectors = serializers.ChoiceField(
+        choices=["keep", "float16", "int8"], allow_null=True, required=False,
+        help_text="Memory vectors of archived content: keep (float32) or compress (lossy; "
+        "null: inherit).",
+    )  # fmt: skip
+    archived_fulltext = serializers.ChoiceField(
+        choices=["keep", "drop"], allow_null=True, required=False,
+        help_text="Memory full-text rows of archived content: keep or drop (null: inherit).",
+    )  # fmt: skip
 
 
 class PolicyValuesSerializer(serializers.Serializer):
     archive_after_days = serializers.IntegerField(allow_null=True)
     keep_newest_tokens = serializers.IntegerField(allow_null=True)
     delete_after_days = serializers.IntegerField(allow_null=True)
+    archived_vectors = serializers.CharField(allow_null=True)
+    archived_fulltext = serializers.CharField(allow_null=True)
 
 
 class EffectivePolicySerializer(serializers.Serializer):
     archive_after_days = serializers.IntegerField()
     keep_newest_tokens = serializers.IntegerField()
     delete_after_days = serializers.IntegerField()
+    archived_vectors = serializers.CharField()
+    archived_fulltext = serializers.CharField()
     source = serializers.DictField(
         child=serializers.ChoiceField(choices=["server", "user", "conversation"]),
         help_text="Where each value comes from.",

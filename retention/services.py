@@ -8,7 +8,8 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from django.db.models import Sum
+from django.db.models import Exists, F, OuterRef, Sum
+from django.db.models.functions import Length
 from django.utils import timezone
 
 from archive import segments
@@ -56,6 +57,7 @@ class ApplyResult:
     stored_bytes: int = 0
     raw_bytes: int = 0
     conflicts: int = 0
+    memory: dict = field(default_factory=dict)  # memory.archived.MemoryResult of the run
     orphans_removed: int = 0
     deleted_conversations: list[int] = field(default_factory=list)
 
@@ -99,7 +101,36 @@ def retention_apply(
             result.raw_bytes += done.segment.raw_bytes
     if result.messages:
         message_index_optimize()  # SQLite: drop the FTS5 tombstones of the cleared content
+    touched = [conversations[pk] for pk in sorted({r.conversation_id for r in ranges})]
+    result.memory = retention_memory_apply(conversations=touched).as_dict()
     return result
+
+
+def retention_memory_apply(*, conversations: Iterable[Conversation] | None = None):
+    """Bring the memory of archived content (vectors, memory full-text rows) of each
+    conversation with archived messages to its effective policy (memory.archived). Runs
+    after each apply and catches up a policy changed later or a run that stopped between
+    the archive and this step."""
+    from memory.archived import MemoryResult, archived_memory_compress
+
+    queryset = Conversation.objects.filter(
+        Exists(Message.objects.filter(conversation_id=OuterRef("pk"), archived_in__isnull=False))
+    )
+    if conversations is not None:
+        queryset = queryset.filter(pk__in=[c.pk for c in conversations])
+    found = list(queryset.order_by("pk"))
+    policies = _policies_by_conversation(found)
+    total = MemoryResult()
+    for conversation in found:
+        policy = effective_policy(conversation, policies=policies[conversation.pk])
+        total.add(
+            archived_memory_compress(
+                conversation_id=conversation.pk,
+                vectors=policy.archived_vectors,
+                fulltext=policy.archived_fulltext,
+            )
+        )
+    return total
 
 
 ORPHAN_GRACE = dt.timedelta(hours=1)
@@ -174,7 +205,16 @@ def retention_restore(
     )
     if seq_to is not None:
         queryset = queryset.filter(seq_from__lte=seq_to)
-    return sum(segment_restore(segment=s) for s in queryset.order_by("seq_from"))
+    from memory.archived import archived_memory_expand
+
+    restored = sum(segment_restore(segment=s) for s in queryset.order_by("seq_from"))
+    # Then the memory: full-text rows back, vectors float32 again (memory.archived). It
+    # runs even when no segment was left to restore, so a restore that stopped between the
+    # two steps is completed by running it again.
+    archived_memory_expand(
+        conversation_id=conversation.pk, seq_from=seq_from, seq_to=seq_to or 2**62
+    )
+    return restored
 
 
 def retention_status(*, conversations: Iterable[Conversation] | None = None) -> dict:
@@ -191,7 +231,24 @@ def retention_status(*, conversations: Iterable[Conversation] | None = None) -> 
         "segments": segs.count(),
         "archive_stored_bytes": totals["stored"] or 0,
         "archive_raw_bytes": totals["raw"] or 0,
+        **_memory_status(conversations),
         "orphan_objects": len(orphan_objects()),
+    }
+
+
+def _memory_status(conversations) -> dict:
+    """How much of the memory of archived content is compressed or has no full-text row."""
+    from memory.models import Chunk, ChunkVector
+
+    chunks = Chunk.objects.all()
+    if conversations is not None:
+        chunks = chunks.filter(conversation_id__in=[c.pk for c in conversations])
+    vectors = ChunkVector.objects.filter(chunk__in=chunks).annotate(
+        stored=Length("vector"), dim=F("namespace__dim")
+    )
+    return {
+        "memory_fulltext_dropped_chunks": chunks.filter(fulltext_dropped_at__isnull=False).count(),
+        "memory_compressed_vectors": vectors.exclude(stored=F("dim") * 4).count(),
     }
 
 

@@ -1,6 +1,8 @@
 """Re-encrypt everything stored outside the database under the current key.
 
-Large-file objects (through the `large_files` storage) and the JSON-lines files under
+Large-file objects (through the `large_files` storage), archive segments (a new object per
+segment, verified, then the row switched to it: archive.services.segment_reencrypt) and
+the JSON-lines files under
 `{data_dir}/streams/` (stream journals, turn event logs). Each file is rewritten whole:
 journals to a temporary file renamed over the original (atomic on POSIX), objects through
 the storage. A journal still being appended to by a live stream is skipped (its writer
@@ -17,6 +19,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files.storage import storages
 
+from archive.services import segments_reencrypt
 from core import crypto
 from security.storage import EncryptedStorage
 
@@ -28,6 +31,7 @@ BUSY_SECONDS = 30.0
 class RotationReport:
     objects: int = 0
     journal_files: int = 0
+    archive_segments: int = 0  # re-encrypted (archive.services.segments_reencrypt)
     skipped_busy: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)  # no configured key opens them
 
@@ -35,6 +39,7 @@ class RotationReport:
         return {
             "objects": self.objects,
             "journal_files": self.journal_files,
+            "archive_segments": self.archive_segments,
             "skipped_busy": len(self.skipped_busy),
             "unreadable": len(self.unreadable),
         }
@@ -103,6 +108,9 @@ def rotate_streams(*, busy_seconds: float = BUSY_SECONDS) -> tuple[int, list[str
 def rotate_all(*, busy_seconds: float = BUSY_SECONDS) -> RotationReport:
     report = RotationReport()
     report.objects, report.unreadable = rotate_objects()
+    segments = segments_reencrypt()
+    report.archive_segments = segments.segments
+    report.unreadable += [f"archive:{key}" for key in segments.unreadable]
     report.journal_files, report.skipped_busy = rotate_streams(busy_seconds=busy_seconds)
     return report
 

@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from memory.embeddings.blas import limit_blas_threads
 from memory.vectors.base import ScopeFilter, VectorHit
+from memory.vectors.codec import decode_vectors
 
 # Rows read per query while filling: each batch's blobs and texts are transient (a 20,000
 # batch raised a 100,000-unit fill's peak resident memory by ~120 MB over what it keeps).
@@ -52,9 +53,9 @@ _buffers = threading.local()  # each thread's float32 conversion buffer
 
 def decode_vector_blobs(blobs: list[bytes], dim: int) -> np.ndarray:
     """The float32 matrix (len(blobs) x dim) of stored vector blobs: the one function the
-    cache reads stored vectors with (a new on-disk format plugs in here)."""
-    block = np.frombuffer(b"".join(bytes(b) for b in blobs), dtype="<f4")
-    return block.reshape(len(blobs), dim).astype(np.float32, copy=False)
+    cache reads stored vectors with (memory.vectors.codec: plain float32, or the float16 /
+    int8 forms retention gives archived content)."""
+    return decode_vectors(blobs, dim)
 
 
 def quantise_int16(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -152,7 +153,6 @@ class _Matrix:
         need = self.count + len(rows)
         if need > self.vectors.shape[0]:
             self.reserve(max(need, self.vectors.shape[0] + 1024))
-        # One buffer for the whole batch (a per-row frombuffer made a 100k fill slow).
         ids, chunk_ids, conversations, seq_ends, owners, blobs = zip(
             *(row[:6] for row in rows), strict=True
         )

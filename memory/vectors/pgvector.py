@@ -15,6 +15,7 @@ import numpy as np
 from django.db import connection
 
 from memory.vectors.base import ScopeFilter, VectorHit
+from memory.vectors.codec import decode_vector
 from memory.vectors.sqlite_vec import _scope_sql
 
 
@@ -51,7 +52,7 @@ class PgVectorIndex:
             [namespace_id, high],
         )
         rows = [
-            (vid, chunk_id, _literal(np.frombuffer(bytes(blob), dtype=np.float32)))
+            (vid, chunk_id, _literal(decode_vector(blob, dim)))
             for vid, chunk_id, blob in cursor.fetchall()
         ]
         if rows:

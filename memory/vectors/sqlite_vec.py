@@ -8,6 +8,7 @@ import numpy as np
 from django.db import connection
 
 from memory.vectors.base import ScopeFilter, VectorHit
+from memory.vectors.codec import decode_vector
 
 
 def load_extension() -> None:
@@ -46,14 +47,33 @@ class SqliteVecIndex:
         connection.ensure_connection()
         load_extension()
         where, params = _scope_sql(scope)
+        dim = dim or int(query.shape[0])
+        query = query.astype(np.float32)
+        plain = f"length(v.vector) = {4 * dim} AND substr(v.vector, 1, 2) <> X'4C56'"
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT c.id, 1.0 - vec_distance_cosine(v.vector, %s) AS similarity "
                 "FROM memory_chunkvector v JOIN memory_chunk c ON c.id = v.chunk_id "
-                f"WHERE v.namespace_id = %s{where} ORDER BY similarity DESC LIMIT %s",
-                [query.astype(np.float32).tobytes(), namespace_id, *params, k],
+                f"WHERE v.namespace_id = %s AND {plain}{where} "
+                "ORDER BY similarity DESC LIMIT %s",
+                [query.tobytes(), namespace_id, *params, k],
             )
-            return [VectorHit(chunk_id, float(sim)) for chunk_id, sim in cursor.fetchall()]
+            hits = [VectorHit(chunk_id, float(sim)) for chunk_id, sim in cursor.fetchall()]
+            # Compressed vectors of archived content (memory.vectors.codec): sqlite-vec
+            # reads float32 only, so they are decoded and scored here.
+            cursor.execute(
+                "SELECT c.id, v.vector FROM memory_chunkvector v "
+                "JOIN memory_chunk c ON c.id = v.chunk_id "
+                f"WHERE v.namespace_id = %s AND NOT ({plain}){where}",
+                [namespace_id, *params],
+            )
+            norm = float(np.linalg.norm(query)) or 1.0
+            for chunk_id, blob in cursor.fetchall():
+                vector = decode_vector(blob, dim)
+                cosine = float(vector @ query) / ((float(np.linalg.norm(vector)) or 1.0) * norm)
+                hits.append(VectorHit(chunk_id, cosine))
+        hits.sort(key=lambda hit: -hit.similarity)
+        return hits[:k]
 
 
 def _scope_sql(scope: ScopeFilter) -> tuple[str, list]:

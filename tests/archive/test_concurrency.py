@@ -89,3 +89,100 @@ def test_archiving_during_appends_and_compaction_loses_and_duplicates_nothing(co
     assert {name: counts.get(name, 0) for name in archive_checks} == dict.fromkeys(
         archive_checks, 0
     )
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@override_settings(
+    LCM_LEAF_CHUNK_TOKENS=600, LCM_LEAF_MIN_FANOUT=3, LCM_CONDENSED_MIN_FANOUT=2,
+    LCM_ARCHIVE_SEGMENT_MESSAGES=40, LCM_RETENTION_ARCHIVED_VECTORS="int8",
+    LCM_RETENTION_ARCHIVED_FULLTEXT="drop",
+)  # fmt: skip
+def test_the_memory_step_during_appends_indexing_and_compaction_stays_consistent(conversation):
+    """With a policy that compresses the memory of archived content: archiving (and its
+    memory step) runs while writers append, indexing cuts new memory units and compaction
+    runs. No message is lost or duplicated; no unit with a live message is ever compressed
+    or loses its full-text row; once quiet, every archived unit is compressed."""
+    from memory.archived import archived_chunks
+    from memory.indexing import index_conversation_messages
+    from memory.models import Chunk, ChunkVector
+    from memory.vectors.codec import vector_format
+    from retention.services import retention_memory_apply
+
+    append_messages(conversation, 300)
+    compact_conversation(conversation_id=conversation.pk, mode="full")
+    index_conversation_messages(conversation_id=conversation.pk)
+    RetentionPolicy.objects.create(conversation=conversation, keep_newest_tokens=1)
+    writing = threading.Event()
+    writing.set()
+    errors: list[BaseException] = []
+    archived_runs: list[int] = []
+    compressed_runs: list[int] = []
+
+    def guarded(work):
+        def run():
+            try:
+                work()
+            except BaseException as error:  # noqa: BLE001 - reported below
+                errors.append(error)
+            finally:
+                connection.close()
+
+        return run
+
+    def write():
+        try:
+            for start in range(300, 500, 20):
+                append_messages(conversation, 20, start=start)
+        finally:
+            writing.clear()
+
+    def compact():
+        while writing.is_set():
+            compact_conversation(conversation_id=conversation.pk, mode="full")
+
+    def index():
+        while writing.is_set():
+            index_conversation_messages(conversation_id=conversation.pk)
+
+    def archive():
+        while writing.is_set() or len(archived_runs) < 2:
+            result = retention_apply(ranges=retention_plan(conversations=[conversation]))
+            archived_runs.append(result.messages)
+            compressed_runs.append(result.memory["vectors_compressed"])
+
+    threads = [threading.Thread(target=guarded(w)) for w in (write, compact, index, archive)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+
+    assert errors == []
+    assert sum(archived_runs) > 0 and sum(compressed_runs) > 0
+    seqs = list(Message.objects.filter(conversation=conversation).values_list("seq", flat=True))
+    assert sorted(seqs) == list(range(1, 501))  # 0 lost, 0 duplicated
+    messages = hydrate_messages(
+        Message.objects.filter(conversation=conversation).prefetch_related("parts").order_by("seq")
+    )
+    assert [m.content for m in messages] == [message_payload(i)["content"] for i in range(500)]
+
+    def states():
+        archived = set(
+            archived_chunks(conversation_id=conversation.pk).values_list("pk", flat=True)
+        )
+        rows = ChunkVector.objects.filter(chunk__conversation=conversation).values_list(
+            "chunk_id", "vector", "namespace__dim", "chunk__fulltext_dropped_at"
+        )
+        return archived, [
+            (c, vector_format(v, d), dropped is not None) for c, v, d, dropped in rows
+        ]
+
+    archived, rows = states()
+    live = [(c, fmt, dropped) for c, fmt, dropped in rows if c not in archived]
+    assert live and all(fmt == "float32" and not dropped for _, fmt, dropped in live)
+    retention_memory_apply(conversations=[conversation])  # quiet now: catches up
+    archived, rows = states()
+    assert archived and {(fmt, dropped) for c, fmt, dropped in rows if c in archived} == {
+        ("int8", True)
+    }
+    assert Chunk.objects.filter(conversation=conversation).count() == len(rows)

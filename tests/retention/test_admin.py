@@ -45,6 +45,8 @@ def test_the_admin_saves_a_policy_and_audits_a_deletion_age(compacted, user):
             "archive_after_days": "30",
             "keep_newest_tokens": "",
             "delete_after_days": "400",
+            "archived_vectors": "float16",
+            "archived_fulltext": "",
         },  # fmt: skip
     )
 
@@ -52,6 +54,8 @@ def test_the_admin_saves_a_policy_and_audits_a_deletion_age(compacted, user):
     policy = RetentionPolicy.objects.get(user=user)
     assert (policy.archive_after_days, policy.keep_newest_tokens, policy.delete_after_days) == (
         30, None, 400)  # fmt: skip
+    assert (policy.archived_vectors, policy.archived_fulltext) == ("float16", None)
+    assert ">float16<" in client.get("/admin/retention/retentionpolicy/").content.decode()
     [event] = AuditEvent.objects.filter(action="retention.delete_policy_set")
     assert event.target_id == str(user.pk)
     refused = client.post(

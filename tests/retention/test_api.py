@@ -14,7 +14,8 @@ def test_a_user_sets_reads_and_removes_their_policy(api, user):
 
     assert response.status_code == 200
     assert response.json()["policy"] == {"archive_after_days": 30, "keep_newest_tokens": None,
-                                         "delete_after_days": None}  # fmt: skip
+                                         "delete_after_days": None, "archived_vectors": None,
+                                         "archived_fulltext": None}  # fmt: skip
     assert response.json()["server"]["source"]["archive_after_days"] == "server"
     assert AuditEvent.objects.count() == 0
     api.put("/api/v1/retention/policy/", {"delete_after_days": 365}, format="json")
@@ -26,7 +27,9 @@ def test_a_user_sets_reads_and_removes_their_policy(api, user):
 
 
 def test_bad_policy_input_is_a_400_and_stores_nothing(api):
-    for body in ({"archive_after_days": -1}, {"keep_newest_tokens": "x"}, {"ttl": 3}):
+    for body in ({"archive_after_days": -1}, {"keep_newest_tokens": "x"}, {"ttl": 3},
+                 {"archived_vectors": "float8"}, {"archived_vectors": 16},
+                 {"archived_fulltext": "shrink"}, {"archived_fulltext": ["drop"]}):  # fmt: skip
         response = api.put("/api/v1/retention/policy/", body, format="json")
         assert response.status_code == 400, body
         assert set(response.json()) == {"code", "message", "extra"}
@@ -57,3 +60,20 @@ def test_another_users_conversation_is_a_404(compacted, other_api):
     assert other_api.get(url).status_code == 404
     assert other_api.put(url, {"keep_newest_tokens": 1}, format="json").status_code == 404
     assert not RetentionPolicy.objects.exists()
+
+
+def test_a_conversation_policy_sets_the_memory_of_archived_content(compacted, api, settings):
+    conversation, _ = compacted
+    settings.LCM_RETENTION_ARCHIVED_FULLTEXT = "drop"
+    url = f"/api/v1/conversations/{conversation.pk}/retention/"
+
+    response = api.put(url, {"archived_vectors": "int8"}, format="json")
+
+    assert response.status_code == 200, response.content
+    effective = response.json()["effective"]
+    assert (effective["archived_vectors"], effective["archived_fulltext"]) == ("int8", "drop")
+    assert effective["source"]["archived_vectors"] == "conversation"
+    assert effective["source"]["archived_fulltext"] == "server"
+    assert RetentionPolicy.objects.get(conversation=conversation).archived_vectors == "int8"
+    response = api.put(url, {"archived_vectors": None}, format="json")
+    assert response.json()["effective"]["archived_vectors"] == "keep"

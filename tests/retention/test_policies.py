@@ -30,18 +30,24 @@ def test_the_effective_policy_layers_server_user_and_conversation(compacted, set
     settings.LCM_RETENTION_KEEP_NEWEST_TOKENS = 5000
     assert effective_policy(conversation).as_dict() == {
         "archive_after_days": 30, "keep_newest_tokens": 5000, "delete_after_days": 0,
+        "archived_vectors": "keep", "archived_fulltext": "keep",
         "source": dict.fromkeys(["archive_after_days", "keep_newest_tokens",
-                                 "delete_after_days"], "server"),
+                                 "delete_after_days", "archived_vectors",
+                                 "archived_fulltext"], "server"),
     }  # fmt: skip
-    RetentionPolicy.objects.create(user=user, archive_after_days=7, keep_newest_tokens=100)
-    RetentionPolicy.objects.create(conversation=conversation, keep_newest_tokens=0)
+    RetentionPolicy.objects.create(user=user, archive_after_days=7, keep_newest_tokens=100,
+                                   archived_vectors="float16")  # fmt: skip
+    RetentionPolicy.objects.create(conversation=conversation, keep_newest_tokens=0,
+                                   archived_vectors="int8", archived_fulltext="drop")  # fmt: skip
 
     policy = effective_policy(conversation)
 
     assert (policy.archive_after_days, policy.keep_newest_tokens, policy.delete_after_days) == (
         7, 0, 0)  # fmt: skip
+    assert (policy.archived_vectors, policy.archived_fulltext) == ("int8", "drop")
     assert policy.source == {"archive_after_days": "user", "keep_newest_tokens": "conversation",
-                             "delete_after_days": "server"}  # fmt: skip
+                             "delete_after_days": "server", "archived_vectors": "conversation",
+                             "archived_fulltext": "conversation"}  # fmt: skip
 
 
 def test_the_plan_archives_only_covered_messages_out_of_the_context(compacted):
@@ -93,7 +99,10 @@ def test_the_command_plans_applies_reports_and_restores(compacted):
     assert dry["messages"] == 40 and Segment.objects.count() == 0
     applied = _command("apply")
     assert (applied["segments"], applied["messages"], applied["conflicts"]) == (1, 40, 0)
+    assert applied["memory"] == {"vectors_compressed": 0, "vectors_expanded": 0,
+                                 "fulltext_dropped": 0, "fulltext_restored": 0}  # fmt: skip
     status = _command("status")
+    assert (status["memory_compressed_vectors"], status["memory_fulltext_dropped_chunks"]) == (0, 0)
     assert (status["messages"], status["archived_messages"], status["segments"]) == (48, 40, 1)
     assert 0 < status["archive_stored_bytes"] < status["archive_raw_bytes"]
     assert _command("apply")["messages"] == 0

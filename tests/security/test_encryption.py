@@ -177,7 +177,13 @@ def test_rotation_re_encrypts_objects_and_streams_under_the_new_key(
     assert (event.action, event.via, event.details) == (
         "key_rotation",
         "command",
-        {"objects": 2, "journal_files": 1, "skipped_busy": 0, "unreadable": 0},
+        {
+            "objects": 2,
+            "journal_files": 1,
+            "archive_segments": 0,
+            "skipped_busy": 0,
+            "unreadable": 0,
+        },  # fmt: skip
     )
 
 

@@ -16,9 +16,11 @@ SCHEDULE_NAME = "lcm-retention"
 
 class Command(BaseCommand):
     help = (
-        "Retention: `status` (archived messages, segments, sizes), `plan` (what the policies "
-        "would archive), `apply` (archive it; --delete also runs the deletion policy), "
-        "`restore` (bring a conversation's archived content back), `schedule` (the periodic "
+        "Retention: `status` (archived messages, segments, sizes, compressed memory), `plan` "
+        "(what the policies would archive), `apply` (archive it, then compress the memory of "
+        "archived content as the policy says; --delete also runs the deletion policy), "
+        "`restore` (bring a conversation's archived content back, and its memory's full-text "
+        "rows and float32 vectors), `schedule` (the periodic "
         "django-q2 job), `mark-missing` (record a lost segment, audited). --dry-run shows the plan without writing; --json prints JSON."
     )
 
@@ -98,6 +100,10 @@ class Command(BaseCommand):
                 max_segments=options["max_segments"],
                 on_range=lambda r: bar.advance(r.messages),
             )
+        # catch up the memory of conversations archived before (a policy changed since, or
+        # a run that stopped between the archive and the memory step)
+        caught_up = services.retention_memory_apply(conversations=conversations).as_dict()
+        result.memory = {k: result.memory.get(k, 0) + v for k, v in caught_up.items()}
         result.orphans_removed = services.orphans_remove()
         if options["delete"]:
             result.deleted_conversations = services.retention_delete_due(
@@ -108,6 +114,9 @@ class Command(BaseCommand):
             f"archived {result.messages} messages into {result.segments} segments "
             f"({result.raw_bytes} bytes -> {result.stored_bytes} stored); "
             f"{result.conflicts} ranges changed meanwhile and were skipped; "
+            f"memory of archived content: {result.memory.get('vectors_compressed', 0)} vectors "
+            f"compressed, {result.memory.get('fulltext_dropped', 0)} full-text rows dropped, "
+            f"{result.memory.get('fulltext_restored', 0)} put back; "
             f"{result.orphans_removed} orphan objects removed; "
             f"{len(result.deleted_conversations)} conversations deleted"
         )

@@ -11,7 +11,9 @@ from security.services import audit_record
 
 class Command(BaseCommand):
     help = (
-        "Re-encrypt large-file objects, stream journals and turn event logs under "
+        "Re-encrypt large-file objects, archive segments (each written anew, read back and "
+        "verified before its row switches to it; safe to interrupt and run again), stream "
+        "journals and turn event logs under "
         "LCM_ENCRYPTION_KEY. Rotation: set the new key in LCM_ENCRYPTION_KEY, move the old "
         "one to LCM_ENCRYPTION_OLD_KEYS, run this command, then drop the old key. Files "
         "stored in clear are encrypted too. --generate prints a new key and changes nothing."
@@ -40,7 +42,8 @@ class Command(BaseCommand):
             action="key_rotation", via="command", target_kind="storage", details=report.as_dict()
         )
         self.stdout.write(
-            f"re-encrypted {report.objects} objects and {report.journal_files} stream files"
+            f"re-encrypted {report.objects} objects, {report.archive_segments} archive segments "
+            f"and {report.journal_files} stream files"
         )
         if report.unreadable:
             self.stderr.write(
