@@ -488,8 +488,8 @@ SETTINGS: tuple[Setting, ...] = (
         str,
         "int16",
         "How the per-process vector cache keeps vectors: int16 (16-bit integers with a scale "
-        "per row: half the memory of float32, faster scans, cosines within 1e-5 of float32's) "
-        "or float32 (as stored).",
+        "per row: half the memory of float32, faster scans, cosines a few 1e-6 from "
+        "float32's) or float32 (as stored).",
         choices=("int16", "float32"),
     ),
     Setting(
