@@ -71,9 +71,7 @@ def canonical_form(message: Message, parts: list[MessagePart]) -> dict:
     # Through JSON once, so a form read back from a segment equals the one built here. Key
     # order is kept (only the hash sorts keys): a JSON column's object (a tool's input)
     # reads back, exports and restores with its keys in the order it was stored in.
-    return json.loads(
-        json.dumps(form, separators=(",", ":"), ensure_ascii=False, default=_plain)
-    )
+    return json.loads(json.dumps(form, separators=(",", ":"), ensure_ascii=False, default=_plain))
 
 
 def form_sha256(form: dict) -> bytes:

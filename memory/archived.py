@@ -18,8 +18,11 @@ archived back and rewrites their vectors as float32: the values are the compress
 widened (vectors are derived data; re-embedding is `manage.py lcm_memory reindex`).
 
 Both steps are idempotent and re-check the archived state in the UPDATE itself, so a step
-that crashed is completed by the next run, and a restore racing a compression never leaves a
-restored chunk compressed (the later of the two sees the other's commit and converges).
+that crashed is completed by the next run, and a compression never writes to a unit whose
+messages were restored before its statement began. A compression whose statement overlaps a
+restore's own memory step can still leave a restored unit compressed (the restore listed
+its vectors before the compression committed): running the restore again over the range
+widens it (restore is not a hot path; it runs from `lcm_retention restore`).
 """
 
 from __future__ import annotations
