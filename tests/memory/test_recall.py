@@ -36,6 +36,18 @@ def test_a_short_message_is_one_unit_and_a_long_one_is_cut_into_passages():
     assert all(LONG[u.start_offset : u.end_offset] == u.rendered_text for u in passages)
 
 
+def test_a_sentence_longer_than_a_unit_is_cut_between_words_and_nothing_is_lost():
+    words = " ".join(f"word{i}" for i in range(60))  # one 90-token sentence, no stop
+    text = f"Short opener. {words} and a tail."
+    units = unit_segments([Segment(text, "user", 7)], unit_tokens=24)
+    assert len(units) >= 4
+    assert all(u.token_est <= 36 for u in units)
+    # every word is in exactly one unit, in order, and offsets point into the message
+    assert " ".join(u.rendered_text for u in units).split() == text.split()
+    assert all(text[u.start_offset : u.end_offset] == u.rendered_text for u in units)
+    assert all(not u.rendered_text.startswith(" ") for u in units)
+
+
 def test_query_terms_are_stemmed_without_stop_words():
     assert query_terms("What did Ben say about hiking and the hikes?") == ["ben", "hike"]
 
