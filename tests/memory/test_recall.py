@@ -103,6 +103,28 @@ def test_search_ranks_any_word_by_bm25_one_unit_per_message(conversation):
     assert search_units(scope=other, query="kitten", k=5).hits == []
 
 
+def test_a_hit_in_a_long_message_is_the_sentence_that_matches(conversation):
+    # the default unit is about a sentence: a reader pays for the match, not the message
+    filler = " ".join(
+        f"Sentence {i} is about the weather on the coast and the wind." for i in range(12)
+    )
+    text = f"{filler} My sister Clara adopted a three-legged greyhound named Biscuit. {filler}"
+    messages_append(
+        conversation_id=conversation.pk,
+        messages=[
+            MessageInput(role="user", content="Ana: I bought new running shoes."),
+            MessageInput(role="assistant", content=f"Ben: {text}"),
+        ],
+    )
+    index_conversation_messages(conversation_id=conversation.pk)
+    scope = ScopeFilter(conversations=((conversation.pk, None),))
+    hits = search_units(scope=scope, query="Which dog did Clara adopt?", k=5).hits
+    assert hits[0].chunk.seq_start == hits[0].chunk.seq_end == 2
+    assert "greyhound named Biscuit" in hits[0].chunk.rendered_text
+    assert hits[0].chunk.token_est <= 36
+    assert [h.chunk.seq_start for h in hits] == [2, 1]  # one unit per message
+
+
 def test_full_text_grep_on_a_question_falls_back_to_ranked_any_word_rows(api, conversation):
     append(
         conversation,
