@@ -9,7 +9,7 @@ and full_text) and scores the rows.
 The metric (docs/memory.md, "Measuring recall"): the rows are read in rank order until a
 budget of tokens is spent (500, 1,000, 2,000). A row costs its own tokens, at least
 MIN_UNIT_TOKENS; a message's tokens count once (a second passage of a message already
-paid for in full costs nothing more). A row that does not fit in what is left is skipped.
+paid for in full, or a unit over several messages already read, costs nothing more). A row that does not fit in what is left is skipped.
 Recall of a question = the share of its evidence messages that the rows read cover;
 averaged over the questions, by category. Beside every figure, computed in the same run on
 the same stored messages: BM25 over single messages (`SingleMessageBM25`), read the same way.
@@ -347,21 +347,28 @@ class Unit:
 
 
 def recall_at(units: list[Unit], evidence: set[int], budget: int, cap: dict[int, int]) -> float:
-    """Share of `evidence` covered by the units read within `budget` (module doc)."""
+    """Share of `evidence` covered by the units read within `budget` (module doc).
+
+    A unit costs its own tokens, at least MIN_UNIT_TOKENS, but never more than its
+    messages have left to pay: a message's tokens count once, however many units hold it
+    (a second passage of a message read in full, or a window over messages already read,
+    costs nothing more). A unit over several messages holds them whole, so they are paid
+    for once it is read; a passage pays towards its one message."""
     if not evidence:
         return 0.0
-    spent_on: dict[int, int] = defaultdict(int)
-    spent, covered = 0, set()
+    paid: dict[int, float] = defaultdict(float)
+    spent, covered = 0.0, set()
     for unit in units:
-        cost = max(MIN_UNIT_TOKENS, unit.tokens)
-        if len(unit.seqs) == 1:  # a passage: never more than its message's own cost
-            seq = unit.seqs[0]
-            cost = max(0, min(cost, max(MIN_UNIT_TOKENS, cap.get(seq, cost)) - spent_on[seq]))
+        left = [max(0.0, cap.get(seq, unit.tokens) - paid[seq]) for seq in unit.seqs]
+        owed = sum(left)
+        if not any(paid[seq] for seq in unit.seqs):
+            owed = max(MIN_UNIT_TOKENS, owed)  # a first read costs at least the minimum
+        cost = min(max(MIN_UNIT_TOKENS, unit.tokens), owed)
         if spent + cost > budget:
             continue
         spent += cost
         for seq in unit.seqs:
-            spent_on[seq] += cost
+            paid[seq] = paid[seq] + cost if len(unit.seqs) == 1 else max(paid[seq], cap.get(seq, 0))
         covered.update(unit.seqs)
     return len(covered & evidence) / len(evidence)
 

@@ -502,9 +502,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "LCM_MEMORY_UNIT_TOKENS",
         int,
-        64,
+        24,
         "Size of a search unit: a message up to 1.5x this is one unit, a longer one is cut "
-        "into passages of about this size (0: the 200-800-token semantic chunks instead).",
+        "into passages of about this size, about a sentence (0: the 200-800-token semantic "
+        "chunks instead). Changing it applies to messages indexed afterwards.",
         0,
         2000,
     ),

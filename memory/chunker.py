@@ -147,6 +147,9 @@ class ChunkingOptions:
     max_tokens: int = 800
     overlap_tokens: int = 50
     topic_shift: float = 0.30
+    # cut a sentence or line longer than max_tokens at spaces (search units) instead of
+    # keeping only its first max_tokens (chunks: such lines are rare at 800 tokens)
+    split_words: bool = False
 
 
 def content_hash(text: str) -> str:
@@ -262,6 +265,8 @@ def _fit(block: _Block, options: ChunkingOptions) -> list[_Block]:
     if block.tokens <= options.max_tokens:
         return [block]
     units = _units(block)
+    if options.split_words:
+        units = _split_words(units, options.max_tokens)
     pieces: list[_Block] = []
     start = 0
     while start < len(units):
@@ -316,6 +321,34 @@ def _units(block: _Block) -> list[tuple[int, str]]:
         units.append((found, sentence))
         position = found + len(sentence)
     return units
+
+
+def _split_words(units: list[tuple[int, str]], max_tokens: int) -> list[tuple[int, str]]:
+    """Units longer than `max_tokens` cut between words into pieces of at most that size
+    (a word longer than that is cut by characters)."""
+    out: list[tuple[int, str]] = []
+    for offset, text in units:
+        if estimate(text) <= max_tokens:
+            out.append((offset, text))
+            continue
+        start = end = None
+        for word in _NON_SPACE.finditer(text):
+            if start is None:
+                start = word.start()
+            elif estimate(text[start : word.end()]) > max_tokens:
+                out.append((offset + start, text[start:end]))
+                start = word.start()
+            end = word.end()
+            while estimate(text[start:end]) > max_tokens:  # one huge word
+                cut = start + max_tokens * 4
+                out.append((offset + start, text[start:cut]))
+                start = cut
+        if start is not None and start < (end or 0):
+            out.append((offset + start, text[start:end]))
+    return out
+
+
+_NON_SPACE = re.compile(r"\S+")
 
 
 def _group_code(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -432,6 +465,7 @@ def unit_segments(segments: Sequence[Segment], *, unit_tokens: int) -> list[Chun
         max_tokens=max(1, int(unit_tokens * UNIT_SLACK)),
         overlap_tokens=0,
         topic_shift=-2.0,  # no topic cuts: passages are small already
+        split_words=True,
     )
     units: list[ChunkSpec] = []
     for segment in segments:

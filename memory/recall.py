@@ -3,7 +3,8 @@ the retrieve API): units ranked by a z-score fusion of BM25 and cosine, smoothed
 neighbours, one unit per message (docs/memory.md, "Recall").
 
 - Units (memory.chunker.unit_segments): a short message is one unit, a long one is cut
-  into ~64-token passages; a hit costs its own tokens and names its message.
+  into passages of about a sentence (LCM_MEMORY_UNIT_TOKENS, 24); a hit costs its own
+  tokens and names its message.
 - The lexical leg is a BM25 of our own (k1 1.2, b 0.75) over the units' stored terms
   (memory.lexical: any word, stop words out, Snowball stems), its IDF and mean length taken
   over the units in scope. The same scorer runs on SQLite and PostgreSQL.

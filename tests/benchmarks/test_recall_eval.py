@@ -73,6 +73,21 @@ def test_recall_counts_a_message_once_and_skips_what_does_not_fit():
     assert recall_at([], {2}, 1000, cap) == 0.0
 
 
+def test_recall_counts_a_window_over_several_messages_once_per_message():
+    cap = {4: 10, 5: 10, 6: 12, 7: 40}
+    window = Unit((4, 5, 6), 30)  # covers its three messages for its own 30 tokens
+    assert recall_at([window], {4, 5, 6}, 30, cap) == 1.0
+    assert recall_at([window], {4, 5, 6}, 29, cap) == 0.0
+    # a message of the window read again costs nothing more; an unread one its tokens
+    units = [window, Unit((5,), 8), Unit((7,), 40)]
+    assert recall_at(units, {5, 7}, 70, cap) == 1.0
+    assert recall_at(units, {5, 7}, 69, cap) == 0.5
+    # a window over a message already read pays only for the others (8 + 12 after 5)
+    units = [Unit((5,), 10), window]
+    assert recall_at(units, {4, 6}, 42, cap) == 1.0  # 20 (the minimum) + 10 + 12
+    assert recall_at(units, {4, 6}, 41, cap) == 0.0
+
+
 def test_loaders_read_both_layouts(tmp_path):
     conversation = load_locomo(_locomo(tmp_path))[0]
     assert [m.role for m in conversation.messages[:2]] == ["user", "assistant"]

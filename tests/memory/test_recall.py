@@ -36,6 +36,18 @@ def test_a_short_message_is_one_unit_and_a_long_one_is_cut_into_passages():
     assert all(LONG[u.start_offset : u.end_offset] == u.rendered_text for u in passages)
 
 
+def test_a_sentence_longer_than_a_unit_is_cut_between_words_and_nothing_is_lost():
+    words = " ".join(f"word{i}" for i in range(60))  # one 90-token sentence, no stop
+    text = f"Short opener. {words} and a tail."
+    units = unit_segments([Segment(text, "user", 7)], unit_tokens=24)
+    assert len(units) >= 4
+    assert all(u.token_est <= 36 for u in units)
+    # every word is in exactly one unit, in order, and offsets point into the message
+    assert " ".join(u.rendered_text for u in units).split() == text.split()
+    assert all(text[u.start_offset : u.end_offset] == u.rendered_text for u in units)
+    assert all(not u.rendered_text.startswith(" ") for u in units)
+
+
 def test_query_terms_are_stemmed_without_stop_words():
     assert query_terms("What did Ben say about hiking and the hikes?") == ["ben", "hike"]
 
@@ -89,6 +101,28 @@ def test_search_ranks_any_word_by_bm25_one_unit_per_message(conversation):
     # another conversation's units are out of scope
     other = ScopeFilter(conversations=((conversation.pk + 1, None),))
     assert search_units(scope=other, query="kitten", k=5).hits == []
+
+
+def test_a_hit_in_a_long_message_is_the_sentence_that_matches(conversation):
+    # the default unit is about a sentence: a reader pays for the match, not the message
+    filler = " ".join(
+        f"Sentence {i} is about the weather on the coast and the wind." for i in range(12)
+    )
+    text = f"{filler} My sister Clara adopted a three-legged greyhound named Biscuit. {filler}"
+    messages_append(
+        conversation_id=conversation.pk,
+        messages=[
+            MessageInput(role="user", content="Ana: I bought new running shoes."),
+            MessageInput(role="assistant", content=f"Ben: {text}"),
+        ],
+    )
+    index_conversation_messages(conversation_id=conversation.pk)
+    scope = ScopeFilter(conversations=((conversation.pk, None),))
+    hits = search_units(scope=scope, query="Which dog did Clara adopt?", k=5).hits
+    assert hits[0].chunk.seq_start == hits[0].chunk.seq_end == 2
+    assert "greyhound named Biscuit" in hits[0].chunk.rendered_text
+    assert hits[0].chunk.token_est <= 36
+    assert [h.chunk.seq_start for h in hits] == [2, 1]  # one unit per message
 
 
 def test_full_text_grep_on_a_question_falls_back_to_ranked_any_word_rows(api, conversation):
