@@ -466,23 +466,22 @@ def wait_for_indexing(conversation_id: int) -> None:
     index_conversation_messages(conversation_id=conversation_id)
 
 
-def run(
-    conversations: list[EvalConversation],
-    *,
-    modes: tuple[str, ...] = MODES,
-    limit_questions: int | None = None,
-    tag: str | None = None,
-    progress=None,
-) -> Scores:
-    from django.contrib.auth import get_user_model
+@dataclass
+class _Asked:
+    """One ingested conversation, as the systems asking its questions need it."""
 
+    conversation_id: int
+    cap: dict[int, int]  # seq -> the message's tokens
+    seq_by_pk: dict[int, int]
+
+
+def _questions(conversations, *, scores: Scores, owner, tag: str, limit_questions, progress):
+    """Ingest and index each conversation, then for each question score the same-run BM25
+    baseline and yield (asked, question, evidence seqs, findable share) for the system
+    under test; `progress` after each conversation."""
     from conversations.models import Message
     from memory.models import Chunk
-    from retrieval.grep import GrepRequest, grep_for_user
 
-    owner, _ = get_user_model().objects.get_or_create(username="lcm-eval")
-    tag = tag or dt.datetime.now(dt.UTC).strftime("%Y%m%d%H%M%S%f")
-    scores = Scores()
     for conversation in conversations:
         started = time.perf_counter()
         conversation_id = ingest(conversation, owner=owner, tag=tag)
@@ -496,11 +495,16 @@ def run(
         scores.messages += len(stored)
         scores.units += Chunk.objects.filter(conversation_id=conversation_id).count()
         seq_of = {ext.split(":", 1)[1]: seq for seq, ext, _, _, _ in stored}
-        cap = {seq: tokens for seq, _, tokens, _, _ in stored}
-        seq_by_pk = {pk: seq for seq, _, _, _, pk in stored}
+        asked = _Asked(
+            conversation_id,
+            cap={seq: tokens for seq, _, tokens, _, _ in stored},
+            seq_by_pk={pk: seq for seq, _, _, _, pk in stored},
+        )
         baseline = SingleMessageBM25([content for _, _, _, content, _ in stored])
-        questions = conversation.questions[:limit_questions] if limit_questions else None
-        for question in questions if questions is not None else conversation.questions:
+        questions = conversation.questions
+        if limit_questions:
+            questions = questions[:limit_questions]
+        for question in questions:
             evidence = {seq_of[k] for k in question.evidence}
             scores.questions += 1
             scores.unresolved += question.unresolved
@@ -509,26 +513,53 @@ def run(
             share = len(evidence) / total if total else 0.0
             bm25_units = [Unit((stored[i][0],), stored[i][2]) for i in baseline.rank(question.text)]
             for budget in BUDGETS:
-                value = recall_at(bm25_units, evidence, budget, cap) * share
+                value = recall_at(bm25_units, evidence, budget, asked.cap) * share
                 scores.add("bm25_single_message", question.category, budget, value)
-            for mode in modes:
-                request = GrepRequest(
-                    query=question.text[:1000],
-                    mode=mode,
-                    scope="messages",
-                    conversation_id=conversation_id,
-                    limit=ROWS_ASKED,
-                    sort="relevance",
-                )
-                began = time.perf_counter()
-                rows = grep_for_user(user=owner, request=request)
-                scores.latency_ms[mode].append((time.perf_counter() - began) * 1000)
-                units = _units(rows, cap, seq_by_pk)
-                for budget in BUDGETS:
-                    value = recall_at(units, evidence, budget, cap) * share
-                    scores.add(mode, question.category, budget, value)
+            yield asked, question, evidence, share
         if progress:
             progress(conversation.name, scores)
+
+
+def run(
+    conversations: list[EvalConversation],
+    *,
+    modes: tuple[str, ...] = MODES,
+    limit_questions: int | None = None,
+    tag: str | None = None,
+    progress=None,
+) -> Scores:
+    from django.contrib.auth import get_user_model
+
+    from retrieval.grep import GrepRequest, grep_for_user
+
+    owner, _ = get_user_model().objects.get_or_create(username="lcm-eval")
+    tag = tag or dt.datetime.now(dt.UTC).strftime("%Y%m%d%H%M%S%f")
+    scores = Scores()
+    asking = _questions(
+        conversations,
+        scores=scores,
+        owner=owner,
+        tag=tag,
+        limit_questions=limit_questions,
+        progress=progress,
+    )
+    for asked, question, evidence, share in asking:
+        for mode in modes:
+            request = GrepRequest(
+                query=question.text[:1000],
+                mode=mode,
+                scope="messages",
+                conversation_id=asked.conversation_id,
+                limit=ROWS_ASKED,
+                sort="relevance",
+            )
+            began = time.perf_counter()
+            rows = grep_for_user(user=owner, request=request)
+            scores.latency_ms[mode].append((time.perf_counter() - began) * 1000)
+            units = _units(rows, asked.cap, asked.seq_by_pk)
+            for budget in BUDGETS:
+                value = recall_at(units, evidence, budget, asked.cap) * share
+                scores.add(mode, question.category, budget, value)
     return scores
 
 
@@ -639,51 +670,30 @@ def run_via_turn(
     Recorded under the mode "turn", beside the same BM25 baseline as `run`."""
     from django.contrib.auth import get_user_model
 
-    from conversations.models import Message
-    from memory.models import Chunk
     from memory.retrieval import turn_retrieve
     from memory.vectors import ScopeFilter
 
     owner, _ = get_user_model().objects.get_or_create(username="lcm-eval")
     tag = tag or dt.datetime.now(dt.UTC).strftime("%Y%m%d%H%M%S%f")
     scores = TurnScores()
-    for conversation in conversations:
-        started = time.perf_counter()
-        conversation_id = ingest(conversation, owner=owner, tag=tag)
-        wait_for_indexing(conversation_id)
-        scores.index_seconds += time.perf_counter() - started
-        stored = list(
-            Message.objects.filter(conversation_id=conversation_id)
-            .order_by("seq")
-            .values_list("seq", "external_id", "token_count", "content")
-        )
-        scores.messages += len(stored)
-        scores.units += Chunk.objects.filter(conversation_id=conversation_id).count()
-        seq_of = {ext.split(":", 1)[1]: seq for seq, ext, _, _ in stored}
-        cap = {seq: tokens for seq, _, tokens, _ in stored}
-        baseline = SingleMessageBM25([content for _, _, _, content in stored])
-        scope = ScopeFilter(conversations=((conversation_id, None),))
-        questions = conversation.questions[:limit_questions] if limit_questions else None
-        for question in questions if questions is not None else conversation.questions:
-            evidence = {seq_of[k] for k in question.evidence}
-            scores.questions += 1
-            scores.unresolved += question.unresolved
-            scores.evidence_total += len(question.evidence) + question.unresolved
-            total = len(evidence) + question.unresolved
-            share = len(evidence) / total if total else 0.0
-            bm25_units = [Unit((stored[i][0],), stored[i][2]) for i in baseline.rank(question.text)]
-            for budget in BUDGETS:
-                value = recall_at(bm25_units, evidence, budget, cap) * share
-                scores.add("bm25_single_message", question.category, budget, value)
-                began = time.perf_counter()
-                _, packed, stats = turn_retrieve(
-                    scope=scope, query=question.text[:1000], budget_tokens=budget
-                )
-                scores.latency_ms[TURN_MODE].append((time.perf_counter() - began) * 1000)
-                scores.injected[budget].append(stats["packed_tokens"])
-                covered = {seq for unit in packed_units(packed) for seq in unit.seqs}
-                value = (len(covered & evidence) / len(evidence) if evidence else 0.0) * share
-                scores.add(TURN_MODE, question.category, budget, value)
-        if progress:
-            progress(conversation.name, scores)
+    asking = _questions(
+        conversations,
+        scores=scores,
+        owner=owner,
+        tag=tag,
+        limit_questions=limit_questions,
+        progress=progress,
+    )
+    for asked, question, evidence, share in asking:
+        scope = ScopeFilter(conversations=((asked.conversation_id, None),))
+        for budget in BUDGETS:
+            began = time.perf_counter()
+            _, packed, stats = turn_retrieve(
+                scope=scope, query=question.text[:1000], budget_tokens=budget
+            )
+            scores.latency_ms[TURN_MODE].append((time.perf_counter() - began) * 1000)
+            scores.injected[budget].append(stats["packed_tokens"])
+            covered = {seq for unit in packed_units(packed) for seq in unit.seqs}
+            value = (len(covered & evidence) / len(evidence) if evidence else 0.0) * share
+            scores.add(TURN_MODE, question.category, budget, value)
     return scores

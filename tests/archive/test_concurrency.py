@@ -20,6 +20,39 @@ from retention.services import retention_apply, retention_plan
 from tests.factories import append_messages, message_payload
 
 
+def _run_together(*works) -> list[BaseException]:
+    """Each work in its own thread (closing its connection after), all joined; the errors."""
+    errors: list[BaseException] = []
+
+    def guarded(work):
+        try:
+            work()
+        except BaseException as error:  # noqa: BLE001 - reported to the caller
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=guarded, args=(work,)) for work in works]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    return errors
+
+
+def _writer(conversation, writing: threading.Event, first: int, last: int):
+    """Appends messages first..last-1 in twenties, then clears `writing`."""
+
+    def write():
+        try:
+            for start in range(first, last, 20):
+                append_messages(conversation, 20, start=start)
+        finally:
+            writing.clear()
+
+    return write
+
+
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 @override_settings(
@@ -32,26 +65,9 @@ def test_archiving_during_appends_and_compaction_loses_and_duplicates_nothing(co
     RetentionPolicy.objects.create(conversation=conversation, keep_newest_tokens=1)
     writing = threading.Event()
     writing.set()
-    errors: list[BaseException] = []
     archived_runs: list[int] = []
 
-    def guarded(work):
-        def run():
-            try:
-                work()
-            except BaseException as error:  # noqa: BLE001 - reported below
-                errors.append(error)
-            finally:
-                connection.close()
-
-        return run
-
-    def write():
-        try:
-            for start in range(400, 700, 20):
-                append_messages(conversation, 20, start=start)
-        finally:
-            writing.clear()
+    write = _writer(conversation, writing, 400, 700)
 
     def compact():
         while writing.is_set():
@@ -62,13 +78,7 @@ def test_archiving_during_appends_and_compaction_loses_and_duplicates_nothing(co
             result = retention_apply(ranges=retention_plan(conversations=[conversation]))
             archived_runs.append(result.messages)
 
-    threads = [threading.Thread(target=guarded(w)) for w in (write, compact, archive)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-
-    assert errors == []
+    assert _run_together(write, compact, archive) == []
     assert sum(archived_runs) > 0
     seqs = list(Message.objects.filter(conversation=conversation).values_list("seq", flat=True))
     assert sorted(seqs) == list(range(1, 701))  # 0 lost, 0 duplicated
@@ -115,27 +125,10 @@ def test_the_memory_step_during_appends_indexing_and_compaction_stays_consistent
     RetentionPolicy.objects.create(conversation=conversation, keep_newest_tokens=1)
     writing = threading.Event()
     writing.set()
-    errors: list[BaseException] = []
     archived_runs: list[int] = []
     compressed_runs: list[int] = []
 
-    def guarded(work):
-        def run():
-            try:
-                work()
-            except BaseException as error:  # noqa: BLE001 - reported below
-                errors.append(error)
-            finally:
-                connection.close()
-
-        return run
-
-    def write():
-        try:
-            for start in range(300, 500, 20):
-                append_messages(conversation, 20, start=start)
-        finally:
-            writing.clear()
+    write = _writer(conversation, writing, 300, 500)
 
     def compact():
         while writing.is_set():
@@ -151,13 +144,7 @@ def test_the_memory_step_during_appends_indexing_and_compaction_stays_consistent
             archived_runs.append(result.messages)
             compressed_runs.append(result.memory["vectors_compressed"])
 
-    threads = [threading.Thread(target=guarded(w)) for w in (write, compact, index, archive)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-
-    assert errors == []
+    assert _run_together(write, compact, index, archive) == []
     assert sum(archived_runs) > 0 and sum(compressed_runs) > 0
     seqs = list(Message.objects.filter(conversation=conversation).values_list("seq", flat=True))
     assert sorted(seqs) == list(range(1, 501))  # 0 lost, 0 duplicated
