@@ -470,18 +470,24 @@ def wait_for_indexing(conversation_id: int) -> None:
 class _Asked:
     """One ingested conversation, as the systems asking its questions need it."""
 
+    owner: object  # the user the eval asks as
     conversation_id: int
     cap: dict[int, int]  # seq -> the message's tokens
     seq_by_pk: dict[int, int]
 
 
-def _questions(conversations, *, scores: Scores, owner, tag: str, limit_questions, progress):
-    """Ingest and index each conversation, then for each question score the same-run BM25
-    baseline and yield (asked, question, evidence seqs, findable share) for the system
-    under test; `progress` after each conversation."""
+def _questions(conversations, *, scores: Scores, tag: str | None, limit_questions, progress):
+    """Ingest and index each conversation (as the eval user, under `tag`, a new one by
+    default), then for each question score the same-run BM25 baseline and yield (asked,
+    question, evidence seqs, findable share) for the system under test; `progress` after
+    each conversation."""
+    from django.contrib.auth import get_user_model
+
     from conversations.models import Message
     from memory.models import Chunk
 
+    owner, _ = get_user_model().objects.get_or_create(username="lcm-eval")
+    tag = tag or dt.datetime.now(dt.UTC).strftime("%Y%m%d%H%M%S%f")
     for conversation in conversations:
         started = time.perf_counter()
         conversation_id = ingest(conversation, owner=owner, tag=tag)
@@ -496,6 +502,7 @@ def _questions(conversations, *, scores: Scores, owner, tag: str, limit_question
         scores.units += Chunk.objects.filter(conversation_id=conversation_id).count()
         seq_of = {ext.split(":", 1)[1]: seq for seq, ext, _, _, _ in stored}
         asked = _Asked(
+            owner,
             conversation_id,
             cap={seq: tokens for seq, _, tokens, _, _ in stored},
             seq_by_pk={pk: seq for seq, _, _, _, pk in stored},
@@ -528,17 +535,12 @@ def run(
     tag: str | None = None,
     progress=None,
 ) -> Scores:
-    from django.contrib.auth import get_user_model
-
     from retrieval.grep import GrepRequest, grep_for_user
 
-    owner, _ = get_user_model().objects.get_or_create(username="lcm-eval")
-    tag = tag or dt.datetime.now(dt.UTC).strftime("%Y%m%d%H%M%S%f")
     scores = Scores()
     asking = _questions(
         conversations,
         scores=scores,
-        owner=owner,
         tag=tag,
         limit_questions=limit_questions,
         progress=progress,
@@ -554,7 +556,7 @@ def run(
                 sort="relevance",
             )
             began = time.perf_counter()
-            rows = grep_for_user(user=owner, request=request)
+            rows = grep_for_user(user=asked.owner, request=request)
             scores.latency_ms[mode].append((time.perf_counter() - began) * 1000)
             units = _units(rows, asked.cap, asked.seq_by_pk)
             for budget in BUDGETS:
@@ -668,18 +670,13 @@ def run_via_turn(
     share of the evidence the packed items cover: the turn's packing already kept them
     within it (wrapper tokens included), so they are not read again by `recall_at`.
     Recorded under the mode "turn", beside the same BM25 baseline as `run`."""
-    from django.contrib.auth import get_user_model
-
     from memory.retrieval import turn_retrieve
     from memory.vectors import ScopeFilter
 
-    owner, _ = get_user_model().objects.get_or_create(username="lcm-eval")
-    tag = tag or dt.datetime.now(dt.UTC).strftime("%Y%m%d%H%M%S%f")
     scores = TurnScores()
     asking = _questions(
         conversations,
         scores=scores,
-        owner=owner,
         tag=tag,
         limit_questions=limit_questions,
         progress=progress,
