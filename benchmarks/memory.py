@@ -31,6 +31,7 @@ from benchmarks.harness import BenchContext, BenchRow, benchmark, p50, percentil
 from conversations.inputs import MessageInput
 from conversations.models import Conversation
 from conversations.services import messages_append
+from memory.chunker import extractive_summary
 from memory.embeddings import active_backend
 from memory.indexing import index_conversation_messages
 from memory.models import Chunk, ChunkType, ChunkVector
@@ -98,7 +99,7 @@ def write_chunks(*, conversation_id, namespace, texts, first_seq, source_keys, r
             end_offset=len(text),
             chunk_type=ChunkType.OTHER,
             rendered_text=text,
-            summary=text[:80],
+            summary=extractive_summary(text),
             token_est=len(text) // 4,
             content_hash=hashlib.sha256(text.encode()).hexdigest(),
             source_created_at=now,

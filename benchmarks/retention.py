@@ -18,13 +18,16 @@ unit per message (its text, a copy of the message, as the chunker's units are) w
 in the search namespace's dimension (random unit vectors, written in bulk: embedding a
 million texts would take hours, and size does not depend on the values), and its full-text
 row. After archiving, the database is measured under each memory policy option in turn:
-(vectors, full text) = (keep, keep), (keep, drop), (float16, drop), (int8, drop) (vectors
-are only ever made smaller, so the order is fixed); `rendered_text` is kept by design
-(docs/retention.md), and the bytes it holds for archived units are reported.
+(vectors, full text) = (keep, keep), (keep, drop), (float16, drop), (int8, drop), (int8,
+archive) (vectors are only ever made smaller, so the order is fixed); under `archive` the
+units' text moves to the archive too, and a semantic search whose hits are archived units
+is timed with their text read back from there. Every unit's text and summary, as readers
+see them, is checked after the options and after restore.
 """
 
 from __future__ import annotations
 
+import hashlib
 import random
 import secrets
 from datetime import timedelta
@@ -54,7 +57,11 @@ from conversations.services import messages_append
 from core.tokens import estimate
 from importers.exporters import export_jsonl
 from memory.archived import archived_chunks
+from memory.archived_text import hydrate_chunks
+from memory.models import Chunk
 from memory.namespaces import search_namespace
+from memory.recall import search_units
+from memory.vectors import ScopeFilter
 from memory.vectors.numpy_exact import INDEX
 from retention.models import RetentionPolicy
 from retention.services import (
@@ -188,7 +195,43 @@ def _grep_ms(user, conversation_id, *, include_archived: bool) -> tuple[float, i
     return p50(samples), hits
 
 
-MEMORY_OPTIONS = (("keep", "keep"), ("keep", "drop"), ("float16", "drop"), ("int8", "drop"))
+MEMORY_OPTIONS = (
+    ("keep", "keep"), ("keep", "drop"), ("float16", "drop"), ("int8", "drop"), ("int8", "archive"),
+)  # fmt: skip
+
+
+def _unit_digests(conversation_ids) -> dict[str, bytes]:
+    """Every memory unit's text and summary as its readers see them (memory.archived_text)."""
+    found = {}
+    for cid in conversation_ids:
+        last = ""
+        while True:
+            batch = list(
+                Chunk.objects.filter(conversation_id=cid, pk__gt=last).order_by("pk")[:5000]
+            )
+            if not batch:
+                break
+            for chunk in hydrate_chunks(batch):
+                found[chunk.pk] = hashlib.sha256(
+                    f"{chunk.rendered_text}\0{chunk.summary}".encode()
+                ).digest()
+            last = batch[-1].pk
+    return found
+
+
+def _unit_search_ms(conversation_id: int) -> tuple[float, float]:
+    """p50 of a semantic unit search (10 hits) in one conversation: cold archive read cache,
+    then warm."""
+    scope = ScopeFilter(conversations=((conversation_id, None),))
+    cold, warm = [], []
+    for query in ("why did the build fail", "what did we deploy", "which tests were mocked"):
+        for samples in (cold, warm):
+            if samples is cold:
+                forget()
+            with Timer() as t:
+                search_units(scope=scope, query=query, k=10, mode="semantic")
+            samples.append(t.seconds * 1000)
+    return p50(cold), p50(warm)
 
 
 def _agent_payloads(start: int, n: int) -> list[dict]:
@@ -311,7 +354,9 @@ def _retention_corpus(ctx: BenchContext, corpus: str) -> list[BenchRow]:
     units = sum(_index_memory(cid, namespace, rng) for cid in ids)
     before_bytes = _db_bytes()
     fill_before = _cache_fill_ms(namespace)
+    search_before, _ = _unit_search_ms(ids[0])
     before_digests = _digests(ids)
+    units_before = _unit_digests(ids)
     export_before = list(export_jsonl(conversations[0]))
     sample = condensed[0][: min(20, len(condensed[0]))]
     expand_before = _expand_ms(user, sample, cold=True)
@@ -358,15 +403,19 @@ def _retention_corpus(ctx: BenchContext, corpus: str) -> list[BenchRow]:
         sizes[(vectors, fulltext)] = _db_bytes()
     status = retention_status(conversations=conversations)
     assert status["memory_compressed_vectors"] == archived_units, status
+    text_archived = status["memory_text_archived_chunks"]
     fill_int8 = _cache_fill_ms(namespace)
+    search_cold, search_warm = _unit_search_ms(ids[0])
+    assert _unit_digests(ids) == units_before, "a unit's text read back from the archive differs"
 
     with Timer() as restoring:
         restored = sum(retention_restore(conversation=c) for c in conversations)
     assert restored == result.messages
     assert _digests(ids) == before_digests, "restore is not byte-identical"
     status = retention_status(conversations=conversations)
-    assert (status["memory_compressed_vectors"], status["memory_fulltext_dropped_chunks"]) == (
-        0, 0), status  # fmt: skip
+    assert (status["memory_compressed_vectors"], status["memory_fulltext_dropped_chunks"],
+            status["memory_text_archived_chunks"]) == (0, 0, 0), status  # fmt: skip
+    assert _unit_digests(ids) == units_before, "a unit's text differs after restore"
 
     without_memory = (
         f"; without the memory tables {(after_memory_less / messages_only):.1%} of the "
@@ -393,8 +442,12 @@ def _retention_corpus(ctx: BenchContext, corpus: str) -> list[BenchRow]:
                  f"database before the corpus {_mib(empty_bytes)}; {label}; {vacuum}"),
         *option_rows,
         BenchRow(f"{name}, rendered text of archived memory units, {vendor}", text_bytes / 2**20,
-                 "MiB", "", f"{archived_units:,} units; kept by design (docs/retention.md): "
-                 "what clearing it could save at most, before its indexes"),
+                 "MiB", "", f"{archived_units:,} units; {text_archived:,} of them moved to the "
+                 "archive under full text 'archive' (the rest are not given back exactly)"),
+        BenchRow(f"{name}, semantic unit search in one conversation, {vendor}, p50 cold",
+                 search_cold, "ms", "", f"10 hits, most of them archived units whose text is "
+                 f"in the archive; warm archive cache {search_warm:.1f} ms; before archiving "
+                 f"{search_before:.1f} ms"),
         BenchRow(f"{name}, vector cache fill, {vendor}", fill_int8, "ms", "",
                  f"{units:,} vectors, {archived_units:,} of them int8 (decoded per row); "
                  f"all float32: {fill_before:.0f} ms"),
@@ -406,7 +459,7 @@ def _retention_corpus(ctx: BenchContext, corpus: str) -> list[BenchRow]:
                  "msg/s", "", f"{result.messages:,} messages write+fsync+read back+verify+clear"),
         BenchRow(f"{name}, restore throughput, {vendor}", restored / restoring.seconds,
                  "msg/s", "", f"{restored:,} messages, each re-hashed after restore, and their "
-                 "memory units' full-text rows and float32 vectors"),
+                 "memory units' text, full-text rows and float32 vectors"),
         BenchRow(f"{name}, expand of a summary over 8 archived leaves, {vendor}, p50 cold",
                  expand_cold, "ms", "< 50 ms",
                  f"80 messages; before archiving {expand_before:.1f} ms; warm cache "

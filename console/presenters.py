@@ -245,8 +245,13 @@ def retrieval_rows(turn: UserTurn) -> list[Candidate]:
     """Every retrieval candidate of the turn in rank order, with its similarity and whether
     it was packed (the retriever's own record, memory.models.Retrieval), then chunks
     attached by hand, which the retriever never ranked."""
+    from memory.archived_text import hydrate_chunks
     from memory.models import Retrieval
 
+    retrievals = list(
+        Retrieval.objects.filter(turn_id=turn.pk).select_related("chunk").order_by("rank")
+    )
+    hydrate_chunks(r.chunk for r in retrievals)  # a unit's text may be in the archive
     rows = [
         Candidate(
             chunk_id=r.chunk_id,
@@ -256,7 +261,7 @@ def retrieval_rows(turn: UserTurn) -> list[Candidate]:
             source=f"rank {r.rank}" + (f", packed as {r.packed_as}" if r.packed_as else ""),
             reason="",
         )
-        for r in Retrieval.objects.filter(turn_id=turn.pk).select_related("chunk").order_by("rank")
+        for r in retrievals
     ]
     seen = {r.chunk_id for r in rows}
     for item in (turn.context or {}).get("retrieved") or []:

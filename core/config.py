@@ -815,8 +815,10 @@ SETTINGS: tuple[Setting, ...] = (
         str,
         "keep",
         "Server default policy: keep or drop the memory full-text rows of archived content "
-        "(drop: memory_search's full-text leg no longer finds them; grep's search still does).",
-        choices=("keep", "drop"),
+        "(drop: memory_search's full-text leg no longer finds them; grep's search still does), "
+        "or archive: drop them and move the memory units' text to the archive too (read back "
+        "from there; the unit search's word leg no longer finds them, their vectors still do).",
+        choices=("keep", "drop", "archive"),
     ),
     Setting(
         "LCM_RETENTION_BATCH_SEGMENTS",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from core.api.errors import Unavailable
+from memory.archived_text import hydrate_chunks
 from memory.models import Chunk, EmbeddingNamespace, RetrievalStats
 
 
@@ -23,7 +25,15 @@ class ChunkAdmin(ReadOnly):
     list_display = ("id", "chunk_type", "conversation_id", "seq_start", "seq_end", "token_est")
     list_filter = ("chunk_type",)
     raw_id_fields = ("conversation", "session", "branch", "source_turn")
+    readonly_fields = ("text_read_back",)
     show_full_result_count = False
+
+    @admin.display(description="text (read back from the archive when retention moved it)")
+    def text_read_back(self, obj: Chunk) -> str:
+        try:
+            return hydrate_chunks([obj])[0].rendered_text
+        except Unavailable as error:  # a missing segment: say so, as the API's 503 does
+            return f"({error})"
 
 
 @admin.register(EmbeddingNamespace)

@@ -6,16 +6,20 @@ Retention's policy then may:
 - compress its vectors (`archived_vectors`: keep | float16 | int8; memory.vectors.codec):
   a vector is only ever made smaller (float32 -> float16 -> int8), never re-widened by a
   policy change, because that would not bring the lost precision back;
-- drop its full-text row (`archived_fulltext`: keep | drop; `Chunk.fulltext_dropped_at`,
-  migration 0005). Exact both ways: a policy back at `keep` puts the rows back.
+- drop its full-text row (`archived_fulltext`: keep | drop | archive;
+  `Chunk.fulltext_dropped_at`, migration 0005). Exact both ways: a policy back at `keep`
+  puts the rows back;
+- with `archive`, also move its text (`rendered_text`, `summary`) to the archive: read
+  back from its archived message by every reader (memory.archived_text, migration 0006).
+  The unit cache then holds no terms for it (memory.recall's BM25 leg and speakers no
+  longer match it; its vector still does), and each hit whose text is in the archive
+  costs a segment read (cached). Exact both ways: a policy back at `keep` or `drop` puts
+  the text back, checked against the unit's hash.
 
-`Chunk.rendered_text` is kept: the unit cache (memory.recall's BM25, speakers and grep's
-snippets) reads it, so search results show the text without a segment read. Its size is
-measured in the retention benchmark.
-
-Restore (`archived_memory_expand`) puts the full-text rows of chunks that are no longer
-archived back and rewrites their vectors as float32: the values are the compressed ones
-widened (vectors are derived data; re-embedding is `manage.py lcm_memory reindex`).
+Restore (`archived_memory_expand`) puts the text and the full-text rows of chunks that are
+no longer archived back and rewrites their vectors as float32: the values are the
+compressed ones widened (vectors are derived data; re-embedding is `manage.py lcm_memory
+reindex`).
 
 Both steps are idempotent and re-check the archived state in the UPDATE itself, so a step
 that crashed is completed by the next run, and a compression never writes to a unit whose
@@ -35,11 +39,12 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from conversations.models import Message
+from memory.archived_text import text_archive, text_restore
 from memory.models import Chunk, ChunkVector
 from memory.vectors.codec import FLOAT16, FLOAT32, INT8, recode_vector, stored_length
 
 VECTOR_POLICIES = ("keep", FLOAT16, INT8)
-FULLTEXT_POLICIES = ("keep", "drop")
+FULLTEXT_POLICIES = ("keep", "drop", "archive")
 _BATCH = 2000
 _LIVE_SQL = (
     "NOT EXISTS (SELECT 1 FROM conversations_message m "
@@ -54,6 +59,9 @@ class MemoryResult:
     vectors_expanded: int = 0
     fulltext_dropped: int = 0
     fulltext_restored: int = 0
+    text_archived: int = 0
+    text_kept: int = 0  # archived units whose text the archive cannot give back exactly
+    text_restored: int = 0
 
     def add(self, other: MemoryResult) -> None:
         for name, value in other.__dict__.items():
@@ -118,11 +126,15 @@ def archived_memory_compress(
         raise ValueError(f"unknown policy vectors={vectors!r} fulltext={fulltext!r}")
     result = MemoryResult()
     chunks = archived_chunks(conversation_id=conversation_id)
-    if fulltext == "drop":
+    if fulltext != "archive":  # the text first: a full-text row is made from it
+        result.text_restored = text_restore(chunks)
+    if fulltext in ("drop", "archive"):
         with transaction.atomic(durable=True):
             result.fulltext_dropped = Chunk.objects.filter(
                 pk__in=chunks.filter(fulltext_dropped_at__isnull=True)
             ).update(fulltext_dropped_at=timezone.now())
+        if fulltext == "archive":
+            result.text_archived, result.text_kept = text_archive(chunks)
     else:
         with transaction.atomic(durable=True):
             result.fulltext_restored = Chunk.objects.filter(
@@ -153,6 +165,7 @@ def archived_memory_expand(*, conversation_id: int, seq_from: int, seq_to: int) 
         .filter(seq_start__lte=seq_to)
         .filter(Exists(_live_messages()))
     )
+    result.text_restored = text_restore(chunks)
     with transaction.atomic(durable=True):
         result.fulltext_restored = Chunk.objects.filter(
             pk__in=chunks.filter(fulltext_dropped_at__isnull=False)

@@ -6,7 +6,8 @@ per (chunk, namespace) and per (summary, namespace), one namespace per (model, d
 chunk). Migration 0002 makes chunks and vectors refuse UPDATE (they are immutable; a
 model change writes a new namespace instead) and gives chunks a full-text index; 0005 lets
 retention change exactly two columns of archived content: a vector's bytes (compressed) and
-a chunk's `fulltext_dropped_at` (docs/retention.md).
+a chunk's `fulltext_dropped_at`; 0006 lets it move a chunk's text to the archive and back,
+checked against its hash (docs/retention.md).
 """
 
 from __future__ import annotations
@@ -102,6 +103,10 @@ class Chunk(models.Model):
     # the policy drops them; memory.archived): the one column an UPDATE may change
     # (migration 0005). Cleared again, and the row re-indexed, on restore.
     fulltext_dropped_at = models.DateTimeField(null=True, blank=True)
+    # Set when retention moved the chunk's text to the archive (`archived_fulltext =
+    # archive`): rendered_text and summary are empty and read back from the chunk's one
+    # archived message (memory.archived_text, migration 0006); cleared when they are put back.
+    text_archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -35,6 +35,7 @@ import numpy as np
 from django.conf import settings
 
 from core.api.errors import InvalidInput
+from memory.archived_text import hydrate_chunks
 from memory.embeddings import calibrate, embed_query
 from memory.lexical import query_terms, speakers_named
 from memory.models import Chunk, EmbeddingNamespace
@@ -176,6 +177,7 @@ def search_units(
         fused = np.where(bm25 > 0, bm25, -np.inf)
     picked = _best_per_message(matrix, rows, fused, k)
     chunks = Chunk.objects.in_bulk([matrix.chunk_ids[rows[i]] for i in picked])
+    hydrate_chunks(chunks.values())  # units whose text is in the archive (retention)
     hits = []
     for i in picked:
         chunk = chunks.get(matrix.chunk_ids[rows[i]])

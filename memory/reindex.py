@@ -15,6 +15,7 @@ from collections.abc import Callable
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
+from memory.archived_text import texts_of
 from memory.models import (
     Chunk,
     ChunkVector,
@@ -72,10 +73,12 @@ def reindex_namespace(
     for _ in range(_MAX_PASSES):
         after = ""
         while True:
-            rows = list(
-                missing.filter(pk__gt=after)
-                .order_by("id")
-                .values_list("id", "rendered_text")[:batch]
+            rows = texts_of(  # units whose text is in the archive read it back
+                list(
+                    missing.filter(pk__gt=after)
+                    .order_by("id")
+                    .values_list("id", "rendered_text")[:batch]
+                )
             )
             if not rows:
                 break

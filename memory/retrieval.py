@@ -29,6 +29,7 @@ from django.db import transaction
 
 from core.api.errors import InvalidInput
 from core.tokens import estimate
+from memory.archived_text import hydrate_chunks
 from memory.chunker import ChunkingOptions, Segment, chunk_segments
 from memory.embeddings import embed_query
 from memory.lexical import query_terms, terms
@@ -434,7 +435,7 @@ def chunks_for_user(*, user, chunk_ids) -> list[Chunk]:
     rows = Chunk.objects.filter(pk__in=ids).select_related("conversation")
     if not user.is_staff:
         rows = rows.filter(conversation__owner_id=user.pk)
-    found = {chunk.pk: chunk for chunk in rows}
+    found = {chunk.pk: chunk for chunk in hydrate_chunks(rows)}
     missing = [i for i in ids if i not in found]
     if missing:
         raise InvalidInput(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 
+from memory.archived_text import hydrate_chunks
 from memory.fulltext import search_chunks
 from memory.models import Chunk
 from memory.retrieval import scope_for_branch
@@ -24,6 +25,6 @@ def branch_chunks(*, branch, q: str = "", limit: int = 50) -> list[Chunk]:
     if q.strip():
         ranked = [cid for cid, _ in search_chunks(query=q, scope=scope_for_branch(branch), k=limit)]
         found = Chunk.objects.in_bulk(ranked)
-        return [found[cid] for cid in ranked if cid in found]
+        return hydrate_chunks(found[cid] for cid in ranked if cid in found)
     rows: QuerySet[Chunk] = Chunk.objects.filter(_ancestry_q(branch))
-    return list(rows.order_by("-source_created_at", "-id")[:limit])
+    return hydrate_chunks(rows.order_by("-source_created_at", "-id")[:limit])

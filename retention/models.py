@@ -35,12 +35,16 @@ class RetentionPolicy(models.Model):
     # through `lcm_retention apply --delete` or the scheduled job, audited per conversation.
     delete_after_days = models.PositiveIntegerField(null=True, blank=True)
     # The semantic memory of archived content (memory.archived; empty: inherit): its
-    # vectors kept as float32 or compressed, its memory full-text rows kept or dropped.
+    # vectors kept as float32 or compressed, its memory full-text rows kept or dropped,
+    # or dropped with the units' text moved to the archive (archive).
     archived_vectors = models.CharField(
         max_length=8, null=True, blank=True, choices=[(v, v) for v in ("keep", "float16", "int8")]
     )
     archived_fulltext = models.CharField(
-        max_length=8, null=True, blank=True, choices=[(v, v) for v in ("keep", "drop")]
+        max_length=8,
+        null=True,
+        blank=True,
+        choices=[(v, v) for v in ("keep", "drop", "archive")],
     )
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -59,7 +63,7 @@ class RetentionPolicy(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(archived_fulltext__isnull=True)
-                | Q(archived_fulltext__in=("keep", "drop")),
+                | Q(archived_fulltext__in=("keep", "drop", "archive")),
                 name="retention_policy_fulltext_valid",
             ),
         ]

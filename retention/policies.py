@@ -32,7 +32,7 @@ class Policy:
     keep_newest_tokens: int
     delete_after_days: int
     archived_vectors: str = "keep"  # keep | float16 | int8 (memory.archived)
-    archived_fulltext: str = "keep"  # keep | drop
+    archived_fulltext: str = "keep"  # keep | drop | archive
     source: dict = field(default_factory=dict)  # field -> "server" | "user" | "conversation"
 
     @property

@@ -25,8 +25,9 @@ class PolicyInputSerializer(RequestSerializer):
         "null: inherit).",
     )  # fmt: skip
     archived_fulltext = serializers.ChoiceField(
-        choices=["keep", "drop"], allow_null=True, required=False,
-        help_text="Memory full-text rows of archived content: keep or drop (null: inherit).",
+        choices=["keep", "drop", "archive"], allow_null=True, required=False,
+        help_text="Memory full-text rows of archived content: keep, drop, or drop and move "
+        "the memory units' text to the archive (read back from there; null: inherit).",
     )  # fmt: skip
 
 

@@ -237,7 +237,8 @@ def retention_status(*, conversations: Iterable[Conversation] | None = None) -> 
 
 
 def _memory_status(conversations) -> dict:
-    """How much of the memory of archived content is compressed or has no full-text row."""
+    """How much of the memory of archived content is compressed, has no full-text row or
+    keeps its text in the archive."""
     from memory.models import Chunk, ChunkVector
 
     chunks = Chunk.objects.all()
@@ -249,6 +250,7 @@ def _memory_status(conversations) -> dict:
     return {
         "memory_fulltext_dropped_chunks": chunks.filter(fulltext_dropped_at__isnull=False).count(),
         "memory_compressed_vectors": vectors.exclude(stored=F("dim") * 4).count(),
+        "memory_text_archived_chunks": chunks.filter(text_archived_at__isnull=False).count(),
     }
 
 

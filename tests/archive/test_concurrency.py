@@ -106,14 +106,17 @@ def test_archiving_during_appends_and_compaction_loses_and_duplicates_nothing(co
 @override_settings(
     LCM_LEAF_CHUNK_TOKENS=600, LCM_LEAF_MIN_FANOUT=3, LCM_CONDENSED_MIN_FANOUT=2,
     LCM_ARCHIVE_SEGMENT_MESSAGES=40, LCM_RETENTION_ARCHIVED_VECTORS="int8",
-    LCM_RETENTION_ARCHIVED_FULLTEXT="drop",
+    LCM_RETENTION_ARCHIVED_FULLTEXT="archive",
 )  # fmt: skip
 def test_the_memory_step_during_appends_indexing_and_compaction_stays_consistent(conversation):
     """With a policy that compresses the memory of archived content: archiving (and its
     memory step) runs while writers append, indexing cuts new memory units and compaction
     runs. No message is lost or duplicated; no unit with a live message is ever compressed
-    or loses its full-text row; once quiet, every archived unit is compressed."""
+    or loses its full-text row or its text; once quiet, every archived unit is compressed
+    and its text is in the archive, read back exactly."""
     from memory.archived import archived_chunks
+    from memory.archived_text import hydrate_chunks
+    from memory.chunker import content_hash
     from memory.indexing import index_conversation_messages
     from memory.models import Chunk, ChunkVector
     from memory.vectors.codec import vector_format
@@ -158,18 +161,26 @@ def test_the_memory_step_during_appends_indexing_and_compaction_stays_consistent
             archived_chunks(conversation_id=conversation.pk).values_list("pk", flat=True)
         )
         rows = ChunkVector.objects.filter(chunk__conversation=conversation).values_list(
-            "chunk_id", "vector", "namespace__dim", "chunk__fulltext_dropped_at"
+            "chunk_id",
+            "vector",
+            "namespace__dim",
+            "chunk__fulltext_dropped_at",
+            "chunk__text_archived_at",
         )
         return archived, [
-            (c, vector_format(v, d), dropped is not None) for c, v, d, dropped in rows
+            (c, (vector_format(v, d), dropped is not None, moved is not None))
+            for c, v, d, dropped, moved in rows
         ]
 
+    texts = dict(Chunk.objects.filter(conversation=conversation).values_list("pk", "content_hash"))
     archived, rows = states()
-    live = [(c, fmt, dropped) for c, fmt, dropped in rows if c not in archived]
-    assert live and all(fmt == "float32" and not dropped for _, fmt, dropped in live)
+    live = [state for c, state in rows if c not in archived]
+    assert live and set(live) == {("float32", False, False)}
     retention_memory_apply(conversations=[conversation])  # quiet now: catches up
     archived, rows = states()
-    assert archived and {(fmt, dropped) for c, fmt, dropped in rows if c in archived} == {
-        ("int8", True)
-    }
+    assert archived and {state for c, state in rows if c in archived} == {("int8", True, True)}
     assert Chunk.objects.filter(conversation=conversation).count() == len(rows)
+    read = hydrate_chunks(Chunk.objects.filter(conversation=conversation))  # checks each hash
+    assert {c.pk: content_hash(c.rendered_text) for c in read} == {
+        pk: digest for pk, digest in texts.items() if pk in {c.pk for c in read}
+    }

@@ -217,7 +217,9 @@ def test_a_later_policy_change_is_caught_up_and_never_widens_vectors(conversatio
 
     archived = Chunk.objects.filter(conversation=conversation, seq_end__lte=8).count()
     assert result.as_dict() == {"vectors_compressed": 0, "vectors_expanded": 0,
-                                "fulltext_dropped": 0, "fulltext_restored": archived}  # fmt: skip
+                                "fulltext_dropped": 0, "fulltext_restored": archived,
+                                "text_archived": 0, "text_kept": 0,
+                                "text_restored": 0}  # fmt: skip
     assert _formats(conversation) == {"archived:int8", "live:float32"}
     assert retention_memory_apply().as_dict() == dict.fromkeys(result.as_dict(), 0)
 

@@ -100,7 +100,9 @@ def test_the_command_plans_applies_reports_and_restores(compacted):
     applied = _command("apply")
     assert (applied["segments"], applied["messages"], applied["conflicts"]) == (1, 40, 0)
     assert applied["memory"] == {"vectors_compressed": 0, "vectors_expanded": 0,
-                                 "fulltext_dropped": 0, "fulltext_restored": 0}  # fmt: skip
+                                 "fulltext_dropped": 0, "fulltext_restored": 0,
+                                 "text_archived": 0, "text_kept": 0,
+                                 "text_restored": 0}  # fmt: skip
     status = _command("status")
     assert (status["memory_compressed_vectors"], status["memory_fulltext_dropped_chunks"]) == (0, 0)
     assert (status["messages"], status["archived_messages"], status["segments"]) == (48, 40, 1)

@@ -116,7 +116,10 @@ class Command(BaseCommand):
             f"{result.conflicts} ranges changed meanwhile and were skipped; "
             f"memory of archived content: {result.memory.get('vectors_compressed', 0)} vectors "
             f"compressed, {result.memory.get('fulltext_dropped', 0)} full-text rows dropped, "
-            f"{result.memory.get('fulltext_restored', 0)} put back; "
+            f"{result.memory.get('fulltext_restored', 0)} put back, "
+            f"{result.memory.get('text_archived', 0)} units' text moved to the archive "
+            f"({result.memory.get('text_kept', 0)} kept: not given back exactly), "
+            f"{result.memory.get('text_restored', 0)} put back; "
             f"{result.orphans_removed} orphan objects removed; "
             f"{len(result.deleted_conversations)} conversations deleted"
         )
