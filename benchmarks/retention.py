@@ -223,6 +223,7 @@ def _unit_search_ms(conversation_id: int) -> tuple[float, float]:
     """p50 of a semantic unit search (10 hits) in one conversation: cold archive read cache,
     then warm."""
     scope = ScopeFilter(conversations=((conversation_id, None),))
+    search_units(scope=scope, query="warm up", k=1, mode="semantic")  # the model's first load
     cold, warm = [], []
     for query in ("why did the build fail", "what did we deploy", "which tests were mocked"):
         for samples in (cold, warm):
