@@ -77,3 +77,14 @@ def test_a_conversation_policy_sets_the_memory_of_archived_content(compacted, ap
     assert RetentionPolicy.objects.get(conversation=conversation).archived_vectors == "int8"
     response = api.put(url, {"archived_vectors": None}, format="json")
     assert response.json()["effective"]["archived_vectors"] == "keep"
+
+
+def test_a_conversation_policy_can_move_the_units_text_to_the_archive(compacted, api):
+    conversation, _ = compacted
+    url = f"/api/v1/conversations/{conversation.pk}/retention/"
+
+    response = api.put(url, {"archived_fulltext": "archive"}, format="json")
+
+    assert response.status_code == 200, response.content
+    assert response.json()["effective"]["archived_fulltext"] == "archive"
+    assert RetentionPolicy.objects.get(conversation=conversation).archived_fulltext == "archive"

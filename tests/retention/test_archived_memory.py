@@ -263,9 +263,10 @@ def test_the_database_refuses_to_move_a_vector_to_another_chunk(conversation, se
     assert ChunkVector.objects.get(pk=first.pk).chunk_id == first.chunk_id
 
 
-def test_the_database_refuses_an_unknown_vector_policy(user):
+@pytest.mark.parametrize("field", ["archived_vectors", "archived_fulltext"])
+def test_the_database_refuses_an_unknown_memory_policy(user, field):
     with pytest.raises(IntegrityError), transaction.atomic():
-        RetentionPolicy.objects.create(user=user, archived_vectors="float8")
+        RetentionPolicy.objects.create(user=user, **{field: "float8"})
     assert not RetentionPolicy.objects.exists()
 
 
