@@ -104,19 +104,7 @@ def text_archive(chunks: QuerySet[Chunk]) -> tuple[int, int]:
     Returns (units whose text left, units that keep it: not given back exactly)."""
     moved = kept = 0
     pending = chunks.filter(text_archived_at__isnull=True, fulltext_dropped_at__isnull=False)
-    after = ""
-    while True:
-        batch = list(
-            pending.filter(pk__gt=after)
-            .order_by("pk")
-            .only(
-                "pk", "conversation_id", "seq_start", "seq_end", "start_offset", "end_offset",
-                "rendered_text", "summary", "content_hash",
-            )[:_BATCH]
-        )  # fmt: skip
-        if not batch:
-            return moved, kept
-        after = batch[-1].pk
+    for batch in _batches(pending, "rendered_text", "summary"):
         texts = _source_texts(batch)
         exact = [
             c.pk
@@ -130,27 +118,32 @@ def text_archive(chunks: QuerySet[Chunk]) -> tuple[int, int]:
             moved += chunks.filter(pk__in=exact, text_archived_at__isnull=True).update(
                 rendered_text="", summary="", text_archived_at=timezone.now()
             )
+    return moved, kept
 
 
 def text_restore(chunks: QuerySet[Chunk]) -> int:
     """Put the text of `chunks` whose text is in the archive back into their rows (read from
     their messages, in the database or the archive, each checked against its hash)."""
-    pending = chunks.filter(text_archived_at__isnull=False)
-    done, after = 0, ""
-    while True:
-        batch = list(
-            pending.filter(pk__gt=after)
-            .order_by("pk")
-            .only(
-                "pk", "conversation_id", "seq_start", "seq_end", "start_offset", "end_offset",
-                "content_hash", "text_archived_at",
-            )[:_BATCH]
-        )  # fmt: skip
-        if not batch:
-            return done
-        after = batch[-1].pk
+    done = 0
+    for batch in _batches(chunks.filter(text_archived_at__isnull=False), "text_archived_at"):
         hydrate_chunks(batch)
         done += _write_texts([(c.rendered_text, c.summary, c.pk) for c in batch])
+    return done
+
+
+def _batches(chunks: QuerySet[Chunk], *columns: str):
+    """`chunks` in id order, _BATCH at a time, with the columns a text's source needs."""
+    after = ""
+    while batch := list(
+        chunks.filter(pk__gt=after)
+        .order_by("pk")
+        .only(
+            "pk", "conversation_id", "seq_start", "seq_end", "start_offset", "end_offset",
+            "content_hash", *columns,
+        )[:_BATCH]
+    ):  # fmt: skip
+        yield batch
+        after = batch[-1].pk
 
 
 def _write_texts(rows: list[tuple[str, str, str]]) -> int:

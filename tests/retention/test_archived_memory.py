@@ -131,6 +131,17 @@ QUERIES = {
 }
 
 
+def grep_matrix(api, conversation) -> dict[tuple[str, bool], str]:
+    """How each grep mode, with and without include_archived, finds the archived fact."""
+    return {
+        (mode, include): _found(
+            _grep(api, conversation, mode=mode, query=QUERIES[mode], include_archived=include)
+        )
+        for mode in QUERIES
+        for include in (False, True)
+    }
+
+
 @pytest.mark.parametrize("fulltext", ["keep", "drop"])
 @pytest.mark.parametrize("vectors", ["keep", FLOAT16, INT8])
 def test_grep_over_archived_content_for_each_policy(api, conversation, settings, vectors,
@@ -153,14 +164,7 @@ def test_grep_over_archived_content_for_each_policy(api, conversation, settings,
     # memory_search's full-text leg (memory.fulltext) follows the full-text policy
     memory_fulltext = [c for c, _ in search_chunks(query="automobile", scope=fact_scope, k=5)]
     assert memory_fulltext == ([] if fulltext == "drop" else [_fact_chunk(conversation).pk])
-    found = {
-        (mode, include): _found(
-            _grep(api, conversation, mode=mode, query=QUERIES[mode], include_archived=include)
-        )
-        for mode in QUERIES
-        for include in (False, True)
-    }
-    assert found == EXPECTED
+    assert grep_matrix(api, conversation) == EXPECTED
 
 
 def test_restore_brings_full_text_rows_back_and_vectors_to_float32(api, conversation, settings):
