@@ -45,6 +45,7 @@ from conversations.models import (
     MessagePart,
 )
 from core.api.errors import Conflict
+from core.bulk_update import update_rows
 from core.crypto import encryption_enabled
 
 log = logging.getLogger(__name__)
@@ -213,44 +214,20 @@ def segment_restore(*, segment: Segment, delete_object: bool = True) -> int:
     return len(messages)
 
 
-_RESTORE_BATCH = 500
-
-
 def _restore_rows(model, columns, rows: list[tuple[int, dict]]) -> None:
-    """Write the columns back, parts before messages, as the triggers require. PostgreSQL:
-    one UPDATE from a VALUES list per 500 rows (a round trip per row cost most of a
-    restore); SQLite: one parameterized UPDATE per row through executemany, in process (a
-    bulk_update's CASE over hundreds of ids cost SQLite O(n^2))."""
-    if not rows:
-        return
+    """Write the columns back (core.bulk_update), parts before messages, as the triggers
+    require."""
     fields = [model._meta.get_field(column) for column in columns]
-    quote = connection.ops.quote_name
-    table = model._meta.db_table
 
-    def values(pk, row):
-        return [
-            None if row[f.attname] is None else f.get_db_prep_save(row[f.attname], connection)
-            for f in fields
-        ] + [pk]
+    def value(field, raw):
+        return None if raw is None else field.get_db_prep_save(raw, connection)
 
-    with connection.cursor() as cursor:
-        if connection.vendor != "postgresql":
-            sets = ", ".join(f"{quote(f.column)} = %s" for f in fields)
-            cursor.executemany(
-                f"UPDATE {table} SET {sets} WHERE id = %s", [values(pk, row) for pk, row in rows]
-            )
-            return
-        casts = [f"%s::{f.db_type(connection)}" for f in fields]
-        one = f"({', '.join([*casts, f'%s::{model._meta.pk.db_type(connection)}'])})"
-        names = ", ".join([*(quote(f.column) for f in fields), "id"])
-        sets = ", ".join(f"{quote(f.column)} = d.{quote(f.column)}" for f in fields)
-        for start in range(0, len(rows), _RESTORE_BATCH):
-            batch = rows[start : start + _RESTORE_BATCH]
-            cursor.execute(
-                f"UPDATE {table} SET {sets} FROM (VALUES {', '.join([one] * len(batch))}) "
-                f"AS d({names}) WHERE {table}.id = d.id",
-                [value for pk, row in batch for value in values(pk, row)],
-            )
+    update_rows(
+        model._meta.db_table,
+        [(f.column, f.db_type(connection)) for f in fields],
+        [[value(f, row[f.attname]) for f in fields] + [pk] for pk, row in rows],
+        key=("id", model._meta.pk.db_type(connection)),
+    )
 
 
 def segment_mark_missing(*, segment: Segment, actor=None, via: str) -> bool:

@@ -39,6 +39,7 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from conversations.models import Message
+from core.bulk_update import update_rows
 from memory.archived_text import text_archive, text_restore
 from memory.models import Chunk, ChunkVector
 from memory.vectors.codec import FLOAT16, FLOAT32, INT8, recode_vector, stored_length
@@ -92,7 +93,7 @@ def _with_length(queryset: QuerySet[ChunkVector]) -> QuerySet[ChunkVector]:
 def _rewrite(rows: list[tuple[bytes, int]], *, archived: bool) -> int:
     """Set each vector (blob, id), only while its chunk is (archived=True) or is not (False)
     archived, re-checked in the statement; one short transaction and one statement per batch
-    (PostgreSQL: an UPDATE from a VALUES list; SQLite: executemany, in process)."""
+    (core.bulk_update)."""
     condition = _LIVE_SQL if archived else f"NOT ({_LIVE_SQL})"
     check = (
         "EXISTS (SELECT 1 FROM memory_chunk c "
@@ -100,21 +101,11 @@ def _rewrite(rows: list[tuple[bytes, int]], *, archived: bool) -> int:
     )
     done = 0
     for start in range(0, len(rows), _BATCH):
-        batch = rows[start : start + _BATCH]
-        with transaction.atomic(durable=True), connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                values = ", ".join(["(%s::bytea, %s::bigint)"] * len(batch))
-                cursor.execute(
-                    "UPDATE memory_chunkvector SET vector = d.blob "
-                    f"FROM (VALUES {values}) AS d(blob, id) "
-                    f"WHERE memory_chunkvector.id = d.id AND {check}",
-                    [value for row in batch for value in row],
-                )
-            else:
-                cursor.executemany(
-                    f"UPDATE memory_chunkvector SET vector = %s WHERE id = %s AND {check}", batch
-                )
-            done += cursor.rowcount
+        with transaction.atomic(durable=True):
+            done += update_rows(
+                "memory_chunkvector", [("vector", "bytea")], rows[start : start + _BATCH],
+                where=check, batch=_BATCH,
+            )  # fmt: skip
     return done
 
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from conversations.archive_port import archived_contents
 from conversations.models import Message
+from core.bulk_update import update_rows
 from memory.chunker import content_hash, extractive_summary
 from memory.models import Chunk
 
@@ -148,23 +149,13 @@ def _batches(chunks: QuerySet[Chunk], *columns: str):
 
 def _write_texts(rows: list[tuple[str, str, str]]) -> int:
     """Set (text, summary) of each unit (id) whose text is in the archive, in one short
-    transaction and one statement (PostgreSQL: an UPDATE from a VALUES list; SQLite:
-    executemany)."""
-    if not rows:
-        return 0
-    with transaction.atomic(durable=True), connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            values = ", ".join(["(%s, %s, %s)"] * len(rows))
-            cursor.execute(
-                "UPDATE memory_chunk SET rendered_text = d.text, summary = d.summary, "
-                f"text_archived_at = NULL FROM (VALUES {values}) AS d(text, summary, id) "
-                "WHERE memory_chunk.id = d.id AND memory_chunk.text_archived_at IS NOT NULL",
-                [value for row in rows for value in row],
-            )
-        else:
-            cursor.executemany(
-                "UPDATE memory_chunk SET rendered_text = %s, summary = %s, "
-                "text_archived_at = NULL WHERE id = %s AND text_archived_at IS NOT NULL",
-                rows,
-            )
-        return cursor.rowcount
+    transaction (core.bulk_update)."""
+    with transaction.atomic(durable=True):
+        return update_rows(
+            "memory_chunk",
+            [("rendered_text", "text"), ("summary", "text"), ("text_archived_at", "timestamptz")],
+            [(text, summary, None, pk) for text, summary, pk in rows],
+            key=("id", "text"),
+            where="memory_chunk.text_archived_at IS NOT NULL",
+            batch=_BATCH,
+        )
