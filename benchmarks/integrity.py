@@ -28,7 +28,7 @@ from conversations.models import (
     SummaryParent,
 )
 from conversations.services import messages_append
-from core.tokens import estimate
+from core.token_estimate import estimate
 from integrity.checks import CHECKS, Scope
 from integrity.report import one_snapshot, scan
 

@@ -1,7 +1,7 @@
 """Semantic memory benchmarks (`lcm_bench --only memory`).
 
 - recall@6 of search (memory.recall.search_units: full text, semantic, hybrid) and of a
-  turn's retrieval (memory.retrieval.turn_search, its filters as the LCM_RETRIEVAL_*
+  turn's retrieval (memory.turn_retrieval.turn_search, its filters as the LCM_RETRIEVAL_*
   settings say) on the recall fixture (5,000 messages, 200 planted facts, each asked by a
   question sharing no content word with it);
 - indexing throughput of that conversation (chunk + embed + store) and raw embedding
@@ -37,7 +37,7 @@ from memory.indexing import index_conversation_messages
 from memory.models import Chunk, ChunkType, ChunkVector
 from memory.namespaces import search_namespace
 from memory.recall import search_units
-from memory.retrieval import turn_search
+from memory.turn_retrieval import turn_search
 from memory.vectors import ScopeFilter, vector_index
 
 TOP_K = 6

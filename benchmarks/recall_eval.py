@@ -646,7 +646,7 @@ def render_turn(scores: TurnScores) -> str:
 def packed_units(items) -> list[Unit]:
     """A turn's packed items as units: each covers its chunk's messages and costs what the
     turn paid for it (its tokens plus the untrusted wrapper's)."""
-    from memory.retrieval import WRAPPER_TOKENS
+    from memory.turn_retrieval import WRAPPER_TOKENS
 
     return [
         Unit(
@@ -664,13 +664,13 @@ def run_via_turn(
     tag: str | None = None,
     progress=None,
 ) -> TurnScores:
-    """Every question through `memory.retrieval.turn_retrieve` (what `retrieve_for_turn`
+    """Every question through `memory.turn_retrieval.turn_retrieve` (what `retrieve_for_turn`
     runs for a turn, over the conversation instead of a branch's ancestry), once per
     budget, with the budget as the turn's retrieval budget. Recall at a budget is the
     share of the evidence the packed items cover: the turn's packing already kept them
     within it (wrapper tokens included), so they are not read again by `recall_at`.
     Recorded under the mode "turn", beside the same BM25 baseline as `run`."""
-    from memory.retrieval import turn_retrieve
+    from memory.turn_retrieval import turn_retrieve
     from memory.vectors import ScopeFilter
 
     scores = TurnScores()

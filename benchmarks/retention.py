@@ -54,7 +54,7 @@ from conversations.models import (
     SummaryParent,
 )
 from conversations.services import messages_append
-from core.tokens import estimate
+from core.token_estimate import estimate
 from importers.exporters import export_jsonl
 from memory.archived import archived_chunks
 from memory.archived_text import hydrate_chunks

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from benchmarks.harness import BenchContext, BenchRow, benchmark, p50
 from compaction.summarizers import DeterministicSummarizer, SourceItem, SummaryRequest
-from core.tokens import estimate_tokens
+from core.token_estimate import estimate_tokens
 
 PARAGRAPH = (
     "We looked at compaction/engine.py again and the planner still calls summary_create "

@@ -44,7 +44,7 @@ from conversations.models import (
     SummaryParent,
 )
 from core.api.errors import InvalidInput
-from core.tokens import estimate
+from core.token_estimate import estimate
 
 FORMATS = ("neutral", "anthropic", "openai")
 

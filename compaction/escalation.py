@@ -30,7 +30,7 @@ from compaction.summarizers import (
 )
 from compaction.summarizers.budget import effective_target
 from conversations.models import SummaryLevel
-from core.tokens import estimate
+from core.token_estimate import estimate
 
 logger = logging.getLogger("lcm.compaction")
 

@@ -23,7 +23,7 @@ from conversations.inputs import MessageInput, render_parts_text
 from conversations.interception import Intercepted, NothingStaged, intercept
 from conversations.models import ContextItem, Conversation, ItemType, Message, MessagePart
 from core.api.errors import InvalidInput, NotFound
-from core.tokens import estimate
+from core.token_estimate import estimate
 
 logger = logging.getLogger("lcm.ingest")
 

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.core.checks import Error, register
 from django.utils.module_loading import import_string
 
-from core.tokens import MOVED_ESTIMATORS
+from core.token_estimate import MOVED_ESTIMATORS
 
 
 @register()

@@ -291,7 +291,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "LCM_TOKEN_ESTIMATOR",
         str,
-        "core.tokens.estimate_tokens",
+        "core.token_estimate.estimate_tokens",
         "Dotted path of the token estimator (a function str -> int).",
     ),
     Setting(

@@ -32,7 +32,7 @@ from conversations.inputs import MessageInput, PartInput
 from conversations.models import Conversation, Message, PartType, Role
 from conversations.services import conversation_create, messages_append
 from core.ids import new_id
-from core.tokens import estimate
+from core.token_estimate import estimate
 from dropin.errors import DropinError
 from dropin.models import Thread
 from dropin.requests import DropinRequest

@@ -52,7 +52,7 @@ def _memory_search(user, conversation_id: int, data: dict) -> str:
     # Search ranking (memory.recall), as the turn engine's memory_search: no similarity
     # threshold, recency boost or MMR, which serve turn injection (docs/memory.md).
     from memory.recall import items_from_units, search_units
-    from memory.retrieval import render_memory_artifact, scope_for_user
+    from memory.turn_retrieval import render_memory_artifact, scope_for_user
 
     query = str(data.get("query") or "").strip()
     if not query:

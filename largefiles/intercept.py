@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from conversations.inputs import MessageInput, PartInput
 from conversations.models import PartType, Role
-from core.tokens import estimate
+from core.token_estimate import estimate
 from largefiles.blocks import find_file_blocks, replace_blocks
 from largefiles.explore import explore
 from largefiles.models import LargeFile

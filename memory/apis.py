@@ -10,8 +10,8 @@ from rest_framework.views import APIView
 from core.api.errors import InvalidInput
 from memory import serializers
 from memory.recall import items_from_units, search_units
-from memory.retrieval import scope_for_branch
 from memory.selectors import branch_chunks
+from memory.turn_retrieval import scope_for_branch
 from turns.selectors import branch_get_for_user
 
 MAX_CHUNK_LIST = 200

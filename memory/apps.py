@@ -23,13 +23,13 @@ class MemoryConfig(AppConfig):
 
 def _register_turn_memory() -> None:
     """Retrieval, tools and indexing for the turn engine (turns/memory_port.py)."""
-    from memory import indexing, retrieval, tools
+    from memory import indexing, tools, turn_retrieval
     from turns.memory_port import TurnMemory, register_turn_memory
 
     register_turn_memory(
         TurnMemory(
-            retrieve_for_turn=retrieval.retrieve_for_turn,
-            chunks_by_id=retrieval.chunks_by_id,
+            retrieve_for_turn=turn_retrieval.retrieve_for_turn,
+            chunks_by_id=turn_retrieval.chunks_by_id,
             index_turn=indexing.index_turn,
             tool_definitions=tools.definitions,
             execute_tool=tools.execute,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.tokens import estimate
+from core.token_estimate import estimate
 from memory.models import ChunkType
 
 SEPARATOR = "\n\n"

@@ -25,8 +25,8 @@ from conversations.search import Scope
 from memory.embeddings import embed_query
 from memory.namespaces import backend_for_namespace, search_namespace
 from memory.recall import search_units
-from memory.retrieval import RRF_K, RetrievalParams
 from memory.summaries import search_summaries
+from memory.turn_retrieval import RRF_K, RetrievalParams
 from memory.vectors import ScopeFilter
 
 SNIPPET_CHARS = 240

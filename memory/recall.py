@@ -22,7 +22,7 @@ neighbours, one unit per message (docs/memory.md, "Recall").
   the message, its neighbours or lcm_expand when its budget allows).
 
 No similarity threshold, recency boost or MMR here: they serve turn injection
-(memory.retrieval.retrieve_for_turn) and cost recall in search (docs/memory.md).
+(memory.turn_retrieval.retrieve_for_turn) and cost recall in search (docs/memory.md).
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def _best_per_message(
 def items_from_units(hits: list[UnitHit]):
     """Search hits as retrieved items (the memory_search tool renders them as untrusted
     memory artifacts, each with its provenance and `recorded_at`)."""
-    from memory.retrieval import RetrievedItem, provenance
+    from memory.turn_retrieval import RetrievedItem, provenance
 
     return [
         RetrievedItem(

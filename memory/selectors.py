@@ -7,7 +7,7 @@ from django.db.models import Q, QuerySet
 from memory.archived_text import hydrate_chunks
 from memory.fulltext import search_chunks
 from memory.models import Chunk
-from memory.retrieval import scope_for_branch
+from memory.turn_retrieval import scope_for_branch
 
 
 def _ancestry_q(branch) -> Q:

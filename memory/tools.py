@@ -139,7 +139,7 @@ def _owner(turn):
 
 
 def _ancestry(turn) -> dict[int, int | None]:
-    from memory.retrieval import scope_for_branch
+    from memory.turn_retrieval import scope_for_branch
 
     return dict(scope_for_branch(turn.branch).conversations or ())
 
@@ -256,7 +256,7 @@ def _run_memory_search(data: dict, turn) -> str:
     # Search ranking (memory.recall): no similarity threshold, recency boost or MMR,
     # which serve turn injection and cost a search recall (docs/memory.md).
     from memory.recall import items_from_units, search_units
-    from memory.retrieval import render_memory_artifact, scope_for_branch
+    from memory.turn_retrieval import render_memory_artifact, scope_for_branch
 
     query = data["query"].strip()
     if not query:

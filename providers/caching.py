@@ -20,7 +20,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from core.tokens import estimate
+from core.token_estimate import estimate
 
 CACHE_MODES = ("auto", "off")
 CACHE_TTLS = ("5m", "1h")

@@ -18,7 +18,7 @@ import re
 import time
 from collections.abc import Iterator
 
-from core.tokens import estimate_tokens
+from core.token_estimate import estimate_tokens
 from providers import blocks as b
 from providers.base import (
     Finished,

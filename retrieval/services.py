@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from conversations.models import Summary
 from core.api.errors import InvalidInput, LcmError, NotFound
-from core.tokens import estimate
+from core.token_estimate import estimate
 from largefiles.models import LargeFile
 from retrieval import dag, selectors
 from retrieval.models import DelegationGrant, GrantState

@@ -1,12 +1,12 @@
 """Explicit, user-initiated exports (SRD 14.3): plan the archive, audit who took it, and
-hand back its bytes as they are built (security/archive.py)."""
+hand back its bytes as they are built (security/export_zip.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from security.archive import ArchivePlan, archive_chunks, archive_plan
+from security.export_zip import ArchivePlan, archive_chunks, archive_plan
 from security.hard_delete import NotDeletable
 from security.services import audit_record
 

@@ -196,7 +196,7 @@ def test_manage_py_check_passes_with_the_defaults(tmp_path):
 
 
 def test_manage_py_check_stops_on_an_estimator_that_cannot_be_imported(tmp_path):
-    result = _manage(tmp_path, "check", LCM_TOKEN_ESTIMATOR="core.tokens.no_such")
+    result = _manage(tmp_path, "check", LCM_TOKEN_ESTIMATOR="core.token_estimate.no_such")
     assert result.returncode != 0
     assert "LCM_TOKEN_ESTIMATOR" in result.stderr
 

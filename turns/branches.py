@@ -18,7 +18,7 @@ from django.utils import timezone
 from conversations.models import Message
 from core.api.errors import InvalidInput, NotFound
 from core.ids import new_id
-from core.tokens import estimate
+from core.token_estimate import estimate
 from turns.errors import TurnNotCommitted
 from turns.models import (
     FINALIZED_PHASES,

@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 
 from django.db import transaction
 
-from core.tokens import estimate
+from core.token_estimate import estimate
 from providers import blocks as B
 from providers.config import engine_config, model_get
 from turns.errors import ContextTooLarge

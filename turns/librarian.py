@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from compaction.summarizers.extract import score_sentences, sentences, split_code
-from core.tokens import estimate
+from core.token_estimate import estimate
 
 logger = logging.getLogger("lcm.turns")
 

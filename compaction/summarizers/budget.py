@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from core.tokens import estimate_tokens
+from core.token_estimate import estimate_tokens
 
 if TYPE_CHECKING:
     from compaction.summarizers.base import SummaryRequest

@@ -10,7 +10,7 @@ from compaction.summarizers.base import SummaryRequest, SummaryResult
 from compaction.summarizers.budget import Estimator, effective_target
 from compaction.summarizers.compose import compose
 from compaction.summarizers.render import render_sources
-from core.tokens import estimate_tokens
+from core.token_estimate import estimate_tokens
 
 
 class DeterministicSummarizer:

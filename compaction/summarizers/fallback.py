@@ -14,7 +14,7 @@ from compaction.summarizers.budget import Estimator, truncate_to_tokens
 from compaction.summarizers.compose import compose
 from compaction.summarizers.markers import FALLBACK_MARKER
 from compaction.summarizers.render import render_sources
-from core.tokens import estimate_tokens
+from core.token_estimate import estimate_tokens
 
 if TYPE_CHECKING:
     from compaction.summarizers.base import SummaryRequest

@@ -23,7 +23,7 @@ from compaction.summarizers.base import (
 )
 from compaction.summarizers.expand import expand_items, expand_line
 from compaction.summarizers.markers import EXPAND_PREFIX
-from core.tokens import estimate_tokens
+from core.token_estimate import estimate_tokens
 from providers import blocks
 from providers.base import Provider, ProviderRequest
 from providers.config import ModelSpec

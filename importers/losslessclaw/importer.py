@@ -41,7 +41,7 @@ from conversations.models import (
     SummaryParent,
 )
 from core import locks
-from core.tokens import estimate
+from core.token_estimate import estimate
 from importers.losslessclaw.files import resolve_file
 from importers.losslessclaw.mapping import clean_text, map_part, parse_time, source_extras
 from importers.losslessclaw.source import Source, json_value

@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import connection
 
-from core.tokens import estimate
+from core.token_estimate import estimate
 from integrity.checks.lineage import CONTEXT, MESSAGE, SUMMARY
 from integrity.checks.scope import Scope, fetch
 
@@ -29,7 +29,7 @@ def _stream(sql: str, params: list):
 
 # ASCII text under the default estimator is ceil(characters / 4) tokens: the database
 # can check those rows itself, and only the rest travel to Python.
-_DEFAULT_ESTIMATOR = "core.tokens.estimate_tokens"
+_DEFAULT_ESTIMATOR = "core.token_estimate.estimate_tokens"
 _LENGTHS = {
     "postgresql": ("octet_length(m.content)", "char_length(m.content)"),
     "sqlite": ("length(CAST(m.content AS BLOB))", "length(m.content)"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.tokens import estimate_tokens
+from core.token_estimate import estimate_tokens
 
 MAX_TOKENS = 500  # the hard ceiling of every exploration summary
 FILL_TOKENS = 470  # what explorers aim to stay under, leaving room for a closing line

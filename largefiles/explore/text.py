@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from core.tokens import estimate_tokens
+from core.token_estimate import estimate_tokens
 
 from .budget import FILL_TOKENS, Outline, clip, clip_to_tokens, plural
 

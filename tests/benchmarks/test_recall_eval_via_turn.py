@@ -1,5 +1,5 @@
 """`lcm_eval recall --via turn`: the questions asked through a turn's retrieval
-(memory.retrieval.turn_retrieve), on small conversations made here (never the shared data)."""
+(memory.turn_retrieval.turn_retrieve), on small conversations made here (never the shared data)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from benchmarks.recall_eval import (
     packed_units,
     run_via_turn,
 )
-from memory.retrieval import WRAPPER_TOKENS, RetrievedItem
+from memory.turn_retrieval import WRAPPER_TOKENS, RetrievedItem
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

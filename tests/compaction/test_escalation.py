@@ -11,7 +11,7 @@ from compaction.models import CircuitBreaker, CompactionRun
 from compaction.summarizers import AnthropicSummarizer
 from compaction.summarizers.analysis import FALLBACK_MARKER
 from conversations.models import ContextItem, MessagePart, Summary
-from core.tokens import estimate
+from core.token_estimate import estimate
 from tests.factories import append_messages
 from tests.support.fake_messages_api import (
     authentication_error,

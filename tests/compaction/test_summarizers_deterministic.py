@@ -13,7 +13,7 @@ from compaction.summarizers import (
     fallback_summary,
     render_sources,
 )
-from core.tokens import estimate_tokens
+from core.token_estimate import estimate_tokens
 
 START = datetime(2026, 2, 17, 7, 37, tzinfo=UTC)
 _MOODS = ("calm", "slow", "busy", "quiet", "odd", "long", "warm")

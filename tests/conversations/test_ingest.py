@@ -6,7 +6,7 @@ from conversations.inputs import parse_message
 from conversations.models import ContextItem, Message, MessagePart
 from conversations.services import messages_append
 from core.api.errors import NotFound
-from core.tokens import estimate_tokens
+from core.token_estimate import estimate_tokens
 from tests.factories import append_messages
 
 

@@ -11,7 +11,7 @@ import json
 from django.db import connection
 
 from conversations.models import Message
-from core.tokens import estimate
+from core.token_estimate import estimate
 from dropin.models import Thread
 from retrieval.grep import GrepRequest, grep_for_user
 from tests.support.fake_chat_completions_api import chat_completion, tool_call

@@ -18,7 +18,7 @@ from conversations.models import (
     SummaryMessage,
     SummaryParent,
 )
-from core.tokens import estimate
+from core.token_estimate import estimate
 
 
 def _summary(conversation, *, kind, depth, content, earliest, latest, file_ids=()):

@@ -71,6 +71,6 @@ def problems(conversation_id: int | None = None, **scope) -> dict[str, list[dict
 
 def double_estimate(text: str) -> int:
     """A stand-in estimator (by dotted path) that disagrees with every stored count."""
-    from core.tokens import estimate_tokens
+    from core.token_estimate import estimate_tokens
 
     return 2 * estimate_tokens(text) + 1

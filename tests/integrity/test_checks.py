@@ -9,7 +9,7 @@ from django.core.files.base import ContentFile
 from django.db import connection
 
 from conversations.models import ContextItem, Conversation, Message
-from core.tokens import estimate
+from core.token_estimate import estimate
 from integrity.checks import CHECKS
 from largefiles.models import LargeFile
 from tests.factories import ConversationFactory, append_messages

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from core.tokens import estimate_tokens
+from core.token_estimate import estimate_tokens
 from largefiles import explore
 from largefiles.explore import count_lines
 

@@ -15,7 +15,7 @@ from conversations.inputs import parse_message
 from conversations.models import ContextItem, Conversation, Message, MessagePart
 from conversations.services import messages_append
 from core.api.errors import InvalidInput
-from core.tokens import estimate
+from core.token_estimate import estimate
 from largefiles.models import LargeFile
 from largefiles.store import file_storage
 from tests.largefile_support import large_file_storage  # noqa: F401

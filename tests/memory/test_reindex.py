@@ -8,7 +8,7 @@ from memory.models import ChunkVector, EmbeddingNamespace, NamespaceStatus
 from memory.namespaces import model_change_start, search_namespace
 from memory.recall import search_units
 from memory.reindex import reindex_namespace
-from memory.retrieval import RetrievalParams, turn_search
+from memory.turn_retrieval import RetrievalParams, turn_search
 from memory.vectors import ScopeFilter
 from tests.memory.helpers import append
 

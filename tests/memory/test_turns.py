@@ -12,7 +12,7 @@ from memory.models import (
     Retrieval,
     RetrievalStats,
 )
-from memory.retrieval import items_for_chunk_ids, retrieve_for_turn
+from memory.turn_retrieval import items_for_chunk_ids, retrieve_for_turn
 from tests.memory.helpers import run_turn
 from turns import services
 from turns.branches import branch_fork

@@ -16,7 +16,7 @@ from memory.chunker import content_hash, extractive_summary
 from memory.fulltext import search_chunks
 from memory.models import Chunk
 from memory.recall import items_from_units, search_units
-from memory.retrieval import items_for_chunk_ids
+from memory.turn_retrieval import items_for_chunk_ids
 from memory.vectors import ScopeFilter
 from retention.models import RetentionPolicy
 from retention.services import retention_memory_apply, retention_restore, retention_status

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.tokens import estimate
+from core.token_estimate import estimate
 from tests.turns.conftest import send
 from turns import services
 from turns.context import assemble

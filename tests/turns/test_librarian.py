@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.tokens import estimate
+from core.token_estimate import estimate
 from tests.support.fake_messages_api import message
 from tests.turns.conftest import send
 from turns import services

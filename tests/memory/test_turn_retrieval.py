@@ -1,4 +1,4 @@
-"""A turn's retrieval (memory.retrieval): search_units' ranking, the turn's own filters
+"""A turn's retrieval (memory.turn_retrieval): search_units' ranking, the turn's own filters
 (recency bonus, similarity threshold, as many items as the budget holds), packing into the budget, provenance with
 the date, and the untrusted wrapper."""
 
@@ -11,7 +11,7 @@ from conversations.services import messages_append
 from memory.indexing import index_conversation_messages
 from memory.models import Chunk
 from memory.recall import search_units
-from memory.retrieval import (
+from memory.turn_retrieval import (
     WRAPPER_TOKENS,
     RetrievalParams,
     RetrievedItem,

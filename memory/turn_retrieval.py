@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import transaction
 
 from core.api.errors import InvalidInput
-from core.tokens import estimate
+from core.token_estimate import estimate
 from memory.archived_text import hydrate_chunks
 from memory.chunker import ChunkingOptions, Segment, chunk_segments
 from memory.embeddings import embed_query

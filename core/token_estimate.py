@@ -36,9 +36,12 @@ def estimate_tokens(text: str) -> int:
     return cjk + 2 * astral + math.ceil(rest / 4)
 
 
-# Where the default estimator lived before the kernel package existed (a configuration
-# written then keeps working).
-MOVED_ESTIMATORS = {"conversations.tokens.estimate_tokens": "core.tokens.estimate_tokens"}
+# Where the default estimator lived before (a configuration written then keeps working):
+# before the kernel package existed, and before the module was named for what it does.
+MOVED_ESTIMATORS = {
+    "conversations.tokens.estimate_tokens": "core.token_estimate.estimate_tokens",
+    "core.tokens.estimate_tokens": "core.token_estimate.estimate_tokens",
+}
 
 
 @lru_cache(maxsize=8)
