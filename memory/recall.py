@@ -40,6 +40,7 @@ from memory.embeddings import calibrate, embed_query
 from memory.lexical import query_terms, speakers_named
 from memory.models import Chunk, EmbeddingNamespace
 from memory.namespaces import backend_for_namespace, search_namespace
+from memory.retrieved_items import RetrievedItem, item_for_chunk
 from memory.vectors.base import ScopeFilter
 from memory.vectors.numpy_exact import INDEX, UnitMatrix
 
@@ -82,7 +83,7 @@ def bm25_scores(
     lengths = matrix.doclen[:n]
     average = float(lengths[rows].mean()) or 1.0
     for term in terms:
-        hit_rows, tfs = matrix.posting(term, n)
+        hit_rows, tfs = matrix.inverted.postings(term, n)
         if hit_rows.size == 0:
             continue
         at = local[hit_rows]
@@ -228,22 +229,15 @@ def _best_per_message(
     return picked
 
 
-def items_from_units(hits: list[UnitHit]):
+def items_from_units(hits: list[UnitHit]) -> list[RetrievedItem]:
     """Search hits as retrieved items (the memory_search tool renders them as untrusted
     memory artifacts, each with its provenance and `recorded_at`)."""
-    from memory.turn_retrieval import RetrievedItem, provenance
-
     return [
-        RetrievedItem(
-            chunk_id=hit.chunk.pk,
-            text=hit.chunk.rendered_text,
-            summary=hit.chunk.summary,
-            chunk_type=hit.chunk.chunk_type,
-            provenance=provenance(hit.chunk),
+        item_for_chunk(
+            hit.chunk,
+            rank=rank,
             similarity=round(hit.similarity, 4),
             score=round(hit.score, 4),
-            rank=rank,
-            tokens=hit.chunk.token_est,
             matched_by=hit.matched_by,
         )
         for rank, hit in enumerate(hits, start=1)

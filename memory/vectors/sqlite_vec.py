@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from django.db import connection
 
-from memory.vectors.base import ScopeFilter, VectorHit
+from memory.vectors.base import ScopeFilter, VectorHit, VectorIndexUnavailable, scope_sql
 from memory.vectors.codec import decode_vector
 
 
@@ -25,8 +25,6 @@ def load_extension() -> None:
     import sqlite_vec
 
     if not hasattr(raw, "enable_load_extension"):
-        from memory.vectors import VectorIndexUnavailable
-
         raise VectorIndexUnavailable(
             "LCM_VECTOR_INDEX=sqlite_vec needs a Python whose sqlite3 module can load "
             "extensions; this one was built without it (use numpy, the default)"
@@ -46,7 +44,7 @@ class SqliteVecIndex:
     ) -> list[VectorHit]:
         connection.ensure_connection()
         load_extension()
-        where, params = _scope_sql(scope)
+        where, params = scope_sql(scope)
         dim = dim or int(query.shape[0])
         query = query.astype(np.float32)
         plain = f"length(v.vector) = {4 * dim} AND substr(v.vector, 1, 2) <> X'4C56'"
@@ -74,25 +72,3 @@ class SqliteVecIndex:
                 hits.append(VectorHit(chunk_id, cosine))
         hits.sort(key=lambda hit: -hit.similarity)
         return hits[:k]
-
-
-def _scope_sql(scope: ScopeFilter) -> tuple[str, list]:
-    if scope.conversations is not None:
-        if not scope.conversations:
-            return " AND 0", []
-        parts, params = [], []
-        for conversation_id, max_seq in scope.conversations:
-            if max_seq is None:
-                parts.append("c.conversation_id = %s")
-                params.append(conversation_id)
-            else:
-                parts.append("(c.conversation_id = %s AND c.seq_end <= %s)")
-                params.extend([conversation_id, max_seq])
-        return " AND (" + " OR ".join(parts) + ")", params
-    if scope.owner_id is not None:
-        return (
-            " AND c.conversation_id IN (SELECT id FROM conversations_conversation "
-            "WHERE owner_id = %s)",
-            [scope.owner_id],
-        )
-    return "", []
