@@ -1,6 +1,10 @@
 """Exact search inside SQLite with the sqlite-vec extension's `vec_distance_cosine` over
 the stored float32 blobs (the same ChunkVector rows, so chunk ids map back directly).
-Scope filtering happens in the same statement. Chosen with LCM_VECTOR_INDEX=sqlite_vec."""
+Scope filtering happens in the same statement. Chosen with LCM_VECTOR_INDEX=sqlite_vec.
+
+The `sqlite-vec` package is an optional extra (`pip install 'lcm-server[sqlite-vec]'`): the
+default index (numpy) never loads it, and without it this index raises
+VectorIndexUnavailable saying so."""
 
 from __future__ import annotations
 
@@ -22,8 +26,13 @@ def load_extension() -> None:
         return
     except Exception:  # noqa: BLE001 - not loaded on this connection yet
         pass
-    import sqlite_vec
-
+    try:
+        import sqlite_vec
+    except ImportError as error:
+        raise VectorIndexUnavailable(
+            "LCM_VECTOR_INDEX=sqlite_vec needs the sqlite-vec package, an optional extra: "
+            "pip install 'lcm-server[sqlite-vec]' (or use numpy, the default)"
+        ) from error
     if not hasattr(raw, "enable_load_extension"):
         raise VectorIndexUnavailable(
             "LCM_VECTOR_INDEX=sqlite_vec needs a Python whose sqlite3 module can load "
