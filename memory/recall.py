@@ -35,7 +35,7 @@ import numpy as np
 from django.conf import settings
 
 from core.api.errors import InvalidInput
-from memory.archived_text import hydrate_chunks
+from memory.archived_unit_text import hydrate_chunks
 from memory.embeddings import calibrate, embed_query
 from memory.lexical import query_terms, speakers_named
 from memory.models import Chunk, EmbeddingNamespace

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
-from memory.archived_text import texts_of
+from memory.archived_unit_text import texts_of
 from memory.models import (
     Chunk,
     ChunkVector,

@@ -29,7 +29,7 @@ from django.db import transaction
 
 from core.api.errors import InvalidInput
 from core.token_estimate import estimate
-from memory.archived_text import hydrate_chunks
+from memory.archived_unit_text import hydrate_chunks
 from memory.chunker import ChunkingOptions, Segment, chunk_segments
 from memory.embeddings import embed_query
 from memory.lexical import query_terms, terms
