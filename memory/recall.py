@@ -145,9 +145,27 @@ def search_units(
     if rows.size == 0 or k <= 0:
         stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return UnitSearch([], stats)
-    # Speakers: a question naming a speaker of the transcript ("What did Ana adopt?") is
-    # asked without the name, which every line of hers carries (a bonus for her lines
-    # measured no gain and was dropped: docs/memory.md).
+    asked = _without_speakers(matrix, rows, query, mode)
+    terms = query_terms(asked)
+    bm25 = bm25_scores(matrix, rows, local, n, terms) if mode != "semantic" else np.zeros(rows.size)
+    if mode != "full_text":
+        vector = embed_query(backend, asked).astype(np.float32)
+        cosine = _cosines(matrix, rows, n, vector)
+    else:
+        cosine = np.zeros(rows.size)
+    fused = _fused(matrix, rows, local, n, mode, bm25, cosine)
+    picked = _best_per_message(matrix, rows, fused, k)
+    hits = _unit_hits(matrix, rows, picked, mode, backend, fused=fused, cosine=cosine, bm25=bm25)
+    stats["selected"] = len(hits)
+    stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
+    return UnitSearch(hits, stats)
+
+
+def _without_speakers(matrix: UnitMatrix, rows: np.ndarray, query: str, mode: str) -> str:
+    """The question asked without the transcript's speakers it names ("What did Ana
+    adopt?"): every line of hers carries her name (a bonus for her lines measured no gain
+    and was dropped: docs/memory.md). Unchanged when it names none in scope, or would be
+    left empty."""
     named, asked = (
         speakers_named(query, matrix.speaker_names)
         if matrix.speaker_names and mode != "full_text"
@@ -158,25 +176,45 @@ def search_units(
         named = named & present
         if not named:
             asked = query
-    asked = asked or query
-    terms = query_terms(asked)
-    bm25 = bm25_scores(matrix, rows, local, n, terms) if mode != "semantic" else np.zeros(rows.size)
-    if mode != "full_text":
-        vector = embed_query(backend, asked).astype(np.float32)
-        cosine = _cosines(matrix, rows, n, vector)
-    else:
-        cosine = np.zeros(rows.size)
-    if mode == "hybrid":
-        weight = settings.LCM_SEARCH_BM25_WEIGHT
-        fused = weight * _z(bm25) + (1 - weight) * _z(cosine)
-        neighbours = settings.LCM_SEARCH_NEIGHBOUR_WEIGHT
-        if neighbours:
-            fused = fused + neighbours * _neighbour_sum(matrix, rows, local, n, fused)
-    elif mode == "semantic":
-        fused = cosine
-    else:
-        fused = np.where(bm25 > 0, bm25, -np.inf)
-    picked = _best_per_message(matrix, rows, fused, k)
+    return asked or query
+
+
+def _fused(
+    matrix: UnitMatrix,
+    rows: np.ndarray,
+    local: np.ndarray,
+    n: int,
+    mode: str,
+    bm25: np.ndarray,
+    cosine: np.ndarray,
+) -> np.ndarray:
+    """Each unit's score in `mode`: hybrid, the weighted z-scores of both legs smoothed over
+    neighbours; semantic, the cosine; full_text, BM25 (-inf without a query term)."""
+    if mode == "semantic":
+        return cosine
+    if mode == "full_text":
+        return np.where(bm25 > 0, bm25, -np.inf)
+    weight = settings.LCM_SEARCH_BM25_WEIGHT
+    fused = weight * _z(bm25) + (1 - weight) * _z(cosine)
+    neighbours = settings.LCM_SEARCH_NEIGHBOUR_WEIGHT
+    if neighbours:
+        fused = fused + neighbours * _neighbour_sum(matrix, rows, local, n, fused)
+    return fused
+
+
+def _unit_hits(
+    matrix: UnitMatrix,
+    rows: np.ndarray,
+    picked: list[int],
+    mode: str,
+    backend,
+    *,
+    fused: np.ndarray,
+    cosine: np.ndarray,
+    bm25: np.ndarray,
+) -> list[UnitHit]:
+    """The picked positions as hits with their chunks (text read back from the archive
+    where retention moved it), in the order picked."""
     chunks = Chunk.objects.in_bulk([matrix.chunk_ids[rows[i]] for i in picked])
     hydrate_chunks(chunks.values())  # units whose text is in the archive (retention)
     hits = []
@@ -197,9 +235,7 @@ def search_units(
                 matched_by="both" if len(legs) == 2 else next(iter(legs), "vector"),
             )
         )
-    stats["selected"] = len(hits)
-    stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
-    return UnitSearch(hits, stats)
+    return hits
 
 
 def _best_per_message(
