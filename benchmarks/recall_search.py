@@ -95,8 +95,9 @@ def _matrix_bytes(matrix) -> tuple[int, int]:
     )
     other = n * sum(a.itemsize for a in per_row)
     other += sys.getsizeof(matrix.chunk_ids) + sum(sys.getsizeof(i) for i in matrix.chunk_ids)
-    other += sum(a.nbytes for s in matrix.segments for a in (s.terms, s.bounds, s.rows, s.tfs))
-    other += sys.getsizeof(matrix.vocabulary) + sum(sys.getsizeof(t) for t in matrix.vocabulary)
+    inverted = matrix.inverted  # the BM25 postings (memory.inverted_index)
+    other += sum(a.nbytes for s in inverted.segments for a in (s.terms, s.bounds, s.rows, s.tfs))
+    other += sys.getsizeof(inverted.vocabulary) + sum(sys.getsizeof(t) for t in inverted.vocabulary)
     other += 16 * n  # each unit's neighbours (two int64 rows), kept after the first search
     for rows, local, extra in matrix._scopes.values():  # the scopes searched last
         other += rows.nbytes + local.nbytes + sum(a.nbytes for a in extra.get("neighbours", ()))

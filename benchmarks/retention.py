@@ -56,8 +56,8 @@ from conversations.models import (
 from conversations.services import messages_append
 from core.token_estimate import estimate
 from importers.exporters import export_jsonl
-from memory.archived import archived_chunks
-from memory.archived_text import hydrate_chunks
+from memory.archived_content_policy import archived_chunks
+from memory.archived_unit_text import hydrate_chunks
 from memory.models import Chunk
 from memory.namespaces import search_namespace
 from memory.recall import search_units
@@ -201,7 +201,7 @@ MEMORY_OPTIONS = (
 
 
 def _unit_digests(conversation_ids) -> dict[str, bytes]:
-    """Every memory unit's text and summary as its readers see them (memory.archived_text)."""
+    """Every memory unit's text and summary as its readers see them (memory.archived_unit_text)."""
     found = {}
     for cid in conversation_ids:
         last = ""

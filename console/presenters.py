@@ -245,7 +245,7 @@ def retrieval_rows(turn: UserTurn) -> list[Candidate]:
     """Every retrieval candidate of the turn in rank order, with its similarity and whether
     it was packed (the retriever's own record, memory.models.Retrieval), then chunks
     attached by hand, which the retriever never ranked."""
-    from memory.archived_text import hydrate_chunks
+    from memory.archived_unit_text import hydrate_chunks
     from memory.models import Retrieval
 
     retrievals = list(

@@ -479,8 +479,8 @@ SETTINGS: tuple[Setting, ...] = (
         "LCM_VECTOR_INDEX",
         str,
         "auto",
-        "Vector search: auto (numpy exact scan), numpy, sqlite_vec (SQLite only), pgvector "
-        "(PostgreSQL with the extension).",
+        "Vector search: auto (numpy exact scan), numpy, sqlite_vec (SQLite only; "
+        "`pip install .[sqlite-vec]`), pgvector (PostgreSQL with the extension).",
         choices=("auto", "numpy", "sqlite_vec", "pgvector"),
     ),
     Setting(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from core.api.errors import Unavailable
-from memory.archived_text import hydrate_chunks
+from memory.archived_unit_text import hydrate_chunks
 from memory.models import Chunk, EmbeddingNamespace, RetrievalStats
 
 

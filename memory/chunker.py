@@ -199,8 +199,24 @@ def _split_segment(segment: Segment, base: int, options: ChunkingOptions) -> lis
     if segment.is_tool_result:
         whole = _Block(text, base, segment.seq, segment.role, is_tool_result=True)
         return _fit(whole, options)
-    raw: list[_Block] = []
-    lines = text.splitlines(keepends=True)
+    blocks: list[_Block] = []
+    for start, body, is_code in _paragraphs(text):
+        block = _Block(
+            body.rstrip("\n"),
+            base + start,
+            segment.seq,
+            segment.role,
+            is_code=is_code,
+            is_heading=bool(_HEADING.match(body)) and not is_code,
+        )
+        blocks.extend(_fit(block, options))
+    return blocks
+
+
+def _paragraphs(text: str) -> list[tuple[int, str, bool]]:
+    """(offset, text, is code) of each paragraph of `text` that is not blank: a code fence
+    whole, a heading with the lines under it, or a run of lines up to a blank one."""
+    found: list[tuple[int, str, bool]] = []
     position = 0
     paragraph: list[str] = []
     paragraph_start = 0
@@ -210,19 +226,10 @@ def _split_segment(segment: Segment, base: int, options: ChunkingOptions) -> lis
         nonlocal paragraph
         body = "".join(paragraph)
         if body.strip():
-            raw.append(
-                _Block(
-                    body.rstrip("\n"),
-                    base + paragraph_start,
-                    segment.seq,
-                    segment.role,
-                    is_code=is_code,
-                    is_heading=bool(_HEADING.match(body)) and not is_code,
-                )
-            )
+            found.append((paragraph_start, body, is_code))
         paragraph = []
 
-    for line in lines:
+    for line in text.splitlines(keepends=True):
         stripped = line.strip()
         if in_code:
             paragraph.append(line)
@@ -252,10 +259,7 @@ def _split_segment(segment: Segment, base: int, options: ChunkingOptions) -> lis
             paragraph.append(line)
         position += len(line)
     flush(is_code=in_code)
-    blocks: list[_Block] = []
-    for block in raw:
-        blocks.extend(_fit(block, options))
-    return blocks
+    return found
 
 
 def _fit(block: _Block, options: ChunkingOptions) -> list[_Block]:

@@ -26,10 +26,11 @@ from memory.embeddings import embed_query
 from memory.namespaces import backend_for_namespace, search_namespace
 from memory.recall import search_units
 from memory.summaries import search_summaries
-from memory.turn_retrieval import RRF_K, RetrievalParams
+from memory.turn_retrieval import RetrievalParams
 from memory.vectors import ScopeFilter
 
 SNIPPET_CHARS = 240
+RRF_K = 60  # reciprocal rank fusion's constant (units fused with summaries)
 KINDS = {"messages": ("chunk",), "summaries": ("summary",), "both": ("chunk", "summary")}
 
 

@@ -25,6 +25,7 @@ from datetime import timedelta
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from conversations.archive_port import hydrate_messages
@@ -129,37 +130,20 @@ def store_chunks(
         source_key or f"msg:{conversation_id}:{spec.seq_start}-{spec.seq_end}" for spec in specs
     ]
     with transaction.atomic():
-        if cursor_advance is not None:
-            old, new = cursor_advance
-            moved = MessageIndexCursor.objects.filter(
-                conversation_id=conversation_id, last_seq=old
-            ).update(last_seq=new, updated_at=timezone.now())
-            if moved != 1:  # another worker indexed this range first
-                return IndexResult(0, 0, 0)
+        if cursor_advance is not None and not _cursor_moved(conversation_id, *cursor_advance):
+            return IndexResult(0, 0, 0)  # another worker indexed this range first
+        origin = {
+            "conversation_id": conversation_id,
+            "session_id": session_id,
+            "branch_id": branch_id,
+            "source_turn_id": source_turn_id,
+        }
         rows = [
-            Chunk(
-                conversation_id=conversation_id,
-                session_id=session_id,
-                branch_id=branch_id,
-                source_turn_id=source_turn_id,
-                source_key=key,
-                seq_start=spec.seq_start,
-                seq_end=spec.seq_end,
-                start_offset=spec.start_offset,
-                end_offset=spec.end_offset,
-                chunk_type=spec.chunk_type,
-                rendered_text=spec.rendered_text,
-                summary=spec.summary,
-                token_est=spec.token_est,
-                content_hash=spec.content_hash,
-                source_created_at=created_at_by_seq[spec.seq_end],
-            )
+            _chunk_row(spec, key, origin, created_at_by_seq[spec.seq_end])
             for key, spec in zip(keys, specs, strict=True)
         ]
-        before = Chunk.objects.filter(source_key__in=set(keys)).count()
-        Chunk.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+        created = _insert_new(Chunk, rows, Chunk.objects.filter(source_key__in=set(keys)))
         stored = _stored_ids(keys, specs)
-        created = Chunk.objects.filter(source_key__in=set(keys)).count() - before
         vector_rows = [
             ChunkVector(
                 namespace_id=ns_id,
@@ -169,15 +153,45 @@ def store_chunks(
             for ns_id, matrix in vectors.items()
             for i, (key, spec) in enumerate(zip(keys, specs, strict=True))
         ]
-        vectors_before = ChunkVector.objects.filter(
-            chunk_id__in={row.chunk_id for row in vector_rows}
-        ).count()
-        ChunkVector.objects.bulk_create(vector_rows, ignore_conflicts=True, batch_size=500)
-        vectors_created = (
-            ChunkVector.objects.filter(chunk_id__in={row.chunk_id for row in vector_rows}).count()
-            - vectors_before
+        vectors_created = _insert_new(
+            ChunkVector,
+            vector_rows,
+            ChunkVector.objects.filter(chunk_id__in={row.chunk_id for row in vector_rows}),
         )
     return IndexResult(created, vectors_created, len(specs))
+
+
+def _cursor_moved(conversation_id: int, old: int, new: int) -> bool:
+    """Compare-and-set of the conversation's message cursor from `old` to `new`."""
+    moved = MessageIndexCursor.objects.filter(conversation_id=conversation_id, last_seq=old).update(
+        last_seq=new, updated_at=timezone.now()
+    )
+    return moved == 1
+
+
+def _chunk_row(spec: ChunkSpec, key: str, origin: dict, source_created_at) -> Chunk:
+    return Chunk(
+        **origin,
+        source_key=key,
+        seq_start=spec.seq_start,
+        seq_end=spec.seq_end,
+        start_offset=spec.start_offset,
+        end_offset=spec.end_offset,
+        chunk_type=spec.chunk_type,
+        rendered_text=spec.rendered_text,
+        summary=spec.summary,
+        token_est=spec.token_est,
+        content_hash=spec.content_hash,
+        source_created_at=source_created_at,
+    )
+
+
+def _insert_new(model, rows: list, existing: QuerySet) -> int:
+    """Insert `rows`, skipping any already stored; returns how many were new (`existing`,
+    the rows they could clash with, counted before and after)."""
+    before = existing.count()
+    model.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
+    return existing.count() - before
 
 
 def _embed(backend: EmbeddingBackend, namespace: EmbeddingNamespace, texts: list[str]):

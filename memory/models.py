@@ -100,12 +100,13 @@ class Chunk(models.Model):
     source_created_at = models.DateTimeField()  # the newest source message (recency boost)
     created_at = models.DateTimeField(auto_now_add=True)
     # Set when retention dropped the chunk's full-text row (all its messages archived and
-    # the policy drops them; memory.archived): the one column an UPDATE may change
-    # (migration 0005). Cleared again, and the row re-indexed, on restore.
+    # the policy drops them; memory.archived_content_policy): the one column an UPDATE may
+    # change (migration 0005). Cleared again, and the row re-indexed, on restore.
     fulltext_dropped_at = models.DateTimeField(null=True, blank=True)
     # Set when retention moved the chunk's text to the archive (`archived_fulltext =
     # archive`): rendered_text and summary are empty and read back from the chunk's one
-    # archived message (memory.archived_text, migration 0006); cleared when they are put back.
+    # archived message (memory.archived_unit_text, migration 0006); cleared when they are
+    # put back.
     text_archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

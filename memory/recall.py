@@ -35,11 +35,12 @@ import numpy as np
 from django.conf import settings
 
 from core.api.errors import InvalidInput
-from memory.archived_text import hydrate_chunks
+from memory.archived_unit_text import hydrate_chunks
 from memory.embeddings import calibrate, embed_query
 from memory.lexical import query_terms, speakers_named
 from memory.models import Chunk, EmbeddingNamespace
 from memory.namespaces import backend_for_namespace, search_namespace
+from memory.retrieved_items import RetrievedItem, item_for_chunk
 from memory.vectors.base import ScopeFilter
 from memory.vectors.numpy_exact import INDEX, UnitMatrix
 
@@ -82,7 +83,7 @@ def bm25_scores(
     lengths = matrix.doclen[:n]
     average = float(lengths[rows].mean()) or 1.0
     for term in terms:
-        hit_rows, tfs = matrix.posting(term, n)
+        hit_rows, tfs = matrix.inverted.postings(term, n)
         if hit_rows.size == 0:
             continue
         at = local[hit_rows]
@@ -144,9 +145,27 @@ def search_units(
     if rows.size == 0 or k <= 0:
         stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return UnitSearch([], stats)
-    # Speakers: a question naming a speaker of the transcript ("What did Ana adopt?") is
-    # asked without the name, which every line of hers carries (a bonus for her lines
-    # measured no gain and was dropped: docs/memory.md).
+    asked = _without_speakers(matrix, rows, query, mode)
+    terms = query_terms(asked)
+    bm25 = bm25_scores(matrix, rows, local, n, terms) if mode != "semantic" else np.zeros(rows.size)
+    if mode != "full_text":
+        vector = embed_query(backend, asked).astype(np.float32)
+        cosine = _cosines(matrix, rows, n, vector)
+    else:
+        cosine = np.zeros(rows.size)
+    fused = _fused(matrix, rows, local, n, mode, bm25, cosine)
+    picked = _best_per_message(matrix, rows, fused, k)
+    hits = _unit_hits(matrix, rows, picked, mode, backend, fused=fused, cosine=cosine, bm25=bm25)
+    stats["selected"] = len(hits)
+    stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
+    return UnitSearch(hits, stats)
+
+
+def _without_speakers(matrix: UnitMatrix, rows: np.ndarray, query: str, mode: str) -> str:
+    """The question asked without the transcript's speakers it names ("What did Ana
+    adopt?"): every line of hers carries her name (a bonus for her lines measured no gain
+    and was dropped: docs/memory.md). Unchanged when it names none in scope, or would be
+    left empty."""
     named, asked = (
         speakers_named(query, matrix.speaker_names)
         if matrix.speaker_names and mode != "full_text"
@@ -157,25 +176,45 @@ def search_units(
         named = named & present
         if not named:
             asked = query
-    asked = asked or query
-    terms = query_terms(asked)
-    bm25 = bm25_scores(matrix, rows, local, n, terms) if mode != "semantic" else np.zeros(rows.size)
-    if mode != "full_text":
-        vector = embed_query(backend, asked).astype(np.float32)
-        cosine = _cosines(matrix, rows, n, vector)
-    else:
-        cosine = np.zeros(rows.size)
-    if mode == "hybrid":
-        weight = settings.LCM_SEARCH_BM25_WEIGHT
-        fused = weight * _z(bm25) + (1 - weight) * _z(cosine)
-        neighbours = settings.LCM_SEARCH_NEIGHBOUR_WEIGHT
-        if neighbours:
-            fused = fused + neighbours * _neighbour_sum(matrix, rows, local, n, fused)
-    elif mode == "semantic":
-        fused = cosine
-    else:
-        fused = np.where(bm25 > 0, bm25, -np.inf)
-    picked = _best_per_message(matrix, rows, fused, k)
+    return asked or query
+
+
+def _fused(
+    matrix: UnitMatrix,
+    rows: np.ndarray,
+    local: np.ndarray,
+    n: int,
+    mode: str,
+    bm25: np.ndarray,
+    cosine: np.ndarray,
+) -> np.ndarray:
+    """Each unit's score in `mode`: hybrid, the weighted z-scores of both legs smoothed over
+    neighbours; semantic, the cosine; full_text, BM25 (-inf without a query term)."""
+    if mode == "semantic":
+        return cosine
+    if mode == "full_text":
+        return np.where(bm25 > 0, bm25, -np.inf)
+    weight = settings.LCM_SEARCH_BM25_WEIGHT
+    fused = weight * _z(bm25) + (1 - weight) * _z(cosine)
+    neighbours = settings.LCM_SEARCH_NEIGHBOUR_WEIGHT
+    if neighbours:
+        fused = fused + neighbours * _neighbour_sum(matrix, rows, local, n, fused)
+    return fused
+
+
+def _unit_hits(
+    matrix: UnitMatrix,
+    rows: np.ndarray,
+    picked: list[int],
+    mode: str,
+    backend,
+    *,
+    fused: np.ndarray,
+    cosine: np.ndarray,
+    bm25: np.ndarray,
+) -> list[UnitHit]:
+    """The picked positions as hits with their chunks (text read back from the archive
+    where retention moved it), in the order picked."""
     chunks = Chunk.objects.in_bulk([matrix.chunk_ids[rows[i]] for i in picked])
     hydrate_chunks(chunks.values())  # units whose text is in the archive (retention)
     hits = []
@@ -196,9 +235,7 @@ def search_units(
                 matched_by="both" if len(legs) == 2 else next(iter(legs), "vector"),
             )
         )
-    stats["selected"] = len(hits)
-    stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
-    return UnitSearch(hits, stats)
+    return hits
 
 
 def _best_per_message(
@@ -228,22 +265,15 @@ def _best_per_message(
     return picked
 
 
-def items_from_units(hits: list[UnitHit]):
+def items_from_units(hits: list[UnitHit]) -> list[RetrievedItem]:
     """Search hits as retrieved items (the memory_search tool renders them as untrusted
     memory artifacts, each with its provenance and `recorded_at`)."""
-    from memory.turn_retrieval import RetrievedItem, provenance
-
     return [
-        RetrievedItem(
-            chunk_id=hit.chunk.pk,
-            text=hit.chunk.rendered_text,
-            summary=hit.chunk.summary,
-            chunk_type=hit.chunk.chunk_type,
-            provenance=provenance(hit.chunk),
+        item_for_chunk(
+            hit.chunk,
+            rank=rank,
             similarity=round(hit.similarity, 4),
             score=round(hit.score, 4),
-            rank=rank,
-            tokens=hit.chunk.token_est,
             matched_by=hit.matched_by,
         )
         for rank, hit in enumerate(hits, start=1)

@@ -13,9 +13,10 @@ import logging
 from collections.abc import Callable
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 
-from memory.archived_text import texts_of
+from conversations.models import Summary
+from memory.archived_unit_text import texts_of
 from memory.models import (
     Chunk,
     ChunkVector,
@@ -51,67 +52,89 @@ def reindex_namespace(
     if namespace.status == NamespaceStatus.ACTIVE:
         return namespace
     backend = backend_for_namespace(namespace)
-    missing = Chunk.objects.filter(
-        ~Exists(ChunkVector.objects.filter(chunk_id=OuterRef("pk"), namespace_id=namespace_id))
-    )
-    from conversations.models import Summary
-
-    total = Chunk.objects.count() + Summary.objects.count()
-    done = _done(namespace_id)
-
-    def record(done: int) -> None:
-        EmbeddingNamespace.objects.filter(pk=namespace_id).update(
-            chunks_total=max(total, done), chunks_done=done
-        )
-        namespace.chunks_total, namespace.chunks_done = max(total, done), done
-        if on_batch is not None:
-            on_batch(namespace)
-
-    record(done)
+    progress = _Progress(namespace, on_batch)
+    progress.record()
     # Passes until nothing is missing: a chunk written meanwhile by a process that did
     # not yet see this namespace may sort before where a pass has got to.
     for _ in range(_MAX_PASSES):
-        after = ""
-        while True:
-            rows = texts_of(  # units whose text is in the archive read it back
-                list(
-                    missing.filter(pk__gt=after)
-                    .order_by("id")
-                    .values_list("id", "rendered_text")[:batch]
-                )
-            )
-            if not rows:
-                break
-            matrix = backend.embed([text for _, text in rows])
-            with transaction.atomic():
-                ChunkVector.objects.bulk_create(
-                    [
-                        ChunkVector(
-                            namespace_id=namespace_id,
-                            chunk_id=chunk_id,
-                            vector=matrix[i].astype("<f4").tobytes(),
-                        )
-                        for i, (chunk_id, _) in enumerate(rows)
-                    ],
-                    ignore_conflicts=True,
-                )
-            after = rows[-1][0]
-            record(_done(namespace_id))
-        after = ""
-        while True:
-            rows = list(
-                missing_summaries(namespace_id)
-                .filter(pk__gt=after)
-                .order_by("pk")
-                .values_list("pk", "content")[:batch]
-            )
-            if not rows:
-                break
-            embed_into(namespace, rows, backend)
-            after = rows[-1][0]
-            record(_done(namespace_id))
-        if not missing.exists() and not missing_summaries(namespace_id).exists():
+        _embed_missing_chunks(namespace, backend, batch, progress)
+        _embed_missing_summaries(namespace, backend, batch, progress)
+        if not (_missing_chunks(namespace_id).exists() or missing_summaries(namespace_id).exists()):
             break
     activate(namespace_id)
     namespace.refresh_from_db()
     return namespace
+
+
+class _Progress:
+    """chunks_done / chunks_total of the namespace being built, stored after each batch."""
+
+    def __init__(
+        self, namespace: EmbeddingNamespace, on_batch: Callable[[EmbeddingNamespace], None] | None
+    ) -> None:
+        self.namespace, self.on_batch = namespace, on_batch
+        self.total = Chunk.objects.count() + Summary.objects.count()
+
+    def record(self) -> None:
+        namespace = self.namespace
+        done = _done(namespace.pk)
+        EmbeddingNamespace.objects.filter(pk=namespace.pk).update(
+            chunks_total=max(self.total, done), chunks_done=done
+        )
+        namespace.chunks_total, namespace.chunks_done = max(self.total, done), done
+        if self.on_batch is not None:
+            self.on_batch(namespace)
+
+
+def _missing_chunks(namespace_id: int) -> QuerySet[Chunk]:
+    return Chunk.objects.filter(
+        ~Exists(ChunkVector.objects.filter(chunk_id=OuterRef("pk"), namespace_id=namespace_id))
+    )
+
+
+def _embed_missing_chunks(namespace, backend, batch: int, progress: _Progress) -> None:
+    """One pass over the chunks without a vector in the namespace, in id order."""
+    missing = _missing_chunks(namespace.pk)
+    after = ""
+    while True:
+        rows = texts_of(  # units whose text is in the archive read it back
+            list(
+                missing.filter(pk__gt=after)
+                .order_by("id")
+                .values_list("id", "rendered_text")[:batch]
+            )
+        )
+        if not rows:
+            return
+        matrix = backend.embed([text for _, text in rows])
+        with transaction.atomic():
+            ChunkVector.objects.bulk_create(
+                [
+                    ChunkVector(
+                        namespace_id=namespace.pk,
+                        chunk_id=chunk_id,
+                        vector=matrix[i].astype("<f4").tobytes(),
+                    )
+                    for i, (chunk_id, _) in enumerate(rows)
+                ],
+                ignore_conflicts=True,
+            )
+        after = rows[-1][0]
+        progress.record()
+
+
+def _embed_missing_summaries(namespace, backend, batch: int, progress: _Progress) -> None:
+    """One pass over the summaries without a vector in the namespace, in id order."""
+    after = ""
+    while True:
+        rows = list(
+            missing_summaries(namespace.pk)
+            .filter(pk__gt=after)
+            .order_by("pk")
+            .values_list("pk", "content")[:batch]
+        )
+        if not rows:
+            return
+        embed_into(namespace, rows, backend)
+        after = rows[-1][0]
+        progress.record()

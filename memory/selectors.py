@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 
-from memory.archived_text import hydrate_chunks
+from memory.archived_unit_text import hydrate_chunks
 from memory.fulltext import search_chunks
 from memory.models import Chunk
 from memory.turn_retrieval import scope_for_branch

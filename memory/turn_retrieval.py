@@ -29,18 +29,18 @@ from django.db import transaction
 
 from core.api.errors import InvalidInput
 from core.token_estimate import estimate
-from memory.archived_text import hydrate_chunks
+from memory.archived_unit_text import hydrate_chunks
 from memory.chunker import ChunkingOptions, Segment, chunk_segments
 from memory.embeddings import embed_query
 from memory.lexical import query_terms, terms
 from memory.models import Chunk, EmbeddingNamespace, Retrieval, RetrievalStats
 from memory.namespaces import backend_for_namespace, search_namespace
 from memory.recall import UnitHit, search_units
+from memory.retrieved_items import RetrievedItem, item_for_chunk
 from memory.vectors import ScopeFilter
 
 logger = logging.getLogger("lcm.memory")
 
-RRF_K = 60  # reciprocal rank fusion's constant (grep's fusion with summaries, memory.grep)
 # Tokens the untrusted wrapper adds around each packed item.
 WRAPPER_TOKENS = 40
 # The least a packed item costs (a short unit and its wrapper), and the most a turn asks
@@ -75,39 +75,6 @@ class RetrievalParams:
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
-
-
-@dataclass
-class RetrievedItem:
-    chunk_id: str
-    text: str
-    summary: str
-    chunk_type: str
-    provenance: dict
-    similarity: float
-    score: float
-    rank: int
-    tokens: int
-    packed_as: str = "full"  # full | summary | slice | attached
-    matched_by: str = "vector"  # vector | full_text | both | attached
-    slice_offsets: tuple[int, int] | None = None
-
-    def as_dict(self) -> dict:
-        data = asdict(self)
-        data["slice_offsets"] = list(self.slice_offsets) if self.slice_offsets else None
-        data["id"] = self.chunk_id  # the turn engine's context items are keyed by "id"
-        return data
-
-    # Read as a mapping too (`dict(item)`, `item.get("id")`), which is how the turn
-    # engine's context assembly consumes retrieved items.
-    def keys(self):
-        return self.as_dict().keys()
-
-    def __getitem__(self, key: str):
-        return self.as_dict()[key]
-
-    def get(self, key: str, default=None):
-        return self.as_dict().get(key, default)
 
 
 class RetrievedItems(list):
@@ -238,32 +205,12 @@ def _threshold(candidates: list[_Candidate], query: str, threshold: float) -> li
 # items and packing
 
 
-def provenance(chunk: Chunk) -> dict:
-    return {
-        "conversation_id": chunk.conversation_id,
-        "session_id": chunk.session_id,
-        "branch_id": chunk.branch_id,
-        "source_turn_id": chunk.source_turn_id,
-        "seq_start": chunk.seq_start,
-        "seq_end": chunk.seq_end,
-        "start_offset": chunk.start_offset,
-        "end_offset": chunk.end_offset,
-        "created_at": chunk.source_created_at.isoformat(),
-    }
-
-
 def _item(hit: UnitHit, rank: int, score: float) -> RetrievedItem:
-    chunk = hit.chunk
-    return RetrievedItem(
-        chunk_id=chunk.pk,
-        text=chunk.rendered_text,
-        summary=chunk.summary,
-        chunk_type=chunk.chunk_type,
-        provenance=provenance(chunk),
+    return item_for_chunk(
+        hit.chunk,
+        rank=rank,
         similarity=round(hit.similarity, 4),
         score=round(score, 4),
-        rank=rank,
-        tokens=chunk.token_est,
         matched_by=hit.matched_by,
     )
 
@@ -453,18 +400,8 @@ def chunks_by_id(*, turn, chunk_ids) -> list[RetrievedItem]:
 def items_for_chunk_ids(ids, user) -> list[RetrievedItem]:
     """Manually attached chunks as items (rank order = the order given), full text."""
     return [
-        RetrievedItem(
-            chunk_id=chunk.pk,
-            text=chunk.rendered_text,
-            summary=chunk.summary,
-            chunk_type=chunk.chunk_type,
-            provenance=provenance(chunk),
-            similarity=1.0,
-            score=1.0,
-            rank=rank,
-            tokens=chunk.token_est,
-            packed_as="attached",
-            matched_by="attached",
+        item_for_chunk(
+            chunk, rank=rank, similarity=1.0, score=1.0, matched_by="attached", packed_as="attached"
         )
         for rank, chunk in enumerate(chunks_for_user(user=user, chunk_ids=ids), start=1)
     ]

@@ -34,9 +34,9 @@ class RetentionPolicy(models.Model):
     # Hard-delete a conversation idle this many days (0: never; empty: inherit). Runs only
     # through `lcm_retention apply --delete` or the scheduled job, audited per conversation.
     delete_after_days = models.PositiveIntegerField(null=True, blank=True)
-    # The semantic memory of archived content (memory.archived; empty: inherit): its
-    # vectors kept as float32 or compressed, its memory full-text rows kept or dropped,
-    # or dropped with the units' text moved to the archive (archive).
+    # The semantic memory of archived content (memory.archived_content_policy; empty:
+    # inherit): its vectors kept as float32 or compressed, its memory full-text rows kept or
+    # dropped, or dropped with the units' text moved to the archive (archive).
     archived_vectors = models.CharField(
         max_length=8, null=True, blank=True, choices=[(v, v) for v in ("keep", "float16", "int8")]
     )

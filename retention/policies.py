@@ -31,7 +31,7 @@ class Policy:
     archive_after_days: int
     keep_newest_tokens: int
     delete_after_days: int
-    archived_vectors: str = "keep"  # keep | float16 | int8 (memory.archived)
+    archived_vectors: str = "keep"  # keep | float16 | int8 (memory.archived_content_policy)
     archived_fulltext: str = "keep"  # keep | drop | archive
     source: dict = field(default_factory=dict)  # field -> "server" | "user" | "conversation"
 

@@ -57,7 +57,8 @@ class ApplyResult:
     stored_bytes: int = 0
     raw_bytes: int = 0
     conflicts: int = 0
-    memory: dict = field(default_factory=dict)  # memory.archived.MemoryResult of the run
+    # the run's memory.archived_content_policy.MemoryResult
+    memory: dict = field(default_factory=dict)
     orphans_removed: int = 0
     deleted_conversations: list[int] = field(default_factory=list)
 
@@ -108,10 +109,10 @@ def retention_apply(
 
 def retention_memory_apply(*, conversations: Iterable[Conversation] | None = None):
     """Bring the memory of archived content (vectors, memory full-text rows) of each
-    conversation with archived messages to its effective policy (memory.archived). Runs
-    after each apply and catches up a policy changed later or a run that stopped between
-    the archive and this step."""
-    from memory.archived import MemoryResult, archived_memory_compress
+    conversation with archived messages to its effective policy
+    (memory.archived_content_policy). Runs after each apply and catches up a policy changed
+    later or a run that stopped between the archive and this step."""
+    from memory.archived_content_policy import MemoryResult, archived_memory_compress
 
     queryset = Conversation.objects.filter(
         Exists(Message.objects.filter(conversation_id=OuterRef("pk"), archived_in__isnull=False))
@@ -205,12 +206,12 @@ def retention_restore(
     )
     if seq_to is not None:
         queryset = queryset.filter(seq_from__lte=seq_to)
-    from memory.archived import archived_memory_expand
+    from memory.archived_content_policy import archived_memory_expand
 
     restored = sum(segment_restore(segment=s) for s in queryset.order_by("seq_from"))
-    # Then the memory: full-text rows back, vectors float32 again (memory.archived). It
-    # runs even when no segment was left to restore, so a restore that stopped between the
-    # two steps is completed by running it again.
+    # Then the memory: full-text rows back, vectors float32 again
+    # (memory.archived_content_policy). It runs even when no segment was left to restore, so
+    # a restore that stopped between the two steps is completed by running it again.
     archived_memory_expand(
         conversation_id=conversation.pk, seq_from=seq_from, seq_to=seq_to or 2**62
     )

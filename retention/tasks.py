@@ -1,7 +1,7 @@
 """django-q2 entry point: `retention.tasks.retention_job`, scheduled by
 `manage.py lcm_retention schedule`. Each run archives at most LCM_RETENTION_BATCH_SEGMENTS
 segments (bounded batches; the next run continues), brings the memory of archived content
-to its policy (memory.archived), removes orphan objects, and runs the
+to its policy (memory.archived_content_policy), removes orphan objects, and runs the
 deletion policy only when a policy sets delete_after_days."""
 
 from __future__ import annotations

@@ -10,13 +10,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import connection
 
-from memory.vectors.base import ScopeFilter, VectorHit, VectorIndex
+from memory.vectors.base import ScopeFilter, VectorHit, VectorIndex, VectorIndexUnavailable
 
 __all__ = ["ScopeFilter", "VectorHit", "VectorIndex", "VectorIndexUnavailable", "vector_index"]
-
-
-class VectorIndexUnavailable(Exception):
-    """The configured index cannot run here (wrong database, missing extension)."""
 
 
 def vector_index(kind: str | None = None) -> VectorIndex:

@@ -1,6 +1,9 @@
 """The vector index interface: exact or approximate nearest chunks in one namespace,
 restricted to a scope. Every implementation maps rows back to chunk ids through the
-ChunkVector table (its integer id is the stable row number, SRD 16.2)."""
+ChunkVector table (its integer id is the stable row number, SRD 16.2).
+
+The scope's SQL form (`scope_sql`) lives here too: the SQL indexes (sqlite-vec, pgvector)
+and the full-text leg (memory.fulltext) filter with it."""
 
 from __future__ import annotations
 
@@ -18,6 +21,33 @@ class ScopeFilter:
 
     conversations: tuple[tuple[int, int | None], ...] | None = None
     owner_id: int | None = None
+
+
+def scope_sql(scope: ScopeFilter) -> tuple[str, list]:
+    """The scope as `" AND ..."` over the chunk table aliased `c`, and its parameters."""
+    if scope.conversations is not None:
+        if not scope.conversations:
+            return " AND 0", []
+        parts, params = [], []
+        for conversation_id, max_seq in scope.conversations:
+            if max_seq is None:
+                parts.append("c.conversation_id = %s")
+                params.append(conversation_id)
+            else:
+                parts.append("(c.conversation_id = %s AND c.seq_end <= %s)")
+                params.extend([conversation_id, max_seq])
+        return " AND (" + " OR ".join(parts) + ")", params
+    if scope.owner_id is not None:
+        return (
+            " AND c.conversation_id IN (SELECT id FROM conversations_conversation "
+            "WHERE owner_id = %s)",
+            [scope.owner_id],
+        )
+    return "", []
+
+
+class VectorIndexUnavailable(Exception):
+    """The configured index cannot run here (wrong database, missing extension)."""
 
 
 @dataclass(frozen=True)

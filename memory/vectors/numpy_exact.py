@@ -30,6 +30,8 @@ from django.db import connection
 from django.utils import timezone
 
 from memory.embeddings.blas import limit_blas_threads
+from memory.inverted_index import InvertedIndex
+from memory.lexical import speaker_label, terms
 from memory.vectors.base import ScopeFilter, VectorHit
 from memory.vectors.codec import decode_vectors
 
@@ -199,74 +201,15 @@ class _Matrix:
         return out
 
 
-@dataclass(frozen=True)
-class _Segment:
-    """The postings of one run of rows, by term id: the postings of term `terms[i]` are
-    rows[bounds[i]:bounds[i + 1]] (ascending) with their term frequencies."""
-
-    terms: np.ndarray  # int32 term ids, ascending
-    bounds: np.ndarray  # int64, len(terms) + 1
-    rows: np.ndarray  # int32
-    tfs: np.ndarray  # float32
-
-    @classmethod
-    def build(cls, term_ids: np.ndarray, rows: np.ndarray, tfs: np.ndarray | None) -> _Segment:
-        """From postings in row order (`tfs` None: one entry per occurrence, counted here)."""
-        order = np.argsort(term_ids, kind="stable")  # by term; rows stay ascending
-        term_ids, rows = term_ids[order], rows[order]
-        if tfs is None:
-            new = np.ones(term_ids.size, dtype=bool)
-            new[1:] = (term_ids[1:] != term_ids[:-1]) | (rows[1:] != rows[:-1])
-            starts = np.flatnonzero(new)
-            tfs = np.diff(np.append(starts, term_ids.size)).astype(np.float32)
-            term_ids, rows = term_ids[starts], rows[starts]
-        else:
-            tfs = tfs[order]
-        first = np.ones(term_ids.size, dtype=bool)
-        first[1:] = term_ids[1:] != term_ids[:-1]
-        at = np.flatnonzero(first)
-        return cls(
-            terms=term_ids[at].astype(np.int32),
-            bounds=np.append(at, term_ids.size).astype(np.int64),
-            rows=rows.astype(np.int32),
-            tfs=tfs.astype(np.float32),
-        )
-
-    @property
-    def size(self) -> int:
-        return int(self.rows.size)
-
-    def get(self, term_id: int) -> tuple[np.ndarray, np.ndarray] | None:
-        i = int(np.searchsorted(self.terms, term_id))
-        if i == self.terms.size or self.terms[i] != term_id:
-            return None
-        lo, hi = self.bounds[i], self.bounds[i + 1]
-        return self.rows[lo:hi], self.tfs[lo:hi]
-
-    @staticmethod
-    def merge(older: _Segment, newer: _Segment) -> _Segment:
-        parts = (older, newer)
-        ids = np.concatenate([np.repeat(p.terms, np.diff(p.bounds)) for p in parts])
-        rows = np.concatenate([p.rows for p in parts])
-        return _Segment.build(ids, rows, np.concatenate([p.tfs for p in parts]))
-
-
 @dataclass
 class UnitMatrix(_Matrix):
     """A chunk matrix that also keeps, per row, what search ranks with besides the vector
     (memory.recall): the first message seq, its term count and speaker label, and an
-    inverted index of its terms (memory.lexical).
-
-    The inverted index: `vocabulary` numbers the terms; `segments` hold the postings (row
-    numbers as int32, term frequencies), one segment per refresh, a newer one merged into
-    the one before while it is at least half that one's size (so a few segments, of
-    doubling sizes). A refresh replaces the list rather than changing it, so a search
-    reading a snapshot of it never sees a half-written segment."""
+    inverted index of its terms (memory.inverted_index, terms from memory.lexical)."""
 
     seq_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     doclen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    vocabulary: dict[str, int] = field(default_factory=dict)
-    segments: list[_Segment] = field(default_factory=list)
+    inverted: InvertedIndex = field(default_factory=InvertedIndex)
     # the speaker label a unit's text starts with ("Ana: ..."), as an index into
     # speaker_names (-1: none)
     speakers: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
@@ -282,8 +225,6 @@ class UnitMatrix(_Matrix):
         super().reserve(capacity)
 
     def grow(self, rows: list[tuple]) -> None:
-        from memory.lexical import speaker_label, terms
-
         rows = [row for row in rows if row[0] > self.settled_id and row[0] not in self.recent]
         if not rows:
             return
@@ -301,22 +242,10 @@ class UnitMatrix(_Matrix):
                     index = self.speaker_ids[label] = len(self.speaker_names)
                     self.speaker_names.append(label)
                 self.speakers[at] = index
-        # Postings of the batch in a few array operations: every term occurrence gets its
-        # term id and row; the segment counts repeats into term frequencies.
         found = [terms(text) for text in texts]
         lengths = np.fromiter(map(len, found), dtype=np.int64, count=len(found))
         self.doclen[start : self.count] = lengths
-        vocabulary = self.vocabulary
-        term_ids = np.fromiter(
-            (vocabulary.setdefault(t, len(vocabulary)) for words in found for t in words),
-            dtype=np.int64,
-            count=int(lengths.sum()),
-        )
-        at_rows = np.repeat(np.arange(start, self.count, dtype=np.int64), lengths)
-        segments = [*self.segments, _Segment.build(term_ids, at_rows, None)]
-        while len(segments) > 1 and segments[-1].size * 2 >= segments[-2].size:
-            segments[-2:] = [_Segment.merge(segments[-2], segments[-1])]
-        self.segments = segments
+        self.inverted.add(found, start, lengths)
 
     def neighbours(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """For each of the first `n` rows, the row of the unit before and after it in its
@@ -369,18 +298,6 @@ class UnitMatrix(_Matrix):
         if extra is not None:
             extra["neighbours"] = found
         return found
-
-    def posting(self, term: str, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, term frequencies) of `term` among the first `n` rows."""
-        term_id = self.vocabulary.get(term)
-        found = [] if term_id is None else [s.get(term_id) for s in self.segments]
-        pieces = [piece for piece in found if piece is not None]
-        if not pieces:
-            return np.zeros(0, np.int32), np.zeros(0, np.float32)
-        rows = pieces[0][0] if len(pieces) == 1 else np.concatenate([p[0] for p in pieces])
-        tfs = pieces[0][1] if len(pieces) == 1 else np.concatenate([p[1] for p in pieces])
-        keep = rows < n
-        return (rows, tfs) if keep.all() else (rows[keep], tfs[keep])
 
 
 def _resize(array: np.ndarray, shape: tuple) -> np.ndarray:

@@ -14,9 +14,8 @@ from __future__ import annotations
 import numpy as np
 from django.db import connection
 
-from memory.vectors.base import ScopeFilter, VectorHit
+from memory.vectors.base import ScopeFilter, VectorHit, scope_sql
 from memory.vectors.codec import decode_vector
-from memory.vectors.sqlite_vec import _scope_sql
 
 
 def available() -> bool:
@@ -66,7 +65,7 @@ class PgVectorIndex:
         self, *, namespace_id: int, query: np.ndarray, scope: ScopeFilter, k: int, dim: int = 0
     ) -> list[VectorHit]:
         table = f"memory_pgvec_{int(namespace_id)}"
-        where, params = _scope_sql(scope)
+        where, params = scope_sql(scope)
         with connection.cursor() as cursor:
             self._sync(cursor, table, namespace_id, dim or int(query.shape[0]))
             cursor.execute(

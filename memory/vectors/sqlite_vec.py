@@ -1,13 +1,17 @@
 """Exact search inside SQLite with the sqlite-vec extension's `vec_distance_cosine` over
 the stored float32 blobs (the same ChunkVector rows, so chunk ids map back directly).
-Scope filtering happens in the same statement. Chosen with LCM_VECTOR_INDEX=sqlite_vec."""
+Scope filtering happens in the same statement. Chosen with LCM_VECTOR_INDEX=sqlite_vec.
+
+The `sqlite-vec` package is an optional extra (`pip install 'lcm-server[sqlite-vec]'`): the
+default index (numpy) never loads it, and without it this index raises
+VectorIndexUnavailable saying so."""
 
 from __future__ import annotations
 
 import numpy as np
 from django.db import connection
 
-from memory.vectors.base import ScopeFilter, VectorHit
+from memory.vectors.base import ScopeFilter, VectorHit, VectorIndexUnavailable, scope_sql
 from memory.vectors.codec import decode_vector
 
 
@@ -22,11 +26,14 @@ def load_extension() -> None:
         return
     except Exception:  # noqa: BLE001 - not loaded on this connection yet
         pass
-    import sqlite_vec
-
+    try:
+        import sqlite_vec
+    except ImportError as error:
+        raise VectorIndexUnavailable(
+            "LCM_VECTOR_INDEX=sqlite_vec needs the sqlite-vec package, an optional extra: "
+            "pip install 'lcm-server[sqlite-vec]' (or use numpy, the default)"
+        ) from error
     if not hasattr(raw, "enable_load_extension"):
-        from memory.vectors import VectorIndexUnavailable
-
         raise VectorIndexUnavailable(
             "LCM_VECTOR_INDEX=sqlite_vec needs a Python whose sqlite3 module can load "
             "extensions; this one was built without it (use numpy, the default)"
@@ -46,7 +53,7 @@ class SqliteVecIndex:
     ) -> list[VectorHit]:
         connection.ensure_connection()
         load_extension()
-        where, params = _scope_sql(scope)
+        where, params = scope_sql(scope)
         dim = dim or int(query.shape[0])
         query = query.astype(np.float32)
         plain = f"length(v.vector) = {4 * dim} AND substr(v.vector, 1, 2) <> X'4C56'"
@@ -74,25 +81,3 @@ class SqliteVecIndex:
                 hits.append(VectorHit(chunk_id, cosine))
         hits.sort(key=lambda hit: -hit.similarity)
         return hits[:k]
-
-
-def _scope_sql(scope: ScopeFilter) -> tuple[str, list]:
-    if scope.conversations is not None:
-        if not scope.conversations:
-            return " AND 0", []
-        parts, params = [], []
-        for conversation_id, max_seq in scope.conversations:
-            if max_seq is None:
-                parts.append("c.conversation_id = %s")
-                params.append(conversation_id)
-            else:
-                parts.append("(c.conversation_id = %s AND c.seq_end <= %s)")
-                params.extend([conversation_id, max_seq])
-        return " AND (" + " OR ".join(parts) + ")", params
-    if scope.owner_id is not None:
-        return (
-            " AND c.conversation_id IN (SELECT id FROM conversations_conversation "
-            "WHERE owner_id = %s)",
-            [scope.owner_id],
-        )
-    return "", []

@@ -114,8 +114,8 @@ def test_the_memory_step_during_appends_indexing_and_compaction_stays_consistent
     runs. No message is lost or duplicated; no unit with a live message is ever compressed
     or loses its full-text row or its text; once quiet, every archived unit is compressed
     and its text is in the archive, read back exactly."""
-    from memory.archived import archived_chunks
-    from memory.archived_text import hydrate_chunks
+    from memory.archived_content_policy import archived_chunks
+    from memory.archived_unit_text import hydrate_chunks
     from memory.chunker import content_hash
     from memory.indexing import index_conversation_messages
     from memory.models import Chunk, ChunkVector

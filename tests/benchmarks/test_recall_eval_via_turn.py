@@ -18,7 +18,8 @@ from benchmarks.recall_eval import (
     packed_units,
     run_via_turn,
 )
-from memory.turn_retrieval import WRAPPER_TOKENS, RetrievedItem
+from memory.retrieved_items import RetrievedItem
+from memory.turn_retrieval import WRAPPER_TOKENS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -78,3 +78,17 @@ def test_the_static_model_loads_with_the_network_unreachable(monkeypatch):
     from memory.embeddings.static_wordllama import StaticWordLlama
 
     assert StaticWordLlama().embed(["offline"]).shape == (1, 256)
+
+
+def test_numpy_blas_runs_on_one_thread_once_limited(monkeypatch):
+    """memory.embeddings.blas pins numpy's BLAS (through threadpoolctl) to one thread when
+    the environment does not choose (this machine has 2 cores: the default is 2)."""
+    from threadpoolctl import threadpool_info
+
+    from memory.embeddings.blas import limit_blas_threads
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    limit_blas_threads()  # a no-op when the model or the cache already did it
+    blas = [info for info in threadpool_info() if info["user_api"] == "blas"]
+    assert blas and [info["num_threads"] for info in blas] == [1] * len(blas)

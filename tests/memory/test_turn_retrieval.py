@@ -11,10 +11,10 @@ from conversations.services import messages_append
 from memory.indexing import index_conversation_messages
 from memory.models import Chunk
 from memory.recall import search_units
+from memory.retrieved_items import RetrievedItem
 from memory.turn_retrieval import (
     WRAPPER_TOKENS,
     RetrievalParams,
-    RetrievedItem,
     pack,
     render_memory_artifact,
     turn_retrieve,

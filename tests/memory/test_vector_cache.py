@@ -181,20 +181,20 @@ def test_unit_postings_hold_each_units_term_counts_across_refreshes():
             ]
         )
         at += size
-    assert matrix.count == 300 and len(matrix.segments) < 9
+    assert matrix.count == 300 and len(matrix.inverted.segments) < 9
     want: dict[str, list[tuple[int, float]]] = defaultdict(list)
     for row, text in enumerate(texts):
         counts, length = term_counts(text)
         assert matrix.doclen[row] == length
         for term, tf in counts.items():
             want[term].append((row, float(tf)))
-    assert set(matrix.vocabulary) == set(want)
+    assert set(matrix.inverted.vocabulary) == set(want)
     for term, postings in want.items():
-        rows, tfs = matrix.posting(term, 300)
+        rows, tfs = matrix.inverted.postings(term, 300)
         assert list(zip(rows.tolist(), tfs.tolist(), strict=True)) == postings
-        rows, _ = matrix.posting(term, 100)  # a search sees the rows it was given
+        rows, _ = matrix.inverted.postings(term, 100)  # a search sees the rows it was given
         assert rows.tolist() == [r for r, _ in postings if r < 100]
-    assert matrix.posting("zebra", 300)[0].size == 0
+    assert matrix.inverted.postings("zebra", 300)[0].size == 0
     assert matrix.speaker_names == ["Ana"] and matrix.speakers[4] == -1
 
 

@@ -95,6 +95,20 @@ def test_sqlite_vec_agrees_with_numpy_or_says_why_it_cannot_run(indexed, setting
     assert np.allclose([h.similarity for h in hits], [h.similarity for h in exact], atol=1e-5)
 
 
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="sqlite-vec is an SQLite extension")
+def test_sqlite_vec_without_its_package_says_which_extra_to_install(indexed, settings, monkeypatch):
+    """sqlite-vec is an optional extra: chosen but not installed, the index says so."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "sqlite_vec", None)  # what `import` sees when missing
+    settings.LCM_VECTOR_INDEX = "sqlite_vec"
+    scope = ScopeFilter(conversations=((indexed.pk, None),))
+    with pytest.raises(VectorIndexUnavailable, match=r"lcm-server\[sqlite-vec\]"):
+        vector_index().search(
+            namespace_id=search_namespace().pk, query=_query("boat"), scope=scope, k=3
+        )
+
+
 def test_pgvector_is_detected_not_assumed(settings):
     settings.LCM_VECTOR_INDEX = "pgvector"
     if connection.vendor == "postgresql" and pgvector_module.available():

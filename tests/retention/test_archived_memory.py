@@ -1,6 +1,7 @@
-"""The semantic memory of archived content (memory.archived, docs/retention.md): the policy
-compresses vectors (float16, int8) and drops memory full-text rows; searches still show the
-text; restore brings the full-text rows back and the vectors to float32."""
+"""The semantic memory of archived content (memory.archived_content_policy,
+docs/retention.md): the policy compresses vectors (float16, int8) and drops memory full-text
+rows; searches still show the text; restore brings the full-text rows back and the vectors
+to float32."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`archived_fulltext = archive` (memory.archived_text, docs/retention.md): the text of an
+"""`archived_fulltext = archive` (memory.archived_unit_text, docs/retention.md): the text of an
 archived memory unit leaves the database with its full-text row and is read back from its
 archived message by every reader; a policy change or a restore puts it back, checked
 against the unit's hash; the database refuses any other change to a unit's text."""
@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from archive.models import Segment
 from archive.selectors import forget
-from memory.archived_text import hydrate_chunks, texts_of
+from memory.archived_unit_text import hydrate_chunks, texts_of
 from memory.chunker import content_hash, extractive_summary
 from memory.fulltext import search_chunks
 from memory.models import Chunk
@@ -203,7 +203,7 @@ def test_the_database_refuses_any_other_change_to_a_units_text(conversation, set
     )
 
 
-@pytest.mark.postgres  # the hash check in SQL (SQLite: memory.archived_text checks it)
+@pytest.mark.postgres  # the hash check in SQL (SQLite: memory.archived_unit_text checks it)
 def test_postgresql_refuses_a_text_put_back_that_is_not_the_units_own(conversation, settings):
     _conversation_with_fact(conversation, settings)
     _archive(conversation, vectors="keep", fulltext="archive")

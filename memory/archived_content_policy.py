@@ -1,4 +1,7 @@
-"""The semantic memory of archived content (docs/retention.md, "Memory of archived content").
+"""Retention's policy for the semantic memory of archived content (docs/retention.md,
+"Memory of archived content"): what becomes of the vectors, full-text rows and text of
+memory units whose messages are archived. The `archive` app stores the messages' content;
+this module only shrinks the memory derived from it (the units' text: memory.archived_unit_text).
 
 A chunk is *archived* when every message it was cut from is archived (`archived_in` set).
 Retention's policy then may:
@@ -10,7 +13,7 @@ Retention's policy then may:
   `Chunk.fulltext_dropped_at`, migration 0005). Exact both ways: a policy back at `keep`
   puts the rows back;
 - with `archive`, also move its text (`rendered_text`, `summary`) to the archive: read
-  back from its archived message by every reader (memory.archived_text, migration 0006).
+  back from its archived message by every reader (memory.archived_unit_text, migration 0006).
   The unit cache then holds no terms for it (memory.recall's BM25 leg and speakers no
   longer match it; its vector still does), and each hit whose text is in the archive
   costs a segment read (cached). Exact both ways: a policy back at `keep` or `drop` puts
@@ -40,7 +43,7 @@ from django.utils import timezone
 
 from conversations.models import Message
 from core.bulk_update import update_rows
-from memory.archived_text import text_archive, text_restore
+from memory.archived_unit_text import text_archive, text_restore
 from memory.models import Chunk, ChunkVector
 from memory.vectors.codec import FLOAT16, FLOAT32, INT8, recode_vector, stored_length
 
