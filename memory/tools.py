@@ -1,9 +1,9 @@
 """The tool registry of a turn (SRD 12): the product's own memory as tools.
 
 `definitions(tools_mode)` lists what is sent to the provider ([] when disabled);
-`execute(name=, input=, turn=)` runs one call and always returns
-`{"content": str | list, "is_error": bool}`: an unknown tool, bad input or any failure
-is an error result for the model to read, never an exception.
+`execute(name=, input=, turn=)` runs one call and always returns a `ToolResult`
+(core.tool_result): an unknown tool, bad input or any failure is an error result for the
+model to read, never an exception.
 
 Tools run as the session's owner, scoped to the turn's branch ancestry:
 - `lcm_describe`, `lcm_expand`, `lcm_grep`, `lcm_expand_query`: the retrieval app's tools
@@ -30,6 +30,7 @@ from typing import Any
 from django.conf import settings
 
 from core.api.errors import InvalidInput, LcmError
+from core.tool_result import ToolResult, to_json
 
 logger = logging.getLogger("lcm.memory")
 
@@ -39,7 +40,9 @@ class Tool:
     name: str
     description: str
     input_schema: dict
-    run: Callable[[dict, Any], str | list]  # (input, turn) -> content; raise LcmError on bad input
+    # (input, turn) -> content (text or blocks), or a ToolResult passed on as it is;
+    # raise LcmError on bad input.
+    run: Callable[[dict, Any], str | list | ToolResult]
 
     def definition(self) -> dict:
         return {
@@ -67,46 +70,39 @@ def definitions(tools_mode: str) -> list[dict]:
     return [tool.definition() for tool in _REGISTRY.values()]
 
 
-def execute(*, name: str, input: Any, turn) -> dict:
+def execute(*, name: str, input: Any, turn) -> ToolResult:
     tool = _REGISTRY.get(name)
     if tool is None:
-        return _error(f"unknown tool {name!r}; available: {', '.join(sorted(_REGISTRY))}")
+        return ToolResult.error(f"unknown tool {name!r}; available: {', '.join(sorted(_REGISTRY))}")
     if not isinstance(input, dict):
-        return _error("tool input must be a JSON object")
-    problem = _schema_problem(tool.input_schema, input)
+        return ToolResult.error("tool input must be a JSON object")
+    problem = input_problem(tool.input_schema, input)
     if problem:
-        return _error(problem)
+        return ToolResult.error(problem)
     try:
         content = tool.run(input, turn)
     except LcmError as error:
-        return {"content": _json(error.as_dict()), "is_error": True}
+        return ToolResult.from_error(error)
     except Exception as error:  # noqa: BLE001 - a tool failure is the model's to read
         logger.exception("tool %s failed", name)
-        return _error(f"{name} failed: {type(error).__name__}: {error}")
-    return {"content": _cut(content) if isinstance(content, str) else content, "is_error": False}
+        return ToolResult.error(f"{name} failed: {type(error).__name__}: {error}")
+    if isinstance(content, ToolResult):
+        return content if content.is_error else ToolResult(_cut(content.content))
+    return ToolResult(_cut(content))
 
 
-def _error(message: str) -> dict:
-    return {"content": message, "is_error": True}
-
-
-def _json(value) -> str:
-    from retrieval.tools import to_json
-
-    return to_json(value)
-
-
-def _cut(text: str) -> str:
+def _cut(content: str | list) -> str | list:
+    """Text past LCM_TOOL_MAX_RESULT_CHARS is cut, with a note the model can act on."""
     limit = settings.LCM_TOOL_MAX_RESULT_CHARS
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[cut: {len(text) - limit} more characters; narrow the request]"
+    if not isinstance(content, str) or len(content) <= limit:
+        return content
+    return content[:limit] + f"\n[cut: {len(content) - limit} more characters; narrow the request]"
 
 
 _TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict}
 
 
-def _schema_problem(schema: dict, data: dict) -> str | None:
+def input_problem(schema: dict, data: dict) -> str | None:
     """The top-level checks a model's input most often fails: required keys, types, enums."""
     for key in schema.get("required", []):
         if key not in data:
@@ -171,26 +167,23 @@ def _run_describe(data: dict, turn) -> str:
     item_id = data["id"]
     if item_id.startswith("sum_"):
         _check_summary_in_branch(turn, item_id)
-        return _json(selectors.describe_for_user(user=_owner(turn), item_id=item_id))
+        return to_json(selectors.describe_for_user(user=_owner(turn), item_id=item_id))
     described = selectors.describe_for_user(user=_owner(turn), item_id=item_id)
     if described.get("conversation_id") not in _ancestry(turn):
         raise InvalidInput(f"{item_id} is not in this branch's history", extra={"id": item_id})
-    return _json(described)
+    return to_json(described)
 
 
-def _run_expand(data: dict, turn) -> str:
+def _run_expand(data: dict, turn) -> ToolResult:
     from retrieval.tools import tool_call_for_user
 
     _check_summary_in_branch(turn, data["summary_id"])
-    result = tool_call_for_user(
+    return tool_call_for_user(
         user=_owner(turn),
         name="lcm_expand",
         input=data,
         conversation_id=turn.branch.conversation_id,
     )
-    if result.is_error:
-        raise _ToolFailure(result.content)
-    return result.content
 
 
 def _run_grep(data: dict, turn) -> str:
@@ -221,35 +214,18 @@ def _run_grep(data: dict, turn) -> str:
         if hit["type"] == "summary" and hit["conversation_id"] != own:
             continue
         visible.append(hit)
-    return _json({"results": visible})
+    return to_json({"results": visible})
 
 
-def _run_expand_query(data: dict, turn) -> str:
+def _run_expand_query(data: dict, turn) -> ToolResult:
     from retrieval.tools import tool_call_for_user
 
-    result = tool_call_for_user(
+    return tool_call_for_user(
         user=_owner(turn),
         name="lcm_expand_query",
         input=data,
         conversation_id=turn.branch.conversation_id,
     )
-    if result.is_error:
-        raise _ToolFailure(result.content)
-    return result.content
-
-
-class _ToolFailure(LcmError):
-    """A wrapped tool's own error result, passed through unchanged."""
-
-    def __init__(self, content: str) -> None:
-        super().__init__(content)
-        self.content = content
-
-    def as_dict(self) -> dict:
-        try:
-            return json.loads(self.content)
-        except ValueError:
-            return {"code": "tool_error", "message": self.content, "extra": {}}
 
 
 def _run_memory_search(data: dict, turn) -> str:
@@ -273,11 +249,11 @@ def _run_pin_fact(data: dict, turn) -> str:
     from turns.branches import pin_add
 
     state, pin = pin_add(branch=turn.branch, text=data["text"])
-    return _json({"pinned": pin, "state_seq": state.state_seq})
+    return to_json({"pinned": pin, "state_seq": state.state_seq})
 
 
 def _register_builtin() -> None:
-    from retrieval.tools import LCM_DESCRIBE, LCM_EXPAND, LCM_EXPAND_QUERY, LCM_GREP
+    from retrieval.tool_definitions import LCM_DESCRIBE, LCM_EXPAND, LCM_EXPAND_QUERY, LCM_GREP
 
     grep_schema = json.loads(json.dumps(LCM_GREP["input_schema"]))
     grep_schema["properties"].pop("all_conversations", None)  # the branch is the scope
