@@ -3,7 +3,8 @@
 `definitions(tools_mode)` lists what is sent to the provider ([] when disabled);
 `execute(name=, input=, turn=)` runs one call and always returns a `ToolResult`
 (core.tool_result): an unknown tool, bad input or any failure is an error result for the
-model to read, never an exception.
+model to read, never an exception. Input is checked against the tool's `input_schema`
+with `jsonschema` before the tool runs.
 
 Tools run as the session's owner, scoped to the turn's branch ancestry:
 - `lcm_describe`, `lcm_expand`, `lcm_grep`, `lcm_expand_query`: the retrieval app's tools
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import jsonschema
 from django.conf import settings
 
 from core.api.errors import InvalidInput, LcmError
@@ -99,31 +101,49 @@ def _cut(content: str | list) -> str | list:
     return content[:limit] + f"\n[cut: {len(content) - limit} more characters; narrow the request]"
 
 
-_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict}
+# jsonschema's own "integer" accepts 3.0; a tool's integer is a JSON integer (never a
+# float or a bool), so a tool always receives an int.
+_TYPE_CHECKER = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
+)
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, type_checker=_TYPE_CHECKER
+)
 
 
 def input_problem(schema: dict, data: dict) -> str | None:
-    """The top-level checks a model's input most often fails: required keys, types, enums."""
-    for key in schema.get("required", []):
-        if key not in data:
-            return f"missing required field {key!r}"
-    for key, value in data.items():
-        spec = schema.get("properties", {}).get(key)
-        if spec is None:
-            continue
-        expected = _TYPES.get(spec.get("type", ""))
-        if expected is not None and (
-            not isinstance(value, expected) or (expected is int and isinstance(value, bool))
-        ):
-            return f"field {key!r} must be of type {spec['type']}"
-        if "enum" in spec and value not in spec["enum"]:
-            return f"field {key!r} must be one of {', '.join(map(str, spec['enum']))}"
-        if expected is int and (
-            ("minimum" in spec and value < spec["minimum"])
-            or ("maximum" in spec and value > spec["maximum"])
-        ):
-            return f"field {key!r} is out of range"
-    return None
+    """What is wrong with a model's tool input, in one sentence naming the field, or None.
+    A missing required field is named first, then the fields in the order given."""
+    errors = list(_Validator(schema).iter_errors(data))
+    if not errors:
+        return None
+    order = list(data)
+
+    def rank(error: jsonschema.ValidationError) -> tuple[int, int]:
+        if error.validator == "required" or not error.path:
+            return (0, 0)
+        return (1, order.index(error.path[0]) if error.path[0] in order else len(order))
+
+    return _say(min(errors, key=rank))
+
+
+def _say(error: jsonschema.ValidationError) -> str:
+    if error.validator == "required":
+        missing = next(k for k in error.validator_value if k not in error.instance)
+        return f"missing required field {missing!r}"
+    field = (
+        "".join(f"[{part}]" if isinstance(part, int) else part for part in error.path) or "input"
+    )
+    value = error.validator_value
+    if error.validator == "type":
+        return f"field {field!r} must be of type {value}"
+    if error.validator == "enum":
+        return f"field {field!r} must be one of {', '.join(map(str, value))}"
+    if error.validator == "minimum":
+        return f"field {field!r} must be at least {value}"
+    if error.validator == "maximum":
+        return f"field {field!r} must be at most {value}"
+    return f"field {field!r}: {error.message}"
 
 
 # ---------------------------------------------------------------------------------------

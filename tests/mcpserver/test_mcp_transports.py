@@ -138,6 +138,13 @@ async def _exercise_session_tools(session: ClientSession, world: McpWorld) -> No
     )
     assert found.is_error is False, found
 
+    # A session tool's bad input: the turn registry's schema check, as plain text.
+    wrong = await session.call_tool(
+        "memory_search", {"session_id": world.session_id, "query": "port", "top_k": 0}
+    )
+    assert wrong.is_error is True
+    assert [c.text for c in wrong.content] == ["field 'top_k' must be at least 1"]
+
     for name, arguments in [
         ("send_turn", {"session_id": world.other_session_id, "content": "hi"}),
         ("pin_fact", {"session_id": world.other_session_id, "text": "mine now"}),

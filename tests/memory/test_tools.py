@@ -137,6 +137,49 @@ def test_a_registered_tool_joins_the_registry(turn):
         tools._REGISTRY.pop("echo_test")
 
 
+# Bad input of each kind: refused by the tool's input_schema (jsonschema) before the tool
+# runs, so no turn is needed; the message names the field for the model.
+BAD_INPUT = [
+    ("lcm_grep", {}, "missing required field 'query'"),
+    ("lcm_expand_query", {"token_cap": 0}, "missing required field 'prompt'"),
+    ("lcm_grep", {"query": 5}, "field 'query' must be of type string"),
+    ("lcm_grep", {"query": None}, "field 'query' must be of type string"),
+    ("lcm_grep", {"query": "x", "limit": "10"}, "field 'limit' must be of type integer"),
+    ("lcm_grep", {"query": "x", "limit": True}, "field 'limit' must be of type integer"),
+    ("lcm_grep", {"query": "x", "limit": 10.0}, "field 'limit' must be of type integer"),
+    (
+        "lcm_grep",
+        {"query": "x", "ignore_case": "yes"},
+        "field 'ignore_case' must be of type boolean",
+    ),
+    ("lcm_grep", {"query": "x", "mode": "sql"}, "field 'mode' must be one of full_text, regex"),
+    ("memory_search", {"query": "x", "top_k": 0}, "field 'top_k' must be at least 1"),
+    ("memory_search", {"query": "x", "top_k": 21}, "field 'top_k' must be at most 20"),
+    (
+        "lcm_expand_query",
+        {"prompt": "?", "summary_ids": "sum_1"},
+        "field 'summary_ids' must be of type array",
+    ),
+    (
+        "lcm_expand_query",
+        {"prompt": "?", "summary_ids": ["sum_1", 2]},
+        "field 'summary_ids[1]' must be of type string",
+    ),
+    # several problems: a missing field first, then the fields in the order given
+    ("lcm_grep", {"limit": "x"}, "missing required field 'query'"),
+    (
+        "lcm_grep",
+        {"query": "x", "sort": "size", "mode": "sql"},
+        "field 'sort' must be one of recency, relevance",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "message"), BAD_INPUT)
+def test_bad_input_of_each_kind_is_an_error_naming_the_field(name, data, message):
+    assert tools.execute(name=name, input=data, turn=None) == ToolResult(message, is_error=True)
+
+
 def test_a_wrapped_tools_error_result_reaches_the_model_unchanged(turn):
     # lcm_expand_query's own check (retrieval), not the schema: its error JSON, byte for byte
     result = tools.execute(name="lcm_expand_query", input={"prompt": "why?"}, turn=turn)
