@@ -61,10 +61,6 @@ def register(tool: Tool) -> None:
     _REGISTRY[tool.name] = tool
 
 
-def registered() -> list[str]:
-    return list(_REGISTRY)
-
-
 def definitions(tools_mode: str) -> list[dict]:
     """Tool definitions for a turn in `tools_mode` (disabled: none are sent)."""
     if tools_mode == "disabled":
