@@ -7,7 +7,8 @@ The definitions are the turn engine's (memory/tools.py's registry); the calls go
 same retrieval functions the turn engine's tools wrap (`retrieval.tools.tool_call_for_user`,
 and `memory.recall.search_units` for `memory_search`), scoped to the drop-in conversation
 instead of a branch.
-A tool failure is an error result for the model to read, never an exception.
+A tool failure is an error result (core.tool_result.ToolResult) for the model to read,
+never an exception.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import logging
 
 from django.conf import settings
 
+from core.tool_result import ToolResult
 from memory import tools as memory_tools
+from retrieval.tools import tool_call_for_user
 
 logger = logging.getLogger("lcm.dropin")
 
@@ -29,23 +32,18 @@ def definitions() -> list[dict]:
     return [by_name[name] for name in NAMES if name in by_name]
 
 
-def execute(*, user, conversation_id: int, name: str, input: dict) -> dict:
-    """{"content": str, "is_error": bool} of one call."""
+def execute(*, user, conversation_id: int, name: str, input: dict) -> ToolResult:
+    """The result of one call."""
     try:
         if not isinstance(input, dict):
-            return {"content": "tool input must be a JSON object", "is_error": True}
+            return ToolResult.error("tool input must be a JSON object")
         if name == "memory_search":
-            return {"content": _memory_search(user, conversation_id, input), "is_error": False}
-        from retrieval.tools import tool_call_for_user
-
+            return ToolResult(_memory_search(user, conversation_id, input))
         data = {k: v for k, v in input.items() if k != "all_conversations"}
-        result = tool_call_for_user(
-            user=user, name=name, input=data, conversation_id=conversation_id
-        )
-        return {"content": result.content, "is_error": result.is_error}
+        return tool_call_for_user(user=user, name=name, input=data, conversation_id=conversation_id)
     except Exception as error:  # noqa: BLE001 - a tool failure is the model's to read
         logger.exception("drop-in tool %s failed", name)
-        return {"content": f"{name} failed: {type(error).__name__}: {error}", "is_error": True}
+        return ToolResult.error(f"{name} failed: {type(error).__name__}: {error}")
 
 
 def _memory_search(user, conversation_id: int, data: dict) -> str:

@@ -237,9 +237,7 @@ def _memory_loop(provider_request: ProviderRequest, *, user, thread):
                 name=call["name"],
                 input=call.get("input") or {},
             )
-            results.append(
-                blocks.tool_result(call["id"], str(outcome["content"]), bool(outcome["is_error"]))
-            )
+            results.append(blocks.tool_result(call["id"], outcome.text, outcome.is_error))
         messages += [
             {"role": "assistant", "blocks": response.blocks},
             {"role": "user", "blocks": results},

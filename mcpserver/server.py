@@ -42,7 +42,7 @@ def _run_tool(user_id: int, name: str, arguments: dict) -> types.CallToolResult:
     finally:
         close_old_connections()
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=result.content)],
+        content=[types.TextContent(type="text", text=result.text)],
         is_error=result.is_error,
     )
 

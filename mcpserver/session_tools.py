@@ -13,8 +13,8 @@ import copy
 from dataclasses import dataclass
 
 from core.api.errors import LcmError
-from mcpserver.tools import McpTool
-from retrieval.tools import ToolResult, to_json
+from core.tool_result import ToolResult, to_json
+from mcpserver.mcp_tool import McpTool
 
 SESSION_PROPERTIES = {
     "session_id": {"type": "string", "description": "The session (GET /api/v1/sessions/)."},
@@ -73,13 +73,9 @@ def _memory_tool(name: str) -> McpTool:
         try:
             session, branch = _branch_for(user, arguments)
         except LcmError as error:
-            return ToolResult(to_json(error.as_dict()), is_error=True)
+            return ToolResult.from_error(error)
         rest = {k: v for k, v in arguments.items() if k not in SESSION_PROPERTIES}
-        done = memory_tools.execute(name=name, input=rest, turn=BranchView(session, branch))
-        content = done["content"]
-        return ToolResult(
-            content if isinstance(content, str) else to_json(content), done["is_error"]
-        )
+        return memory_tools.execute(name=name, input=rest, turn=BranchView(session, branch))
 
     return McpTool(name, definition["description"], schema, run)
 
@@ -98,7 +94,7 @@ def _send_turn(*, user, arguments: dict) -> ToolResult:
             model=opt_str(arguments, "model", None),
         )
     except LcmError as error:
-        return ToolResult(to_json(error.as_dict()), is_error=True)
+        return ToolResult.from_error(error)
     finished = runner.run_turn(turn_id=turn.id)
     message = finished.final_assistant_message or {}
     answer = message.get("rendered_text") or rendered_text(message.get("blocks") or [])

@@ -7,20 +7,22 @@ takes an optional `conversation_id`: lcm_grep searches every conversation of the
 without it, and lcm_expand_query then finds its summaries across all of them.
 
 The session tools (memory_search, pin_fact, send_turn) are in `session_tools.py`.
-Adding a family of tools is one entry in `_tool_factories()`: a function returning
-`McpTool`s.
+Adding a family of tools is one entry in `TOOL_FAMILIES`: a function returning
+`McpTool`s (mcpserver.mcp_tool).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from conversations.selectors import conversation_get_for_user
 from core.api.errors import LcmError
+from core.tool_result import ToolResult
+from mcpserver.mcp_tool import McpTool
+from mcpserver.session_tools import session_tools
 from retrieval.parsing import opt_int
-from retrieval.tools import TOOL_DEFINITIONS, ToolResult, to_json, tool_call_for_user
+from retrieval.tool_definitions import TOOL_DEFINITIONS
+from retrieval.tools import tool_call_for_user
 
 CONVERSATION_ID_PROPERTY = {
     "type": "integer",
@@ -30,15 +32,6 @@ CONVERSATION_ID_PROPERTY = {
         "without it lcm_grep and lcm_expand_query look at every conversation of yours."
     ),
 }
-
-
-@dataclass(frozen=True)
-class McpTool:
-    name: str
-    description: str
-    input_schema: dict
-    # run(user=..., arguments=...) -> ToolResult; runs in a worker thread (sync ORM).
-    run: Callable[..., ToolResult]
 
 
 def _lcm_tool(definition: dict) -> McpTool:
@@ -53,7 +46,7 @@ def _lcm_tool(definition: dict) -> McpTool:
                 # The same checkpoint as POST /api/v1/tools/call/: another user's is a 404.
                 conversation_get_for_user(user=user, conversation_id=conversation_id)
         except LcmError as error:
-            return ToolResult(to_json(error.as_dict()), is_error=True)
+            return ToolResult.from_error(error)
         arguments.pop("conversation_id", None)
         return tool_call_for_user(
             user=user, name=definition["name"], input=arguments, conversation_id=conversation_id
@@ -66,17 +59,14 @@ def lcm_tools() -> list[McpTool]:
     return [_lcm_tool(definition) for definition in TOOL_DEFINITIONS]
 
 
-def _tool_factories() -> list[Callable[[], list[McpTool]]]:
-    from mcpserver.session_tools import session_tools
-
-    # One line per family of tools.
-    return [lcm_tools, session_tools]
+# One entry per family of tools, in listing order.
+TOOL_FAMILIES = (lcm_tools, session_tools)
 
 
 def mcp_tools() -> dict[str, McpTool]:
     """Every tool, by name, in listing order."""
     tools: dict[str, McpTool] = {}
-    for factory in _tool_factories():
+    for factory in TOOL_FAMILIES:
         for tool in factory():
             tools[tool.name] = tool
     return tools

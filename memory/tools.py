@@ -1,9 +1,10 @@
 """The tool registry of a turn (SRD 12): the product's own memory as tools.
 
 `definitions(tools_mode)` lists what is sent to the provider ([] when disabled);
-`execute(name=, input=, turn=)` runs one call and always returns
-`{"content": str | list, "is_error": bool}`: an unknown tool, bad input or any failure
-is an error result for the model to read, never an exception.
+`execute(name=, input=, turn=)` runs one call and always returns a `ToolResult`
+(core.tool_result): an unknown tool, bad input or any failure is an error result for the
+model to read, never an exception. Input is checked against the tool's `input_schema`
+with `jsonschema` before the tool runs.
 
 Tools run as the session's owner, scoped to the turn's branch ancestry:
 - `lcm_describe`, `lcm_expand`, `lcm_grep`, `lcm_expand_query`: the retrieval app's tools
@@ -27,9 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import jsonschema
 from django.conf import settings
 
 from core.api.errors import InvalidInput, LcmError
+from core.tool_result import ToolResult, to_json
 
 logger = logging.getLogger("lcm.memory")
 
@@ -39,7 +42,9 @@ class Tool:
     name: str
     description: str
     input_schema: dict
-    run: Callable[[dict, Any], str | list]  # (input, turn) -> content; raise LcmError on bad input
+    # (input, turn) -> content (text or blocks), or a ToolResult passed on as it is;
+    # raise LcmError on bad input.
+    run: Callable[[dict, Any], str | list | ToolResult]
 
     def definition(self) -> dict:
         return {
@@ -56,10 +61,6 @@ def register(tool: Tool) -> None:
     _REGISTRY[tool.name] = tool
 
 
-def registered() -> list[str]:
-    return list(_REGISTRY)
-
-
 def definitions(tools_mode: str) -> list[dict]:
     """Tool definitions for a turn in `tools_mode` (disabled: none are sent)."""
     if tools_mode == "disabled":
@@ -67,67 +68,78 @@ def definitions(tools_mode: str) -> list[dict]:
     return [tool.definition() for tool in _REGISTRY.values()]
 
 
-def execute(*, name: str, input: Any, turn) -> dict:
+def execute(*, name: str, input: Any, turn) -> ToolResult:
     tool = _REGISTRY.get(name)
     if tool is None:
-        return _error(f"unknown tool {name!r}; available: {', '.join(sorted(_REGISTRY))}")
+        return ToolResult.error(f"unknown tool {name!r}; available: {', '.join(sorted(_REGISTRY))}")
     if not isinstance(input, dict):
-        return _error("tool input must be a JSON object")
-    problem = _schema_problem(tool.input_schema, input)
+        return ToolResult.error("tool input must be a JSON object")
+    problem = input_problem(tool.input_schema, input)
     if problem:
-        return _error(problem)
+        return ToolResult.error(problem)
     try:
         content = tool.run(input, turn)
     except LcmError as error:
-        return {"content": _json(error.as_dict()), "is_error": True}
+        return ToolResult.from_error(error)
     except Exception as error:  # noqa: BLE001 - a tool failure is the model's to read
         logger.exception("tool %s failed", name)
-        return _error(f"{name} failed: {type(error).__name__}: {error}")
-    return {"content": _cut(content) if isinstance(content, str) else content, "is_error": False}
+        return ToolResult.error(f"{name} failed: {type(error).__name__}: {error}")
+    if isinstance(content, ToolResult):
+        return content if content.is_error else ToolResult(_cut(content.content))
+    return ToolResult(_cut(content))
 
 
-def _error(message: str) -> dict:
-    return {"content": message, "is_error": True}
-
-
-def _json(value) -> str:
-    from retrieval.tools import to_json
-
-    return to_json(value)
-
-
-def _cut(text: str) -> str:
+def _cut(content: str | list) -> str | list:
+    """Text past LCM_TOOL_MAX_RESULT_CHARS is cut, with a note the model can act on."""
     limit = settings.LCM_TOOL_MAX_RESULT_CHARS
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[cut: {len(text) - limit} more characters; narrow the request]"
+    if not isinstance(content, str) or len(content) <= limit:
+        return content
+    return content[:limit] + f"\n[cut: {len(content) - limit} more characters; narrow the request]"
 
 
-_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list, "object": dict}
+# jsonschema's own "integer" accepts 3.0; a tool's integer is a JSON integer (never a
+# float or a bool), so a tool always receives an int.
+_TYPE_CHECKER = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+    "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
+)
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, type_checker=_TYPE_CHECKER
+)
 
 
-def _schema_problem(schema: dict, data: dict) -> str | None:
-    """The top-level checks a model's input most often fails: required keys, types, enums."""
-    for key in schema.get("required", []):
-        if key not in data:
-            return f"missing required field {key!r}"
-    for key, value in data.items():
-        spec = schema.get("properties", {}).get(key)
-        if spec is None:
-            continue
-        expected = _TYPES.get(spec.get("type", ""))
-        if expected is not None and (
-            not isinstance(value, expected) or (expected is int and isinstance(value, bool))
-        ):
-            return f"field {key!r} must be of type {spec['type']}"
-        if "enum" in spec and value not in spec["enum"]:
-            return f"field {key!r} must be one of {', '.join(map(str, spec['enum']))}"
-        if expected is int and (
-            ("minimum" in spec and value < spec["minimum"])
-            or ("maximum" in spec and value > spec["maximum"])
-        ):
-            return f"field {key!r} is out of range"
-    return None
+def input_problem(schema: dict, data: dict) -> str | None:
+    """What is wrong with a model's tool input, in one sentence naming the field, or None.
+    A missing required field is named first, then the fields in the order given."""
+    errors = list(_Validator(schema).iter_errors(data))
+    if not errors:
+        return None
+    order = list(data)
+
+    def rank(error: jsonschema.ValidationError) -> tuple[int, int]:
+        if error.validator == "required" or not error.path:
+            return (0, 0)
+        return (1, order.index(error.path[0]) if error.path[0] in order else len(order))
+
+    return _say(min(errors, key=rank))
+
+
+def _say(error: jsonschema.ValidationError) -> str:
+    if error.validator == "required":
+        missing = next(k for k in error.validator_value if k not in error.instance)
+        return f"missing required field {missing!r}"
+    field = (
+        "".join(f"[{part}]" if isinstance(part, int) else part for part in error.path) or "input"
+    )
+    value = error.validator_value
+    if error.validator == "type":
+        return f"field {field!r} must be of type {value}"
+    if error.validator == "enum":
+        return f"field {field!r} must be one of {', '.join(map(str, value))}"
+    if error.validator == "minimum":
+        return f"field {field!r} must be at least {value}"
+    if error.validator == "maximum":
+        return f"field {field!r} must be at most {value}"
+    return f"field {field!r}: {error.message}"
 
 
 # ---------------------------------------------------------------------------------------
@@ -171,26 +183,23 @@ def _run_describe(data: dict, turn) -> str:
     item_id = data["id"]
     if item_id.startswith("sum_"):
         _check_summary_in_branch(turn, item_id)
-        return _json(selectors.describe_for_user(user=_owner(turn), item_id=item_id))
+        return to_json(selectors.describe_for_user(user=_owner(turn), item_id=item_id))
     described = selectors.describe_for_user(user=_owner(turn), item_id=item_id)
     if described.get("conversation_id") not in _ancestry(turn):
         raise InvalidInput(f"{item_id} is not in this branch's history", extra={"id": item_id})
-    return _json(described)
+    return to_json(described)
 
 
-def _run_expand(data: dict, turn) -> str:
+def _run_expand(data: dict, turn) -> ToolResult:
     from retrieval.tools import tool_call_for_user
 
     _check_summary_in_branch(turn, data["summary_id"])
-    result = tool_call_for_user(
+    return tool_call_for_user(
         user=_owner(turn),
         name="lcm_expand",
         input=data,
         conversation_id=turn.branch.conversation_id,
     )
-    if result.is_error:
-        raise _ToolFailure(result.content)
-    return result.content
 
 
 def _run_grep(data: dict, turn) -> str:
@@ -221,35 +230,18 @@ def _run_grep(data: dict, turn) -> str:
         if hit["type"] == "summary" and hit["conversation_id"] != own:
             continue
         visible.append(hit)
-    return _json({"results": visible})
+    return to_json({"results": visible})
 
 
-def _run_expand_query(data: dict, turn) -> str:
+def _run_expand_query(data: dict, turn) -> ToolResult:
     from retrieval.tools import tool_call_for_user
 
-    result = tool_call_for_user(
+    return tool_call_for_user(
         user=_owner(turn),
         name="lcm_expand_query",
         input=data,
         conversation_id=turn.branch.conversation_id,
     )
-    if result.is_error:
-        raise _ToolFailure(result.content)
-    return result.content
-
-
-class _ToolFailure(LcmError):
-    """A wrapped tool's own error result, passed through unchanged."""
-
-    def __init__(self, content: str) -> None:
-        super().__init__(content)
-        self.content = content
-
-    def as_dict(self) -> dict:
-        try:
-            return json.loads(self.content)
-        except ValueError:
-            return {"code": "tool_error", "message": self.content, "extra": {}}
 
 
 def _run_memory_search(data: dict, turn) -> str:
@@ -273,11 +265,11 @@ def _run_pin_fact(data: dict, turn) -> str:
     from turns.branches import pin_add
 
     state, pin = pin_add(branch=turn.branch, text=data["text"])
-    return _json({"pinned": pin, "state_seq": state.state_seq})
+    return to_json({"pinned": pin, "state_seq": state.state_seq})
 
 
 def _register_builtin() -> None:
-    from retrieval.tools import LCM_DESCRIBE, LCM_EXPAND, LCM_EXPAND_QUERY, LCM_GREP
+    from retrieval.tool_definitions import LCM_DESCRIBE, LCM_EXPAND, LCM_EXPAND_QUERY, LCM_GREP
 
     grep_schema = json.loads(json.dumps(LCM_GREP["input_schema"]))
     grep_schema["properties"].pop("all_conversations", None)  # the branch is the scope

@@ -11,11 +11,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations.selectors import conversation_get_for_user
+from core.tool_result import to_json
 from retrieval import selectors, serializers, services
 from retrieval.expansion import ExpansionRequest, expansion_run
 from retrieval.grep import GrepRequest, grep_for_user
 from retrieval.metrics import observe_expand_since
-from retrieval.tools import TOOL_DEFINITIONS, to_json, tool_call_for_user
+from retrieval.tool_definitions import TOOL_DEFINITIONS
+from retrieval.tools import tool_call_for_user
 
 
 def _json_response(data) -> Response:
@@ -134,4 +136,4 @@ class ToolCallApi(APIView):
             input=data["input"],
             conversation_id=conversation.pk,
         )
-        return Response({"content": result.content, "is_error": result.is_error})
+        return Response(result.as_dict())

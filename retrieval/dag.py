@@ -245,34 +245,25 @@ def expand_rows(
     more than the rest of the statement. Summaries (few) are cut by a window in SQL, so
     their text past the cap is not read; the message text read and then cut here is at
     most the rest of one leaf."""
+    sql, params = _expand_sql(summary_id, max_level, include_messages, token_cap)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    # No ORDER BY in the SQL: the database's sort of 10,000 rows carrying their text cost
+    # a third of the statement on PostgreSQL and a fifth of the expansion on SQLite; the
+    # rows are sorted here on their three short keys instead (paths are zero-padded
+    # digits, so Python orders them as both databases would).
+    rows.sort(key=itemgetter(0, 1, 2))
+    return _cut_at_cap(rows, token_cap)
+
+
+def _expand_sql(
+    summary_id: str, max_level: int, include_messages: bool, token_cap: int
+) -> tuple[str, list]:
+    """The one statement of `expand_rows`: the summaries below the root (cut by a window
+    in SQL), then the messages of the leaves (`_leaf_messages_sql`), unsorted."""
     tree, params = _tree_cte(max_level)
-    then = _then()
-    created = _as_text("m.created_at")
-    # No ORDER BY: the database's sort of 10,000 rows carrying their text cost a third of
-    # the statement on PostgreSQL and a fifth of the expansion on SQLite; the rows are
-    # sorted here on their three short keys instead (paths are zero-padded digits, so
-    # Python orders them as both databases would).
-    messages, message_params = "", []
-    if include_messages:
-        messages = f"""
-            UNION ALL
-            SELECT 1, l.path, sm.ordinal, 'message', CAST(NULL AS TEXT), m.id,
-                   CAST(NULL AS TEXT), CAST(NULL AS INTEGER), m.role, m.seq, m.token_count,
-                   m.content, l.level + 1, {created}
-            FROM leaves l CROSS JOIN head h
-            {then} conversations_summarymessage sm ON sm.summary_id = l.id
-            {then} conversations_message m ON m.id = sm.message_id
-            WHERE l.before + h.tokens < %s
-            UNION ALL
-            SELECT 1, l.path, 0, 'leaf_messages', l.id, CAST(NULL AS BIGINT),
-                   CAST(NULL AS TEXT), CAST(NULL AS INTEGER), CAST(NULL AS TEXT),
-                   (SELECT COUNT(*) FROM conversations_summarymessage sm
-                    WHERE sm.summary_id = l.id),
-                   %s, CAST(NULL AS TEXT), l.level + 1, NULL
-            FROM leaves l CROSS JOIN head h
-            WHERE l.before + h.tokens >= %s
-        """
-        message_params = [token_cap, token_cap + 1, token_cap]
+    messages, message_params = _leaf_messages_sql(token_cap) if include_messages else ("", [])
     sql = f"""
         WITH RECURSIVE {tree},
         nodes AS (
@@ -299,14 +290,41 @@ def expand_rows(
         )
         SELECT {", ".join(EXPAND_COLUMNS)} FROM items
     """
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [summary_id, *params, token_cap, *message_params])
-        rows = cursor.fetchall()
-    rows.sort(key=itemgetter(0, 1, 2))
+    return sql, [summary_id, *params, token_cap, *message_params]
+
+
+def _leaf_messages_sql(token_cap: int) -> tuple[str, list]:
+    """The message rows of `expand_rows`: every message of a leaf that starts within the
+    cap, and one 'leaf_messages' row for each leaf that starts past it."""
+    then = _then()
+    sql = f"""
+        UNION ALL
+        SELECT 1, l.path, sm.ordinal, 'message', CAST(NULL AS TEXT), m.id,
+               CAST(NULL AS TEXT), CAST(NULL AS INTEGER), m.role, m.seq, m.token_count,
+               m.content, l.level + 1, {_as_text("m.created_at")}
+        FROM leaves l CROSS JOIN head h
+        {then} conversations_summarymessage sm ON sm.summary_id = l.id
+        {then} conversations_message m ON m.id = sm.message_id
+        WHERE l.before + h.tokens < %s
+        UNION ALL
+        SELECT 1, l.path, 0, 'leaf_messages', l.id, CAST(NULL AS BIGINT),
+               CAST(NULL AS TEXT), CAST(NULL AS INTEGER), CAST(NULL AS TEXT),
+               (SELECT COUNT(*) FROM conversations_summarymessage sm
+                WHERE sm.summary_id = l.id),
+               %s, CAST(NULL AS TEXT), l.level + 1, NULL
+        FROM leaves l CROSS JOIN head h
+        WHERE l.before + h.tokens >= %s
+    """
+    return sql, [token_cap, token_cap + 1, token_cap]
+
+
+def _cut_at_cap(rows: list[tuple], token_cap: int) -> list[tuple]:
+    """`rows` (sorted) with the text dropped from the row where the running token total
+    first passes `token_cap` onwards."""
     running = 0
     for index, row in enumerate(rows):
         running += row[_TOKENS]
-        if running > token_cap:  # from here on, the rows come without their text
+        if running > token_cap:
             rows[index:] = [(*r[:_CONTENT], None, *r[_CONTENT + 1 :]) for r in rows[index:]]
             break
     return rows

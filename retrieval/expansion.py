@@ -20,7 +20,7 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
@@ -28,12 +28,14 @@ from conversations.archive_port import hydrate_messages
 from conversations.models import Message, Summary
 from conversations.selectors import conversation_get_for_user, conversations_visible_to
 from core.api.errors import InvalidInput, NotFound, Unavailable
+from core.tool_result import ToolResult
 from retrieval import services
+from retrieval.grant_tools import tool_call_for_grant
 from retrieval.grep import GrepRequest, grep_for_user
 from retrieval.metrics import observe_expand_since
 from retrieval.models import DelegationGrant
 from retrieval.selectors import MAX_EXPAND_DEPTH
-from retrieval.tools import SUBAGENT_TOOL_DEFINITIONS, tool_call_for_grant
+from retrieval.tool_definitions import SUBAGENT_TOOL_DEFINITIONS
 
 QUERY_HITS = 20
 PREVIEW_CHARS = 400
@@ -292,26 +294,60 @@ def _run_model(grant: DelegationGrant, targets: Targets, request: ExpansionReque
     # The provider layer builds the client from the environment, retries 429/529/5xx
     # honouring retry-after and maps errors; this loop owns the tools.
     from providers import blocks
-    from providers.base import ProviderRequest, provider_for
-    from providers.errors import ModelConfigError, ProviderError
+    from providers.base import provider_for
 
     max_answer = request.max_answer_tokens or settings.LCM_EXPANSION_MAX_ANSWER_TOKENS
     max_calls = settings.LCM_EXPANSION_MAX_TOOL_CALLS
-    provider = provider_for(spec, timeout=settings.LCM_SUMMARY_TIMEOUT_SECONDS)
-    system = SYSTEM_PROMPT.format(max_answer_tokens=max_answer)
+    ask = _asker(
+        provider_for(spec, timeout=settings.LCM_SUMMARY_TIMEOUT_SECONDS),
+        spec,
+        SYSTEM_PROMPT.format(max_answer_tokens=max_answer),
+        max_answer,
+    )
     messages: list[dict] = [blocks.message("user", _opening(targets, request))]
-    seen_ids = {s.pk for s in targets.summaries}
-    read_ids: list[str] = []
-    read_messages: list[int] = []
-    calls, answer = 0, ""
+    reads = _Reads(seen_ids={s.pk for s in targets.summaries})
+    calls = 0
     usage = {"input_tokens": 0, "output_tokens": 0}
     while True:
-        # The loop answers several tool calls of one turn, so parallel use stays allowed.
+        response = ask(messages, tools_allowed=calls < max_calls)
+        usage["input_tokens"] += response.usage["input_tokens"] or 0
+        usage["output_tokens"] += response.usage["output_tokens"] or 0
+        tool_uses = [b for b in response.blocks if b["type"] == "tool_use"]
+        if response.outcome["reason"] != "tool_use" or not tool_uses or calls > max_calls:
+            break
+        messages.append(blocks.message("assistant", response.blocks))
+        results = []
+        for block in tool_uses:
+            calls += 1
+            outcome = _tool_outcome(grant, block, reads, call=calls, max_calls=max_calls)
+            results.append(blocks.tool_result(block["id"], outcome.content, outcome.is_error))
+        messages.append(blocks.message("user", results))
+    answer = blocks.rendered_text(response.blocks).strip()
+    cited = [i for i in dict.fromkeys(_SUMMARY_ID.findall(answer)) if i in reads.seen_ids]
+    return {
+        "answer": answer,
+        "cited_ids": cited or list(dict.fromkeys(reads.summary_ids)),
+        "cited_message_ids": reads.message_ids,
+        "truncated": False,
+        "tool_calls": calls,
+        "model_usage": usage,
+    }
+
+
+def _asker(provider, spec, system: str, max_answer: int):
+    """`ask(messages, tools_allowed=)`: one model call of the loop; a provider failure is
+    a 503 naming the expansion model."""
+    from providers.base import ProviderRequest
+    from providers.errors import ModelConfigError, ProviderError
+
+    def ask(messages: list[dict], *, tools_allowed: bool):
+        # The loop answers several tool calls of one turn, so parallel use stays allowed;
+        # once the call budget is spent the model must answer.
         options: dict = {"disable_parallel_tool_use": False, "parallel_tool_calls": True}
-        if calls >= max_calls:
+        if not tools_allowed:
             options = {"tool_choice": "none"}
         try:
-            response = provider.complete(
+            return provider.complete(
                 ProviderRequest(
                     model=spec,
                     system=system,
@@ -326,49 +362,43 @@ def _run_model(grant: DelegationGrant, targets: Targets, request: ExpansionReque
             raise Unavailable(
                 f"the expansion model failed: {error}", code="expansion_model_failed"
             ) from None
-        usage["input_tokens"] += response.usage["input_tokens"] or 0
-        usage["output_tokens"] += response.usage["output_tokens"] or 0
-        tool_uses = [b for b in response.blocks if b["type"] == "tool_use"]
-        if response.outcome["reason"] != "tool_use" or not tool_uses or calls > max_calls:
-            answer = blocks.rendered_text(response.blocks).strip()
-            break
-        messages.append(blocks.message("assistant", response.blocks))
-        results = []
-        for block in tool_uses:
-            calls += 1
-            if calls > max_calls:
-                content, is_error = (
-                    f"tool call budget of {max_calls} calls is used up: answer now "
-                    "with what you have read",
-                    True,
-                )
-            else:
-                outcome = tool_call_for_grant(grant=grant, name=block["name"], input=block["input"])
-                content, is_error = outcome.content, outcome.is_error
-                if not is_error:
-                    _note_reads(block["name"], content, seen_ids, read_ids, read_messages)
-            results.append(blocks.tool_result(block["id"], content, is_error))
-        messages.append(blocks.message("user", results))
-    cited = [i for i in dict.fromkeys(_SUMMARY_ID.findall(answer)) if i in seen_ids]
-    return {
-        "answer": answer,
-        "cited_ids": cited or list(dict.fromkeys(read_ids)),
-        "cited_message_ids": read_messages,
-        "truncated": False,
-        "tool_calls": calls,
-        "model_usage": usage,
-    }
+
+    return ask
 
 
-def _note_reads(name, content, seen_ids, read_ids, read_messages) -> None:
-    data = json.loads(content)
-    if name == "lcm_describe" and data.get("type") == "summary":
-        read_ids.append(data["id"])
-        seen_ids.add(data["id"])
-        seen_ids.update(p["id"] for p in data["parents"])
-    elif name == "lcm_expand":
-        read_ids.append(data["summary_id"])
-        seen_ids.add(data["summary_id"])
-        for child in data["summaries"]:
-            seen_ids.add(child["id"])
-        read_messages.extend(m["id"] for m in data["messages"] if m["id"] not in read_messages)
+def _tool_outcome(
+    grant: DelegationGrant, block: dict, reads: _Reads, *, call: int, max_calls: int
+) -> ToolResult:
+    """The result of the sub-agent's `call`-th tool call (a refusal past the budget)."""
+    if call > max_calls:
+        return ToolResult.error(
+            f"tool call budget of {max_calls} calls is used up: answer now with what you have read"
+        )
+    outcome = tool_call_for_grant(grant=grant, name=block["name"], input=block["input"])
+    if not outcome.is_error:
+        reads.note(block["name"], outcome.content)
+    return outcome
+
+
+@dataclass
+class _Reads:
+    """What the sub-agent read: the summary ids it may cite (`seen_ids`: the targets and
+    what its reads showed it), and the summaries and messages it did read."""
+
+    seen_ids: set[str]
+    summary_ids: list[str] = field(default_factory=list)
+    message_ids: list[int] = field(default_factory=list)
+
+    def note(self, name: str, content: str) -> None:
+        data = json.loads(content)
+        if name == "lcm_describe" and data.get("type") == "summary":
+            self.summary_ids.append(data["id"])
+            self.seen_ids.add(data["id"])
+            self.seen_ids.update(p["id"] for p in data["parents"])
+        elif name == "lcm_expand":
+            self.summary_ids.append(data["summary_id"])
+            self.seen_ids.add(data["summary_id"])
+            self.seen_ids.update(child["id"] for child in data["summaries"])
+            self.message_ids.extend(
+                m["id"] for m in data["messages"] if m["id"] not in self.message_ids
+            )

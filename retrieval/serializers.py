@@ -9,7 +9,7 @@ from core.api.requests import BLANK_PATTERN, RequestSerializer
 from core.api.schema import ItemIdField
 from retrieval.grep import MAX_LIMIT, MAX_QUERY_CHARS
 from retrieval.selectors import MAX_EXPAND_DEPTH
-from retrieval.tools import TOOL_DEFINITIONS
+from retrieval.tool_definitions import TOOL_DEFINITIONS
 
 # ---------------------------------------------------------------------------------------
 # describe

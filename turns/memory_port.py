@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from core.tool_result import ToolResult
+
 
 @dataclass(frozen=True)
 class TurnMemory:
@@ -22,8 +24,8 @@ class TurnMemory:
     index_turn: Callable[..., Any]
     # (tools_mode) -> the tool definitions a turn offers the model
     tool_definitions: Callable[[str], list[dict]]
-    # (name=, input=, turn=) -> {"content": ..., "is_error": bool}
-    execute_tool: Callable[..., dict]
+    # (name=, input=, turn=) -> a core.tool_result.ToolResult
+    execute_tool: Callable[..., ToolResult]
 
 
 _memory: TurnMemory | None = None

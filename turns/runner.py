@@ -26,6 +26,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from core.tool_result import ToolResult
 from providers.base import (
     Finished,
     ProviderRequest,
@@ -387,8 +388,8 @@ class _TurnRun:
                 )
             except Exception as error:  # a tool must never take the turn down
                 logger.exception("tool %s failed", call.get("name"))
-                result = {"content": f"tool error: {error}", "is_error": True}
-            content = result.get("content", "")
+                result = ToolResult.error(f"tool error: {error}")
+            content = result.content
             blocks = (
                 content
                 if isinstance(content, list)
@@ -399,7 +400,7 @@ class _TurnRun:
                     "type": "tool_result",
                     "tool_use_id": call.get("id", ""),
                     "content": blocks,
-                    "is_error": bool(result.get("is_error")),
+                    "is_error": result.is_error,
                 }
             )
             self.publish(
@@ -408,7 +409,7 @@ class _TurnRun:
                     "step": step_index,
                     "call_id": call.get("id", ""),
                     "name": call.get("name", ""),
-                    "is_error": bool(result.get("is_error")),
+                    "is_error": result.is_error,
                     "ms": _ms(started),
                 },
             )

@@ -7,6 +7,7 @@ import pytest
 
 from conversations.inputs import MessageInput
 from conversations.services import messages_append
+from core.tool_result import ToolResult
 from dropin import tools
 from memory.indexing import index_conversation_messages
 
@@ -43,8 +44,8 @@ def test_memory_search_returns_dated_untrusted_artifacts(user, remembered):
         name="memory_search",
         input={"query": "Where is the spare key?", "top_k": 1},
     )
-    assert result["is_error"] is False
-    content = result["content"]
+    assert result.is_error is False
+    content = result.content
     assert content.count("<memory_artifact ") == 1
     header = content.splitlines()[0]
     assert 'trust="untrusted"' in header
@@ -61,8 +62,8 @@ def test_memory_search_applies_no_similarity_threshold(user, remembered, setting
         name="memory_search",
         input={"query": "volcanic eruptions in Iceland", "top_k": 5},
     )
-    assert result["is_error"] is False
-    assert result["content"].count("<memory_artifact ") == 2
+    assert result.is_error is False
+    assert result.content.count("<memory_artifact ") == 2
 
 
 def test_memory_search_refuses_another_users_conversation(other_user, remembered):
@@ -72,5 +73,22 @@ def test_memory_search_refuses_another_users_conversation(other_user, remembered
         name="memory_search",
         input={"query": "spare key"},
     )
-    assert result["is_error"] is True
-    assert "blue flower pot" not in result["content"]
+    assert result.is_error is True
+    assert "blue flower pot" not in result.content
+
+
+def test_drop_in_tool_errors_are_results_for_the_model(user, remembered):
+    def call(name, data):
+        return tools.execute(user=user, conversation_id=remembered.pk, name=name, input=data)
+
+    assert call("lcm_grep", ["x"]) == ToolResult.error("tool input must be a JSON object")
+    # the retrieval tool's own error JSON, byte for byte
+    assert call("lcm_expand", {"summary_id": 7}) == ToolResult(
+        '{"code": "invalid", "message": "summary_id must be a non-empty string", '
+        '"extra": {"field": "summary_id"}}',
+        is_error=True,
+    )
+    # a tool the drop-in does not route is a failure the model reads, not an exception
+    unknown = call("lcm_nope", {})
+    assert unknown.is_error is True
+    assert unknown.content.startswith("lcm_nope failed: InvalidInput: unknown tool 'lcm_nope'")

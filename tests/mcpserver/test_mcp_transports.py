@@ -15,7 +15,7 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import INVALID_PARAMS
 
-from retrieval.tools import TOOL_DEFINITIONS
+from retrieval.tool_definitions import TOOL_DEFINITIONS
 from tests.mcpserver.conftest import ROOT, McpWorld, child_env
 from turns.models import StateCheckpoint, UserTurn
 
@@ -110,6 +110,10 @@ async def _exercise(session: ClientSession, world: McpWorld) -> None:
     bad = await session.call_tool("lcm_expand", {"summary_id": 7})
     assert bad.is_error is True
     assert _text(bad)["extra"] == {"field": "summary_id"}
+    assert bad.content[0].text == (  # the bytes, as every wire carries them
+        '{"code": "invalid", "message": "summary_id must be a non-empty string", '
+        '"extra": {"field": "summary_id"}}'
+    )
 
 
 async def _exercise_session_tools(session: ClientSession, world: McpWorld) -> None:
@@ -133,6 +137,13 @@ async def _exercise_session_tools(session: ClientSession, world: McpWorld) -> No
         "memory_search", {"session_id": world.session_id, "query": "port"}
     )
     assert found.is_error is False, found
+
+    # A session tool's bad input: the turn registry's schema check, as plain text.
+    wrong = await session.call_tool(
+        "memory_search", {"session_id": world.session_id, "query": "port", "top_k": 0}
+    )
+    assert wrong.is_error is True
+    assert [c.text for c in wrong.content] == ["field 'top_k' must be at least 1"]
 
     for name, arguments in [
         ("send_turn", {"session_id": world.other_session_id, "content": "hi"}),

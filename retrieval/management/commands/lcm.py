@@ -9,10 +9,11 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
 
 from core.api.errors import LcmError
+from core.tool_result import to_json
 from retrieval import selectors
 from retrieval.grep import GrepRequest, grep_for_user
 from retrieval.services import grant_sweep_expired
-from retrieval.tools import TOOL_DEFINITIONS, to_json
+from retrieval.tool_definitions import TOOL_DEFINITIONS
 
 
 class _Operator:
