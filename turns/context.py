@@ -527,4 +527,5 @@ def context_prepare(*, turn: UserTurn) -> AssembledContext:
             telemetry=telemetry,
         )
     metrics.observe_context(ctx)
+    metrics.observe_latency("assemble", assemble_ms)
     return ctx

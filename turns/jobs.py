@@ -14,6 +14,7 @@ import time
 
 from django.db import transaction
 
+from turns import metrics
 from turns.branches import state_commit
 from turns.job_queue import MAX_INDEX_ATTEMPTS, MAX_SUMMARIZE_ATTEMPTS, job_claim, job_release
 from turns.librarian import librarian_for_turn
@@ -89,6 +90,7 @@ def summarize_turn(*, turn_id: str) -> StateCheckpoint | None:
         )
         if state is not None:
             summarize_ms = round((time.monotonic() - started) * 1000)
+            metrics.observe_latency("summarize", summarize_ms)
             _telemetry_add(turn.pk, summarize_ms=summarize_ms, librarian=result.info)
             return state
     return None
@@ -126,6 +128,7 @@ def index_turn(*, turn_id: str) -> str:
         status, error = IndexStatus.DEGRADED, f"{type(exc).__name__}: {exc}"
     index_recorded(turn_id=turn_id, status=status)
     index_ms = round((time.monotonic() - started) * 1000)
+    metrics.observe_latency("index", index_ms)
     _telemetry_add(turn_id, index_ms=index_ms)
     if error:
         raise RuntimeError(error)  # the job records it and is retried (MAX_INDEX_ATTEMPTS)
