@@ -26,7 +26,7 @@ from django.test.utils import override_settings
 from benchmarks.conversations import bench_user
 from benchmarks.harness import BenchContext, BenchRow, benchmark, p50, percentile
 from turns import runner
-from turns.branches import commit_pending
+from turns.jobs import commit_pending
 from turns.journal import read_entries
 from turns.models import ProviderStep
 from turns.services import session_create, turn_accept

@@ -281,6 +281,7 @@ def _session_run(turns: int, strategy: str) -> tuple[Ledger, Ledger, Ledger]:
     from conversations.models import Summary
     from providers.blocks import message
     from turns import runner, services
+    from turns.jobs import commit_pending
     from turns.models import Branch, ProviderStep
 
     engine = Ledger(f"session {turns} turns, {strategy}")
@@ -313,7 +314,7 @@ def _session_run(turns: int, strategy: str) -> tuple[Ledger, Ledger, Ledger]:
         history.append(message("user", text))
         _direct(SYSTEM_PROMPT, history, direct)
         history.append(message("assistant", turn.final_assistant_message["blocks"]))
-        services.commit_pending(branch=branch)
+        commit_pending(branch=branch)
         _run_compaction_jobs()
         if (
             engine.steady_from is None

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from django.db.models import Max
 
 from turns import runner, services
+from turns.branches import pin_add, pin_remove
+from turns.jobs import commit_pending
 from turns.models import Branch, Phase, StateCheckpoint, UserTurn
 
 
@@ -68,13 +70,11 @@ def long_session(*, owner, turns: int, pin_every: int = 50) -> LongRunReport:
     started = time.perf_counter()
     for n in range(1, turns + 1):
         if n % pin_every == 0:
-            _, pin = services.pin_add(
-                branch=branch, text=f"Pinned fact #{n}: keep `config/p{n}.toml`"
-            )
+            _, pin = pin_add(branch=branch, text=f"Pinned fact #{n}: keep `config/p{n}.toml`")
             pins[pin["id"]] = pin["text"]
         if n % (3 * pin_every) == 0 and pins:
             oldest = next(iter(pins))
-            services.pin_remove(branch=branch, pin_id=oldest)
+            pin_remove(branch=branch, pin_id=oldest)
             del pins[oldest]
         text = (
             f"Turn {n}: we decided to keep module src/mod_{n % 37}/part_{n}.py and call "
@@ -97,7 +97,7 @@ def long_session(*, owner, turns: int, pin_every: int = 50) -> LongRunReport:
             summarize_turn(turn_id=previous.pk)
             _check_head(branch.pk, pins, report)
         report.turns += 1
-    services.commit_pending(branch=branch)
+    commit_pending(branch=branch)
     _check_head(branch.pk, pins, report)
     _check_chain(branch.pk, report)
     report.seconds = time.perf_counter() - started

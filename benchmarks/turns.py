@@ -29,6 +29,8 @@ from conversations.inputs import MessageInput
 from conversations.services import messages_append
 from tokens.services import token_rotate
 from turns import runner, services
+from turns.branches import branch_fork
+from turns.jobs import commit_pending
 from turns.models import Phase, StateCheckpoint, StateReason, UserTurn
 
 
@@ -52,7 +54,7 @@ def turns(ctx: BenchContext) -> list[BenchRow]:
         overhead.append(total_ms - stream_ms)
         bounded = max(bounded, sum((turn.context or {}).get("sections_tokens", {}).values()))
         if i % 10 == 9:
-            services.commit_pending(branch=session.active_branch)
+            commit_pending(branch=session.active_branch)
     rows = [
         BenchRow(
             "turn overhead excluding the provider (offline), p50",
@@ -69,7 +71,7 @@ def turns(ctx: BenchContext) -> list[BenchRow]:
         samples = []
         for _ in range(20):
             start = time.perf_counter()
-            services.branch_fork(branch=branch)
+            branch_fork(branch=branch)
             samples.append((time.perf_counter() - start) * 1000)
         rows.append(
             BenchRow(

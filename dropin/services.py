@@ -38,7 +38,7 @@ from dropin.models import Thread
 from dropin.requests import DropinRequest
 from providers import blocks as b
 from providers.config import ModelSpec, engine_config
-from turns.mirror import _block_parts as block_parts
+from turns.mirror import block_parts
 
 EXTERNAL_PREFIX = "dropin:"
 # Without a key, how many of the caller's threads with the same first message are compared

@@ -14,7 +14,9 @@ from rest_framework.views import APIView
 
 from core.api.pagination import SequencePagination
 from core.api.schema import CURSOR_PARAMETERS, ERRORS, WRITE_ERRORS
-from turns import selectors, serializers, services
+from providers.config import default_model, models
+from turns import branches, selectors, serializers, services
+from turns.jobs import commit_pending
 from turns.models import Branch
 
 _ULID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
@@ -181,7 +183,7 @@ class BranchForkApi(APIView):
         branch = selectors.branch_get_for_user(user=request.user, branch_id=branch_id)
         body = serializers.ForkSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        child = services.branch_fork(
+        child = branches.branch_fork(
             branch=branch,
             turn_id=body.validated_data.get("turn_id"),
             label=body.validated_data["label"],
@@ -201,7 +203,7 @@ class BranchRollbackApi(APIView):
         branch = selectors.branch_get_for_user(user=request.user, branch_id=branch_id)
         body = serializers.RollbackSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        child = services.branch_rollback(
+        child = branches.branch_rollback(
             branch=branch,
             state_seq=body.validated_data["state_seq"],
             label=body.validated_data["label"],
@@ -232,7 +234,7 @@ class BranchPinsApi(APIView):
         branch = selectors.branch_get_for_user(user=request.user, branch_id=branch_id)
         body = serializers.PinCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        state, pin = services.pin_add(branch=branch, text=body.validated_data["text"])
+        state, pin = branches.pin_add(branch=branch, text=body.validated_data["text"])
         return Response({"pin": pin, "state": serializers.state_data(state)}, status=201)
 
 
@@ -244,7 +246,7 @@ class BranchPinDeleteApi(APIView):
     )
     def delete(self, request, branch_id: str, pin_id: str):
         branch = selectors.branch_get_for_user(user=request.user, branch_id=branch_id)
-        state = services.pin_remove(branch=branch, pin_id=pin_id)
+        state = branches.pin_remove(branch=branch, pin_id=pin_id)
         return Response({"pin": None, "state": serializers.state_data(state)})
 
 
@@ -258,7 +260,7 @@ class BranchCommitApi(APIView):
     )
     def post(self, request, branch_id: str):
         branch = selectors.branch_get_for_user(user=request.user, branch_id=branch_id)
-        states = services.commit_pending(branch=branch)
+        states = commit_pending(branch=branch)
         branch.refresh_from_db()
         return Response(
             {
@@ -281,7 +283,7 @@ class SessionActivateBranchApi(APIView):
         session = selectors.session_get_for_user(user=request.user, session_id=session_id)
         body = serializers.ActivateBranchSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        session = services.branch_activate(
+        session = branches.branch_activate(
             session=session, branch_id=body.validated_data["branch_id"]
         )
         return Response(_session_detail(session))
@@ -295,8 +297,6 @@ class ModelListApi(APIView):
         "(the key itself is never shown).",
     )
     def get(self, request):
-        from providers.config import default_model, models
-
         default = default_model().name
         rows = []
         for spec in models():

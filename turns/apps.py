@@ -7,26 +7,20 @@ class TurnsConfig(AppConfig):
     verbose_name = "Turn engine"
 
     def ready(self):
+        # Imported here, not at the top: these modules import the models, which Django
+        # loads only after every AppConfig is created.
         from django.db.models.signals import post_migrate
 
+        from core import lifecycle
         from core.metrics import register_collector
+        from turns import runner
         from turns.metrics import collect
-        from turns.reconcile import ensure_schedule, install_worker_hooks
+        from turns.reconcile import ensure_schedule, install_worker_hooks, reconcile
 
         register_collector(collect)
         post_migrate.connect(ensure_schedule, sender=self)
         install_worker_hooks()
-
-        from core import lifecycle
-        from turns import runner
-
         # The web server finishes what a crash left (journals, commits, indexing) as it
         # starts, and ends its own streams cleanly as it stops (lcm_serve).
-        lifecycle.on_server_start(_reconcile_at_start)
+        lifecycle.on_server_start(reconcile)
         lifecycle.on_server_stop(runner.shutdown)
-
-
-def _reconcile_at_start() -> None:
-    from turns.reconcile import reconcile
-
-    reconcile()

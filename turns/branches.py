@@ -1,5 +1,5 @@
-"""Branch-level writes: the state commit (TX-B), pinned facts, fork, rollback, activation
-and "commit pending now".
+"""Branch-level writes: a new branch with its conversation, the state commit (TX-B), pinned
+facts, fork, rollback and activation.
 
 The branch head only moves here, always in one transaction that inserts the new state
 (seq = head_seq + 1) and advances the head with compare-and-set on `head_seq`; the unique
@@ -8,18 +8,19 @@ The branch head only moves here, always in one transaction that inserts the new 
 
 from __future__ import annotations
 
-import logging
-
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from conversations.models import Message
+from conversations.services import conversation_create
 from core.api.errors import InvalidInput, NotFound
 from core.ids import new_id
 from core.token_estimate import estimate
 from turns.errors import TurnNotCommitted
+from turns.job_queue import job_dispatch_waiting, job_enqueue
+from turns.mirror import mirror_turn
 from turns.models import (
     FINALIZED_PHASES,
     Branch,
@@ -31,13 +32,29 @@ from turns.models import (
     UserTurn,
 )
 
-logger = logging.getLogger("lcm.turns")
-
 MAX_PIN_CHARS = 2000
 
 
 class _Lost(Exception):
     """A compare-and-set inside TX-B lost: roll the whole transaction back."""
+
+
+def conversation_session_id(branch_id: str) -> str:
+    """The `session_id` of a branch's LCM conversation."""
+    return f"turns:{branch_id}"
+
+
+def branch_with_conversation(*, session: Session, owner, label: str, **fields) -> Branch:
+    """A new Branch with its own (empty) LCM conversation; call inside a transaction."""
+    branch_id = new_id()
+    conversation, _ = conversation_create(
+        owner=owner,
+        session_id=conversation_session_id(branch_id),
+        title=f"{session.title or 'chat session'} [{label or 'main'}]"[:500],
+    )
+    return Branch.objects.create(
+        id=branch_id, session=session, conversation=conversation, label=label, **fields
+    )
 
 
 def _pins_tokens(pins: list[dict]) -> int:
@@ -54,8 +71,6 @@ def state_commit(
 
     Pins are taken from the head at commit time, so a pin added while the librarian ran
     is kept."""
-    from turns.jobs import job_enqueue
-
     try:
         with transaction.atomic(durable=True):
             branch = Branch.objects.select_for_update().get(pk=turn.branch_id)
@@ -103,8 +118,6 @@ def state_commit(
 
 
 def _wake_next(turn: UserTurn) -> None:
-    from turns.jobs import job_dispatch_waiting
-
     job_dispatch_waiting(branch_id=turn.branch_id, after_seq=turn.turn_seq)
 
 
@@ -167,8 +180,6 @@ def _fork_message_seq(branch: Branch, fork_turn: UserTurn | None) -> int:
     last one), looked up by exact external ids (an index lookup, whatever the history)."""
     if fork_turn is None:
         return 0
-    from turns.mirror import mirror_turn
-
     steps = ProviderStep.objects.filter(turn=fork_turn).count()
     ids = [f"turn:{fork_turn.pk}:user"]
     for index in range(steps):
@@ -193,12 +204,10 @@ def _fork_at(
 ) -> Branch:
     """A new branch of `branch` whose head is a copy of `state`; no history is copied (a
     constant number of queries whatever the history length)."""
-    from turns.services import _branch_with_conversation
-
     session = Session.objects.only("id", "title", "owner_id").get(pk=branch.session_id)
     message_seq = _fork_message_seq(branch, fork_turn)
     with transaction.atomic(durable=True):
-        child = _branch_with_conversation(
+        child = branch_with_conversation(
             session=session,
             owner=get_user_model()(pk=session.owner_id),  # no query: only the id is used
             label=label,
@@ -291,17 +300,3 @@ def branch_activate(*, session: Session, branch_id: str) -> Session:
     )
     session.refresh_from_db()
     return session
-
-
-def commit_pending(*, branch: Branch) -> list[StateCheckpoint]:
-    """ "Commit pending now": run the branch's pending summarizations here, in turn order."""
-    from turns.jobs import summarize_turn
-
-    states = []
-    for turn in UserTurn.objects.filter(
-        branch_id=branch.pk, phase__in=FINALIZED_PHASES, state_after__isnull=True
-    ).order_by("turn_seq"):
-        state = summarize_turn(turn_id=turn.pk)
-        if state is not None:
-            states.append(state)
-    return states

@@ -38,11 +38,16 @@ from dataclasses import asdict, dataclass, field
 
 from django.db import transaction
 
+from compaction.assembly import assemble_context
+from conversations.models import Conversation, Message
 from core.token_estimate import estimate
 from providers import blocks as B
 from providers.config import engine_config, model_get
+from turns import metrics
 from turns.errors import ContextTooLarge
+from turns.librarian import shrink_summary
 from turns.memory_port import turn_memory
+from turns.mirror import mirror_turn
 from turns.models import (
     FINALIZED_PHASES,
     ContextStrategy,
@@ -51,6 +56,7 @@ from turns.models import (
     ToolsMode,
     UserTurn,
 )
+from turns.phases import advance, turn_fail
 
 logger = logging.getLogger("lcm.turns")
 
@@ -311,10 +317,6 @@ def _lcm_history(turn: UserTurn, budget_tokens: int) -> tuple[list[str], list[di
     """The branch's LCM context without the current turn's own user message: its leading
     summaries (quoted XML; a fork's base state first) and the messages after them as real
     messages with tool pairing (the assembler's Anthropic format)."""
-    from compaction.assembly import assemble_context
-    from conversations.models import Conversation, Message
-    from turns.mirror import mirror_turn
-
     for pending in pending_turns(turn):
         mirror_turn(pending)  # so the LCM context holds every finalized answer
     branch = turn.branch
@@ -408,66 +410,25 @@ def _tools_for(turn: UserTurn) -> list[dict]:
     return list(memory.tool_definitions(turn.tools_mode))
 
 
+def _total(ctx: AssembledContext) -> int:
+    """Measure every section again and return the whole context's size."""
+    ctx.sections_tokens = _measure(ctx)
+    return ctx.token_total()
+
+
 def shrink(ctx: AssembledContext, spec, *, conversation_id: int | None = None) -> None:
     """The deterministic shrinker (SRD 7.3); logs each step in `ctx.shrink_steps`."""
     limit = ctx.budget["input_limit"]
-
-    def total() -> int:
-        ctx.sections_tokens = _measure(ctx)
-        return ctx.token_total()
-
-    if total() <= limit:
+    if _total(ctx) <= limit:
         return
-    # 1. drop retrieved items, lowest score first (manual attachments last), keeping one
-    candidates = sorted(
-        ctx.retrieved, key=lambda item: (bool(item.get("manual")), item.get("score", 0))
-    )
-    for item in candidates[:-1]:
-        if total() <= limit:
-            break
-        ctx.retrieved = [r for r in ctx.retrieved if r is not item]
-        ctx.shrink_steps.append(
-            f"drop_retrieved id={item.get('id')} score={item.get('score', 0):.3f} "
-            f"-> {total()} tokens"
-        )
-    # 2. replace the remaining retrieved items by their summaries
-    if total() > limit and ctx.retrieved:
-        replaced = []
-        for item in ctx.retrieved:
-            if item.get("summary"):
-                replaced.append({**item, "text": item["summary"], "summarized": True})
-                ctx.shrink_steps.append(f"summarize_retrieved id={item.get('id')}")
-            else:
-                ctx.shrink_steps.append(f"drop_retrieved id={item.get('id')} (no summary)")
-        ctx.retrieved = replaced
-        ctx.shrink_steps.append(f"retrieved_to_summaries -> {total()} tokens")
-    # 3. drop pending turns, oldest first (a user/assistant pair at a time); each pair's
-    # cost is known, so this is linear in the number of pending turns
-    if total() > limit and ctx.pending:
-        pairs = [ctx.pending[i : i + 2] for i in range(0, len(ctx.pending), 2)]
-        costs = [sum(_message_tokens(m) for m in pair) for pair in pairs]
-        running = ctx.token_total()
-        dropped = 0
-        while running > limit and dropped < len(pairs):
-            running -= costs[dropped]
-            turn_id = ctx.pending_turn_ids[dropped] if dropped < len(ctx.pending_turn_ids) else None
-            ctx.shrink_steps.append(f"drop_pending turn={turn_id} -> {running} tokens")
-            dropped += 1
-        ctx.pending = [m for pair in pairs[dropped:] for m in pair]
-        ctx.pending_turn_ids = ctx.pending_turn_ids[dropped:]
-    # 4. shrink the head summary with the librarian's shrink step
-    if total() > limit and ctx.state_summary:
-        from turns.librarian import shrink_summary
-
-        wrapper = ctx.sections_tokens["state"] - estimate(ctx.state_summary)
-        room = limit - (ctx.token_total() - ctx.sections_tokens["state"]) - wrapper
-        target = max(MIN_SUMMARY_TOKENS, room)
-        before = ctx.sections_tokens["state"]
-        ctx.state_summary = shrink_summary(
-            ctx.state_summary, target_tokens=target, conversation_id=conversation_id
-        )
-        ctx.shrink_steps.append(f"shrink_summary {before} -> {total()} tokens (target {target})")
-    if total() > limit:
+    _drop_retrieved(ctx, limit)
+    if _total(ctx) > limit and ctx.retrieved:
+        _summarize_retrieved(ctx)
+    if _total(ctx) > limit and ctx.pending:
+        _drop_pending(ctx, limit)
+    if _total(ctx) > limit and ctx.state_summary:
+        _shrink_state_summary(ctx, limit, conversation_id)
+    if _total(ctx) > limit:
         ctx.shrink_steps.append(f"too_large {ctx.token_total()} > {limit}")
         raise ContextTooLarge(
             f"the context needs {ctx.token_total()} tokens but model {spec.name!r} allows "
@@ -483,11 +444,68 @@ def shrink(ctx: AssembledContext, spec, *, conversation_id: int | None = None) -
         )
 
 
+def _drop_retrieved(ctx: AssembledContext, limit: int) -> None:
+    """Step 1: drop retrieved items, lowest score first (manual attachments last), keeping
+    one."""
+    candidates = sorted(
+        ctx.retrieved, key=lambda item: (bool(item.get("manual")), item.get("score", 0))
+    )
+    for item in candidates[:-1]:
+        if _total(ctx) <= limit:
+            break
+        ctx.retrieved = [r for r in ctx.retrieved if r is not item]
+        ctx.shrink_steps.append(
+            f"drop_retrieved id={item.get('id')} score={item.get('score', 0):.3f} "
+            f"-> {_total(ctx)} tokens"
+        )
+
+
+def _summarize_retrieved(ctx: AssembledContext) -> None:
+    """Step 2: replace the remaining retrieved items by their summaries (dropping those
+    without one)."""
+    replaced = []
+    for item in ctx.retrieved:
+        if item.get("summary"):
+            replaced.append({**item, "text": item["summary"], "summarized": True})
+            ctx.shrink_steps.append(f"summarize_retrieved id={item.get('id')}")
+        else:
+            ctx.shrink_steps.append(f"drop_retrieved id={item.get('id')} (no summary)")
+    ctx.retrieved = replaced
+    ctx.shrink_steps.append(f"retrieved_to_summaries -> {_total(ctx)} tokens")
+
+
+def _drop_pending(ctx: AssembledContext, limit: int) -> None:
+    """Step 3: drop pending turns, oldest first (a user/assistant pair at a time); each
+    pair's cost is known, so this is linear in the number of pending turns."""
+    pairs = [ctx.pending[i : i + 2] for i in range(0, len(ctx.pending), 2)]
+    costs = [sum(_message_tokens(m) for m in pair) for pair in pairs]
+    running = ctx.token_total()
+    dropped = 0
+    while running > limit and dropped < len(pairs):
+        running -= costs[dropped]
+        turn_id = ctx.pending_turn_ids[dropped] if dropped < len(ctx.pending_turn_ids) else None
+        ctx.shrink_steps.append(f"drop_pending turn={turn_id} -> {running} tokens")
+        dropped += 1
+    ctx.pending = [m for pair in pairs[dropped:] for m in pair]
+    ctx.pending_turn_ids = ctx.pending_turn_ids[dropped:]
+
+
+def _shrink_state_summary(ctx: AssembledContext, limit: int, conversation_id: int | None) -> None:
+    """Step 4: shrink the head summary with the librarian's shrink step, to what is left
+    of the budget (never below MIN_SUMMARY_TOKENS)."""
+    wrapper = ctx.sections_tokens["state"] - estimate(ctx.state_summary)
+    room = limit - (ctx.token_total() - ctx.sections_tokens["state"]) - wrapper
+    target = max(MIN_SUMMARY_TOKENS, room)
+    before = ctx.sections_tokens["state"]
+    ctx.state_summary = shrink_summary(
+        ctx.state_summary, target_tokens=target, conversation_id=conversation_id
+    )
+    ctx.shrink_steps.append(f"shrink_summary {before} -> {_total(ctx)} tokens (target {target})")
+
+
 def context_prepare(*, turn: UserTurn) -> AssembledContext:
     """Assemble and shrink, store the context on the turn, phase -> context_prepared.
     A context that cannot fit fails the turn (code context_too_large) and raises."""
-    from turns.services import _advance, turn_fail
-
     started = time.monotonic()
     try:
         ctx = assemble(turn)
@@ -501,14 +519,13 @@ def context_prepare(*, turn: UserTurn) -> AssembledContext:
     telemetry["retrieval"] = ctx.budget.get("retrieval", {})
     telemetry.setdefault("latency_ms", {})["assemble_ms"] = assemble_ms
     with transaction.atomic(durable=True):
-        _advance(
+        advance(
             turn,
             (Phase.ACCEPTED,),
             Phase.CONTEXT_PREPARED,
             context=ctx.as_dict(),
             telemetry=telemetry,
         )
-    from turns import metrics
-
     metrics.observe_context(ctx)
+    metrics.observe_latency("assemble", assemble_ms)
     return ctx

@@ -18,14 +18,19 @@ Two writers, one contract:
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from compaction.guard import DatabaseGuard
 from compaction.summarizers.extract import score_sentences, sentences, split_code
 from core.token_estimate import estimate
+from providers import blocks as B
+from providers.base import ProviderRequest, provider_for
+from providers.config import api_key, model_get
 
 logger = logging.getLogger("lcm.turns")
 
@@ -213,12 +218,8 @@ def _librarian_provider():
     if not name:
         return None
     try:
-        from compaction.guard import DatabaseGuard
-        from providers.base import provider_for
-        from providers.config import api_key, model_get
-
         spec = model_get(name)
-    except Exception:  # unknown model or providers not importable: deterministic
+    except Exception:  # an unknown model: the deterministic librarian writes
         return None
     if spec.provider == "offline" or api_key(spec) is None:
         return None
@@ -228,9 +229,6 @@ def _librarian_provider():
 def _ask(
     spec, provider, *, system: str, prompt: str, max_tokens: int, conversation_id: int | None
 ) -> str:
-    from providers import blocks as B
-    from providers.base import ProviderRequest
-
     response = provider.complete(
         ProviderRequest(
             model=spec,
@@ -280,6 +278,33 @@ def _prompt(
     return "\n".join(lines)
 
 
+def _report(
+    info: dict,
+    writer: str,
+    *,
+    model: str = "",
+    validation: str = "pass",
+    retries: int = 0,
+    fallback: bool = False,
+    missing: list[str] | tuple[str, ...] = (),
+    error: str | None = None,
+) -> dict:
+    """The librarian report stored on the state: `info`, then who wrote it and how the
+    entity check went."""
+    report = {**info, "writer": writer}
+    if model:
+        report["model"] = model
+    report |= {
+        "validation": validation,
+        "retries": retries,
+        "fallback": fallback,
+        "missing": list(missing),
+    }
+    if error is not None:
+        report["error"] = error
+    return report
+
+
 def librarian_for_turn(*, turn, head) -> LibrarianResult:
     """The next state summary for `turn` on top of `head` (no transaction is open here)."""
     target = settings.LCM_STATE_TARGET_TOKENS
@@ -301,18 +326,28 @@ def librarian_for_turn(*, turn, head) -> LibrarianResult:
     }
     model = _librarian_provider()
     if model is None:
-        return LibrarianResult(
-            fallback,
-            {
-                **info,
-                "writer": "deterministic",
-                "validation": "pass",
-                "retries": 0,
-                "fallback": False,
-                "missing": [],
-            },
-        )
+        return LibrarianResult(fallback, _report(info, "deterministic"))
+    prompt = functools.partial(
+        _prompt,
+        head_summary=head.summary,
+        pins=head.pinned_facts,
+        user=user,
+        answer=answer,
+        turn_seq=turn.turn_seq,
+        artifacts=kept.artifacts,
+        decisions=kept.decisions,
+        target=target,
+    )
+    return _model_state(turn, model, prompt, kept=kept, fallback=fallback, info=info)
+
+
+def _model_state(
+    turn, model, prompt, *, kept: Parsed, fallback: str, info: dict
+) -> LibrarianResult:
+    """The model librarian's summary when it passes the entity check (one retry naming
+    what it missed); else the deterministic `fallback`, with the reason in the report."""
     spec, provider = model
+    target = info["target_tokens"]
     missing: list[str] = []
     for attempt in range(2):
         try:
@@ -320,63 +355,37 @@ def librarian_for_turn(*, turn, head) -> LibrarianResult:
                 spec,
                 provider,
                 system=LIBRARIAN_SYSTEM,
-                prompt=_prompt(
-                    head_summary=head.summary,
-                    pins=head.pinned_facts,
-                    user=user,
-                    answer=answer,
-                    turn_seq=turn.turn_seq,
-                    artifacts=kept.artifacts,
-                    decisions=kept.decisions,
-                    target=target,
-                    missing=missing,
-                ),
+                prompt=prompt(missing=missing),
                 max_tokens=target * 2,
                 conversation_id=turn.branch.conversation_id,
             )
         except Exception as error:  # provider down, guard closed: the fallback writes it
             logger.warning("librarian model call failed for turn %s: %s", turn.pk, error)
-            return LibrarianResult(
-                fallback,
-                {
-                    **info,
-                    "writer": "deterministic",
-                    "model": spec.name,
-                    "validation": "fail",
-                    "retries": attempt,
-                    "fallback": True,
-                    "missing": [],
-                    "error": str(error)[:300],
-                },
+            report = _report(
+                info,
+                "deterministic",
+                model=spec.name,
+                validation="fail",
+                retries=attempt,
+                fallback=True,
+                error=str(error)[:300],
             )
+            return LibrarianResult(fallback, report)
         missing = missing_entities(text, artifacts=kept.artifacts, decisions=kept.decisions)
         if estimate(text) > target:
             missing.append(f"(over the {target}-token target)")
         if not missing:
-            return LibrarianResult(
-                text,
-                {
-                    **info,
-                    "writer": "model",
-                    "model": spec.name,
-                    "validation": "pass",
-                    "retries": attempt,
-                    "fallback": False,
-                    "missing": [],
-                },
-            )
-    return LibrarianResult(
-        fallback,
-        {
-            **info,
-            "writer": "deterministic",
-            "model": spec.name,
-            "validation": "fail",
-            "retries": 1,
-            "fallback": True,
-            "missing": missing[:20],
-        },
+            return LibrarianResult(text, _report(info, "model", model=spec.name, retries=attempt))
+    report = _report(
+        info,
+        "deterministic",
+        model=spec.name,
+        validation="fail",
+        retries=1,
+        fallback=True,
+        missing=missing[:20],
     )
+    return LibrarianResult(fallback, report)
 
 
 def shrink_summary(summary: str, *, target_tokens: int, conversation_id: int | None = None) -> str:

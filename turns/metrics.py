@@ -87,6 +87,8 @@ def observe_context(ctx) -> None:
 
 
 def observe_latency(stage: str, ms: float) -> None:
+    """One turn stage's latency: `assemble` (context.context_prepare), `summarize` (the
+    librarian and TX-B, jobs.summarize_turn), `index` (TX-C, jobs.index_turn)."""
     observe_ms(
         "lcm_turn_stage_latency_ms",
         ms,

@@ -23,7 +23,7 @@ from turns.models import FINALIZED_PHASES, ProviderStep, UserTurn
 logger = logging.getLogger("lcm.turns")
 
 
-def _block_parts(blocks: list[dict]) -> list[PartInput]:
+def block_parts(blocks: list[dict]) -> list[PartInput]:
     parts: list[PartInput] = []
     for block in blocks:
         kind = block.get("type")
@@ -94,7 +94,7 @@ def turn_messages(turn: UserTurn, steps: list[ProviderStep] | None = None) -> li
         MessageInput(
             role=Role.USER,
             content=turn.user_message.get("rendered_text") or _text_of(turn.user_message["blocks"]),
-            parts=tuple(_block_parts(turn.user_message["blocks"])),
+            parts=tuple(block_parts(turn.user_message["blocks"])),
             external_id=f"turn:{turn.id}:user",
             created_at=turn.created_at,
         )
@@ -111,7 +111,7 @@ def turn_messages(turn: UserTurn, steps: list[ProviderStep] | None = None) -> li
                 MessageInput(
                     role=Role.ASSISTANT,
                     content=_text_of(blocks),
-                    parts=tuple(_block_parts(blocks)),
+                    parts=tuple(block_parts(blocks)),
                     external_id=f"turn:{turn.id}:step{step.step_index}:assistant",
                     created_at=step.ended_at or step.started_at,
                 )
@@ -131,7 +131,7 @@ def turn_messages(turn: UserTurn, steps: list[ProviderStep] | None = None) -> li
                 MessageInput(
                     role=Role.TOOL,
                     content="",
-                    parts=tuple(_block_parts(results)),
+                    parts=tuple(block_parts(results)),
                     external_id=f"turn:{turn.id}:step{step.step_index}:tool_results",
                     created_at=step.ended_at or step.started_at,
                 )

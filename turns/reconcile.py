@@ -30,6 +30,10 @@ from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from core import periodic
+from turns import journal_store
+from turns.job_queue import MAX_INDEX_ATTEMPTS, job_dispatch, job_enqueue
+from turns.journal import journal_path, recover_step
+from turns.mirror import mirror_turn
 from turns.models import (
     FINALIZED_PHASES,
     OPEN_PHASES,
@@ -41,6 +45,8 @@ from turns.models import (
     TurnJob,
     UserTurn,
 )
+from turns.phases import turn_fail
+from turns.runner import running_turns
 
 logger = logging.getLogger("lcm.turns")
 
@@ -58,10 +64,6 @@ UNPICKED_JOB_SECONDS = 10
 
 
 def _recover_open_steps(counts: dict, now) -> None:
-    from turns import journal_store
-    from turns.journal import journal_path, recover_step
-    from turns.services import turn_fail
-
     steps = ProviderStep.objects.filter(
         ended_at__isnull=True, turn__phase__in=OPEN_PHASES
     ).select_related("turn")
@@ -107,14 +109,7 @@ def _recover_open_steps(counts: dict, now) -> None:
 
 
 def _fail_stuck_turns(counts: dict, now) -> None:
-    from turns.services import turn_fail
-
-    try:
-        from turns.runner import running_turns
-
-        live = set(running_turns())
-    except ImportError:
-        live = set()
+    live = set(running_turns())  # turns this process runs right now
     stale = now - timedelta(seconds=STALE_OPEN_SECONDS)
     open_steps = ProviderStep.objects.filter(ended_at__isnull=True).values("turn_id")
     stuck = UserTurn.objects.filter(phase__in=OPEN_PHASES, updated_at__lt=stale).exclude(
@@ -144,8 +139,6 @@ def _fail_stuck_turns(counts: dict, now) -> None:
 
 
 def _remirror(counts: dict) -> None:
-    from turns.mirror import mirror_turn
-
     missing = (
         UserTurn.objects.filter(Q(mirrored="") | Q(mirrored="user", phase__in=FINALIZED_PHASES))
         .select_related("branch")
@@ -157,8 +150,6 @@ def _remirror(counts: dict) -> None:
 
 
 def _queue_summaries(counts: dict) -> None:
-    from turns.jobs import _dispatch, job_enqueue
-
     firsts = (
         UserTurn.objects.filter(phase__in=FINALIZED_PHASES, state_after__isnull=True)
         .values("branch_id")
@@ -168,13 +159,11 @@ def _queue_summaries(counts: dict) -> None:
         turn = UserTurn.objects.get(branch_id=row["branch_id"], turn_seq=row["first"])
         job = job_enqueue(job_type=JobType.SUMMARIZE_TURN, turn=turn)
         if job.state == JobState.PENDING:
-            _dispatch(job.pk)
+            job_dispatch(job.pk)
         counts["summaries_queued"] += 1
 
 
 def _queue_indexing(counts: dict) -> None:
-    from turns.jobs import MAX_INDEX_ATTEMPTS, job_enqueue
-
     committed = UserTurn.objects.filter(
         Q(phase__in=[Phase.STATE_COMMITTED, Phase.INDEXED])
         | Q(phase=Phase.DONE, index_status=IndexStatus.DEGRADED)
@@ -194,17 +183,15 @@ def _queue_indexing(counts: dict) -> None:
 
 
 def _redispatch(counts: dict, now) -> None:
-    from turns.jobs import _dispatch
-
     expired = TurnJob.objects.filter(state=JobState.RUNNING, lease_until__lt=now)
     unpicked = TurnJob.objects.filter(
         state=JobState.PENDING, updated_at__lt=now - timedelta(seconds=UNPICKED_JOB_SECONDS)
     )
     for job_id in expired.values_list("pk", flat=True):
-        _dispatch(job_id)
+        job_dispatch(job_id)
         counts["leases_reclaimed"] += 1
     for job_id in unpicked.values_list("pk", flat=True)[:500]:
-        _dispatch(job_id)
+        job_dispatch(job_id)
         counts["jobs_redispatched"] += 1
 
 

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from django.conf import settings
@@ -43,16 +44,18 @@ from providers.caching import CachePlan, prompt_cache_key
 from providers.config import engine_config, model_get
 from providers.errors import ProviderError
 from turns import events, metrics, services
+from turns.context import AssembledContext, context_prepare
 from turns.journal import StreamJournal, recover_step
 from turns.memory_port import turn_memory
-from turns.models import ToolsMode, UserTurn
+from turns.models import ProviderStep, ToolsMode, UserTurn
+from turns.phases import turn_fail
 
 logger = logging.getLogger(__name__)
 
+CACHE_USAGE_KEYS = ("cache_read_input_tokens", "cache_creation_input_tokens")
 # An `incomplete` stream with one of these reasons is still a complete answer as far as
 # the model is concerned (it ran out of room), so the turn is finalized with it; any other
 # incomplete stream (a dropped connection, a shutdown) fails the turn, keeping the output.
-CACHE_USAGE_KEYS = ("cache_read_input_tokens", "cache_creation_input_tokens")
 _FINALIZABLE_INCOMPLETE = {"max_tokens", "max_output_tokens", "model_context_window_exceeded"}
 
 _shutting_down = threading.Event()
@@ -143,16 +146,30 @@ class _TurnRun:
         self.publish("turn", _turn_header(turn))
         if _shutting_down.is_set():
             return self.fail("server_shutdown", "the server is shutting down; send it again")
+        context = self.prepare_context()
+        if context is None:  # the turn is failed
+            return self.turn
+        try:
+            spec = model_get(turn.primary_model)
+            provider = provider_for(spec)
+        except Exception as error:
+            return self.fail(getattr(error, "code", "model_unavailable"), str(error))
+        return self.run_steps(spec, provider, context)
+
+    def prepare_context(self) -> AssembledContext | None:
+        """The turn's context (phase context_prepared), announced to the client; None when
+        it could not be prepared (the turn is failed then)."""
         started = time.monotonic()
         try:
-            context = services.context_prepare(turn=turn)
+            context = context_prepare(turn=self.turn)
         except Exception as error:  # ContextTooLarge and friends carry code and message
-            logger.info("turn %s: context not prepared: %s", turn.id, error)
-            return self.fail(
+            logger.info("turn %s: context not prepared: %s", self.turn.id, error)
+            self.fail(
                 getattr(error, "code", "context_error"),
                 str(getattr(error, "message", error)),
                 extra=getattr(error, "extra", None),
             )
+            return None
         self.timings["assemble_ms"] = _ms(started)
         self.publish(
             "context",
@@ -163,17 +180,16 @@ class _TurnRun:
                 "retrieved": len(context.retrieved),
             },
         )
-        try:
-            spec = model_get(turn.primary_model)
-            provider = provider_for(spec)
-        except Exception as error:
-            return self.fail(getattr(error, "code", "model_unavailable"), str(error))
+        return context
+
+    def run_steps(self, spec, provider, context: AssembledContext) -> UserTurn:
+        """One provider step after another, while the model calls tools the turn may run."""
         tools = self.tool_definitions()
         messages = context.to_request_messages()
         cache = CachePlan(
             system_parts=tuple(context.system_parts),
             stable_messages=context.stable_messages,
-            key=prompt_cache_key(turn.branch_id),
+            key=prompt_cache_key(self.turn.branch_id),
         )
         for step_index in range(max_steps()):
             request = ProviderRequest(
@@ -184,11 +200,11 @@ class _TurnRun:
                 max_output_tokens=spec.max_output_tokens,
                 options=self.request_options(spec, tools),
                 purpose="turn",
-                conversation_id=turn.branch.conversation_id,
+                conversation_id=self.turn.branch.conversation_id,
                 cache=cache,
             )
             step = services.step_start(
-                turn=turn,
+                turn=self.turn,
                 request_json=_request_record(request, step_index),
                 provider=spec.provider,
                 model_id=spec.model_id,
@@ -197,153 +213,94 @@ class _TurnRun:
             if response is None:  # failed before the first byte; the turn is failed
                 return self.turn
             self.count_cache(spec, response)
-            status = response.status
             calls = [b for b in response.blocks if b.get("type") == "tool_use"]
-            if status == "paused" and calls:
-                mode = turn.tools_mode
-                if mode == ToolsMode.DISABLED:
-                    services.step_finish(step=step, response=response)
-                    names = ", ".join(sorted({c.get("name", "") for c in calls}))
-                    return self.fail(
-                        "tool_call_in_disabled_mode",
-                        f"the model called a tool ({names}) but tools are disabled for this turn",
-                        step=step,
-                    )
-                if mode == ToolsMode.PARSE_ONLY:
-                    return self.finalize(step, response)
-                if step_index + 1 >= max_steps():
-                    services.step_finish(step=step, response=response)
-                    return self.fail(
-                        "tool_step_limit",
-                        f"the model kept calling tools past {max_steps()} steps "
-                        "(LCM_TURN_MAX_STEPS)",
-                        step=step,
-                    )
-                results = self.run_tools(calls, step_index)
-                services.step_finish(step=step, response=response, tool_results=results)
-                messages = [
-                    *messages,
-                    make_message("assistant", response.blocks),
-                    make_message("user", results),
-                ]
-                continue
-            if status == "completed" or status == "paused":
-                return self.finalize(step, response)
-            if status == "incomplete" and response.outcome.get("reason") in _FINALIZABLE_INCOMPLETE:
-                return self.finalize(step, response)
+            if not (response.status == "paused" and calls):
+                return self.end_with(step, response)
+            refused = self.refuse_tool_calls(step, response, calls, step_index)
+            if refused is not None:
+                return refused
+            results = self.run_tools(calls, step_index)
+            services.step_finish(step=step, response=response, tool_results=results)
+            messages = [
+                *messages,
+                make_message("assistant", response.blocks),
+                make_message("user", results),
+            ]
+        raise AssertionError(
+            "unreachable: the last step refuses more tool calls"
+        )  # pragma: no cover
+
+    def refuse_tool_calls(
+        self, step: ProviderStep, response: ProviderResponse, calls: list[dict], step_index: int
+    ) -> UserTurn | None:
+        """The turn's end when its tools mode (or the step limit) does not let the runner
+        run the model's tool calls; None when it may run them."""
+        mode = self.turn.tools_mode
+        if mode == ToolsMode.DISABLED:
             services.step_finish(step=step, response=response)
-            out = response.outcome
+            names = ", ".join(sorted({c.get("name", "") for c in calls}))
             return self.fail(
-                out.get("code") or status,
-                out.get("message") or out.get("reason") or f"the provider stream ended {status}",
+                "tool_call_in_disabled_mode",
+                f"the model called a tool ({names}) but tools are disabled for this turn",
                 step=step,
-                partial_blocks=response.blocks,
             )
-        raise AssertionError("unreachable: the loop returns")  # pragma: no cover
+        if mode == ToolsMode.PARSE_ONLY:
+            return self.finalize(step, response)
+        if step_index + 1 >= max_steps():
+            services.step_finish(step=step, response=response)
+            return self.fail(
+                "tool_step_limit",
+                f"the model kept calling tools past {max_steps()} steps (LCM_TURN_MAX_STEPS)",
+                step=step,
+            )
+        return None
+
+    def end_with(self, step: ProviderStep, response: ProviderResponse) -> UserTurn:
+        """The last step's answer: finalized when it is complete (or cut only by the
+        model's own limits), else the turn fails keeping the partial output."""
+        status = response.status
+        if status == "completed" or status == "paused":
+            return self.finalize(step, response)
+        if status == "incomplete" and response.outcome.get("reason") in _FINALIZABLE_INCOMPLETE:
+            return self.finalize(step, response)
+        services.step_finish(step=step, response=response)
+        out = response.outcome
+        return self.fail(
+            out.get("code") or status,
+            out.get("message") or out.get("reason") or f"the provider stream ended {status}",
+            step=step,
+            partial_blocks=response.blocks,
+        )
 
     # One provider step ---------------------------------------------------------------
 
     def stream_step(self, provider, request, step, step_index) -> ProviderResponse | None:
-        channel = self.channel
-
-        runner_thread = threading.current_thread()
-
-        def on_durable(displayed: int, durable: int) -> None:
-            # The flusher thread only announces; the step row is written from the runner's
-            # own thread (its connection): every 2 s while streaming, and at the end.
-            if threading.current_thread() is runner_thread:
-                services.step_progress(step_id=step.id, displayed=displayed, durable=durable)
-            _publish(
-                channel, "durable", {"step": step_index, "displayed": displayed, "durable": durable}
-            )
-
-        journal = StreamJournal(
-            step_id=step.id, provider=request.model.provider, on_durable=on_durable
-        )
+        """Stream one provider call into the step's journal and the turn's event log; its
+        response (what the journal kept, when the stream ended without one), or None when
+        the provider failed (the turn is failed then)."""
         self.publish("step", {"step": step_index, "id": step.id, "status": "streaming"})
-        started = progress_written = time.monotonic()
-        response = None
+        started = time.monotonic()
         try:
-            for event in provider.stream(request):
-                if _shutting_down.is_set():
-                    raise _Stopped
-                if time.monotonic() - progress_written >= 2.0:
-                    progress_written = time.monotonic()
-                    services.step_progress(
-                        step_id=step.id, displayed=journal.displayed, durable=journal.durable
-                    )
-                if isinstance(event, RawEvent):
-                    journal.write(event.event_type, event.payload)
-                elif isinstance(event, TextDelta):
-                    if "first_byte_ms" not in self.timings:
-                        self.timings["first_byte_ms"] = _ms(started)
-                    journal.write(
-                        "lcm.text", {"index": event.index, "text": event.text}, shown=event.text
-                    )
-                    self.publish(
-                        "delta", {"step": step_index, "index": event.index, "text": event.text}
-                    )
-                elif isinstance(event, ToolCallStart):
-                    journal.write(
-                        "lcm.tool_call",
-                        {"index": event.index, "call_id": event.call_id, "name": event.name},
-                    )
-                    self.publish(
-                        "tool_call",
-                        {
-                            "step": step_index,
-                            "index": event.index,
-                            "call_id": event.call_id,
-                            "name": event.name,
-                        },
-                    )
-                elif isinstance(event, ToolCallDelta):
-                    journal.write(
-                        "lcm.tool_input",
-                        {"index": event.index, "partial_json": event.partial_json},
-                        shown=event.partial_json,
-                    )
-                elif isinstance(event, Finished):
-                    response = event.response
+            with self.journal(step, step_index) as journal:
+                response = self.pump(provider.stream(request), journal, step, step_index, started)
         except ProviderError as error:
-            journal.write("lcm.error", {"code": error.code, "message": str(error)})
-            journal.close()
             self.fail(error.code, str(error), step=step)
             return None
         except _Stopped:
-            journal.write("lcm.error", {"code": "server_shutdown", "message": "shutting down"})
-            journal.close()
-            recovered = recover_step(step)
-            response = ProviderResponse(
-                raw_request={},
-                raw_response=None,
-                blocks=recovered.blocks,
-                items=[],
-                outcome=outcome(
+            response = _recovered_response(
+                step,
+                request,
+                outcome(
                     "incomplete",
                     reason="server_shutdown",
                     code="server_shutdown",
                     message="the server shut down while the answer streamed",
                 ),
-                usage={"input_tokens": None, "output_tokens": None},
-                model=request.model.model_id,
             )
-        except Exception:
-            journal.close()
-            raise
         if response is None:  # an adapter that ended without Finished: a bug, kept visible
-            journal.close()
-            recovered = recover_step(step)
-            response = ProviderResponse(
-                raw_request={},
-                raw_response=None,
-                blocks=recovered.blocks,
-                items=[],
-                outcome=outcome("failed", code="stream_ended", message="no final event"),
-                usage={"input_tokens": None, "output_tokens": None},
-                model=request.model.model_id,
+            response = _recovered_response(
+                step, request, outcome("failed", code="stream_ended", message="no final event")
             )
-        journal.close()  # fsync; on_durable records and announces the final byte counts
         self.timings["stream_ms"] = self.timings.get("stream_ms", 0.0) + _ms(started)
         self.publish(
             "step",
@@ -356,6 +313,74 @@ class _TurnRun:
             },
         )
         return response
+
+    @contextlib.contextmanager
+    def journal(self, step: ProviderStep, step_index: int) -> Iterator[StreamJournal]:
+        """The step's journal, closed (fsynced) however the stream ends; a provider error
+        or a shutdown is written into it first, so a recovery reads why it stopped."""
+        runner_thread = threading.current_thread()
+
+        def on_durable(displayed: int, durable: int) -> None:
+            # The flusher thread only announces; the step row is written from the runner's
+            # own thread (its connection): every 2 s while streaming, and at the end.
+            if threading.current_thread() is runner_thread:
+                services.step_progress(step_id=step.id, displayed=displayed, durable=durable)
+            _publish(
+                self.channel,
+                "durable",
+                {"step": step_index, "displayed": displayed, "durable": durable},
+            )
+
+        journal = StreamJournal(step_id=step.id, provider=step.provider, on_durable=on_durable)
+        try:
+            yield journal
+        except ProviderError as error:
+            journal.write("lcm.error", {"code": error.code, "message": str(error)})
+            raise
+        except _Stopped:
+            journal.write("lcm.error", {"code": "server_shutdown", "message": "shutting down"})
+            raise
+        finally:
+            journal.close()  # fsync; on_durable records and announces the final byte counts
+
+    def pump(self, stream, journal: StreamJournal, step, step_index: int, started: float):
+        """Each provider event into the journal (and what the client sees into the event
+        log); the stream's final response, None when it ended without one."""
+        progress_written = started
+        response = None
+        for event in stream:
+            if _shutting_down.is_set():
+                raise _Stopped
+            if time.monotonic() - progress_written >= 2.0:
+                progress_written = time.monotonic()
+                services.step_progress(
+                    step_id=step.id, displayed=journal.displayed, durable=journal.durable
+                )
+            if isinstance(event, Finished):
+                response = event.response
+            else:
+                self.record(event, journal, step_index, started)
+        return response
+
+    def record(self, event, journal: StreamJournal, step_index: int, started: float) -> None:
+        """One streamed event: journaled, and published when the client shows it."""
+        if isinstance(event, RawEvent):
+            journal.write(event.event_type, event.payload)
+        elif isinstance(event, TextDelta):
+            if "first_byte_ms" not in self.timings:
+                self.timings["first_byte_ms"] = _ms(started)
+            journal.write("lcm.text", {"index": event.index, "text": event.text}, shown=event.text)
+            self.publish("delta", {"step": step_index, "index": event.index, "text": event.text})
+        elif isinstance(event, ToolCallStart):
+            call = {"index": event.index, "call_id": event.call_id, "name": event.name}
+            journal.write("lcm.tool_call", call)
+            self.publish("tool_call", {"step": step_index, **call})
+        elif isinstance(event, ToolCallDelta):
+            journal.write(
+                "lcm.tool_input",
+                {"index": event.index, "partial_json": event.partial_json},
+                shown=event.partial_json,
+            )
 
     # Tools -----------------------------------------------------------------------------
 
@@ -449,7 +474,7 @@ class _TurnRun:
     def fail(
         self, code, message, *, step=None, partial_blocks: list[dict] | None = None, extra=None
     ) -> UserTurn:
-        self.turn = services.turn_fail(
+        self.turn = turn_fail(
             turn=self.turn, code=code, message=message, step=step, partial_blocks=partial_blocks
         )
         partial = _text_of(partial_blocks or [])
@@ -491,6 +516,21 @@ def _request_record(request: ProviderRequest, step_index: int) -> dict:
         "max_output_tokens": request.max_output_tokens,
         "options": request.options,
     }
+
+
+def _recovered_response(step, request: ProviderRequest, stream_outcome: dict) -> ProviderResponse:
+    """A step whose stream ended without a final event, as a response: the output its
+    journal kept (read back after it closed) with `stream_outcome`."""
+    recovered = recover_step(step)
+    return ProviderResponse(
+        raw_request={},
+        raw_response=None,
+        blocks=recovered.blocks,
+        items=[],
+        outcome=stream_outcome,
+        usage={"input_tokens": None, "output_tokens": None},
+        model=request.model.model_id,
+    )
 
 
 def _text_of(blocks: list[dict]) -> str:

@@ -7,6 +7,7 @@ from rest_framework import serializers
 from core.api.requests import RequestSerializer
 from core.api.schema import cursor_page
 from turns.models import ContextStrategy, ToolsMode
+from turns.selectors import pending_count
 
 
 class StateRefSerializer(serializers.Serializer):
@@ -156,8 +157,6 @@ class BranchSerializer(serializers.Serializer):
         pending = self.context.get("pending")
         if pending is not None:
             return pending.get(branch.pk, 0)
-        from turns.selectors import pending_count
-
         return pending_count(branch_id=branch.pk)
 
 

@@ -1,31 +1,31 @@
-"""Writes of the turn engine. Every service owns its (short) transaction; no provider call
-happens inside one or under a lock.
+"""Writes of a turn, from its acceptance to its answer. Every service owns its (short)
+transaction; no provider call happens inside one or under a lock.
 
-Lifecycle (SRD 6): TX-0 `turn_accept` -> `context_prepare` -> `step_start` (responding)
--> `step_progress` / `step_finish` -> TX-A `response_finalize` (or `turn_fail`) ->
-TX-B `state_commit` (turns/jobs.py summarize_turn) -> TX-C index (turns/jobs.py index_turn).
-Phase changes are compare-and-set updates, so a live request and the reconciler can race
-and only one wins. Branch-level writes (pins, fork, rollback, activate) are in
-turns/branches.py and re-exported here.
+Lifecycle (SRD 6): TX-0 `turn_accept` -> `context.context_prepare` -> `step_start`
+(responding) -> `step_progress` / `step_finish` -> TX-A `response_finalize` (or
+`phases.turn_fail`) -> TX-B `branches.state_commit` (run by `jobs.summarize_turn`) -> TX-C
+`jobs.index_turn`. Phase changes are compare-and-set updates (`turns/phases.py`), so a live
+request and the reconciler can race and only one wins. Branch-level writes (pins, fork,
+rollback, activate) are in `turns/branches.py`; "commit pending now" in `turns/jobs.py`.
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from conversations.services import conversation_create
 from core.api.errors import InvalidInput, NotFound, PayloadTooLarge
 from core.ids import new_id
 from providers import blocks as B
 from providers.config import default_model, model_get, require_key
 from providers.errors import MissingKey, UnknownModel
-from turns.errors import PhaseConflict, TurnInProgress
+from turns.branches import branch_with_conversation
+from turns.errors import TurnInProgress
+from turns.job_queue import job_enqueue
+from turns.mirror import mirror_turn
 from turns.models import (
     FINALIZED_PHASES,
     OPEN_PHASES,
@@ -39,29 +39,11 @@ from turns.models import (
     ToolsMode,
     UserTurn,
 )
-
-logger = logging.getLogger("lcm.turns")
+from turns.phases import advance
 
 # How long a client should wait before re-sending a gated turn (SRD 6.2).
 GATING_RETRY_AFTER_SECONDS = 1.0
 USER_BLOCK_TYPES = ("text", "image", "tool_result")
-
-
-def _conversation_session_id(branch_id: str) -> str:
-    return f"turns:{branch_id}"
-
-
-def _branch_with_conversation(*, session: Session, owner, label: str, **fields) -> Branch:
-    """A new Branch with its own (empty) LCM conversation; call inside a transaction."""
-    branch_id = new_id()
-    conversation, _ = conversation_create(
-        owner=owner,
-        session_id=_conversation_session_id(branch_id),
-        title=f"{session.title or 'chat session'} [{label or 'main'}]"[:500],
-    )
-    return Branch.objects.create(
-        id=branch_id, session=session, conversation=conversation, label=label, **fields
-    )
 
 
 def session_create(
@@ -96,7 +78,7 @@ def session_create(
             tools_mode=tools_mode,
             system_prompt=system_prompt,
         )
-        branch = _branch_with_conversation(session=session, owner=owner, label="main")
+        branch = branch_with_conversation(session=session, owner=owner, label="main")
         state = StateCheckpoint.objects.create(
             session=session, branch=branch, state_seq=0, reason=StateReason.INITIAL
         )
@@ -240,8 +222,6 @@ def turn_accept(
 
 
 def _mirror_after_accept(turn: UserTurn) -> None:
-    from turns.mirror import mirror_turn
-
     # The previous turn's answer first, so the conversation keeps turn order even when
     # its own mirror (right after TX-A) has not run yet.
     previous = (
@@ -254,29 +234,7 @@ def _mirror_after_accept(turn: UserTurn) -> None:
     mirror_turn(turn)
 
 
-# --- context, steps ----------------------------------------------------------------------
-
-
-def context_prepare(*, turn: UserTurn):
-    """Assemble (and shrink) the context, store it on the turn, phase -> context_prepared."""
-    from turns.context import context_prepare as prepare
-
-    return prepare(turn=turn)
-
-
-def _advance(turn: UserTurn, expected: tuple[str, ...], to: str, **fields: Any) -> None:
-    """Compare-and-set phase transition; raises PhaseConflict when another process won."""
-    now = timezone.now()
-    count = UserTurn.objects.filter(pk=turn.pk, phase__in=expected).update(
-        phase=to, updated_at=now, **fields
-    )
-    if count != 1:
-        actual = UserTurn.objects.filter(pk=turn.pk).values_list("phase", flat=True).first()
-        raise PhaseConflict(turn.pk, "/".join(expected), actual or "missing")
-    turn.phase = to
-    turn.updated_at = now
-    for name, value in fields.items():
-        setattr(turn, name, value)
+# --- provider steps ------------------------------------------------------------------------
 
 
 def stream_path_for(step_id: str) -> str:
@@ -286,7 +244,7 @@ def stream_path_for(step_id: str) -> str:
 def step_start(*, turn: UserTurn, request_json: dict, provider: str, model_id: str) -> ProviderStep:
     """A new provider step (index = steps so far); phase -> responding (CAS)."""
     with transaction.atomic(durable=True):
-        _advance(turn, (Phase.CONTEXT_PREPARED, Phase.RESPONDING), Phase.RESPONDING)
+        advance(turn, (Phase.CONTEXT_PREPARED, Phase.RESPONDING), Phase.RESPONDING)
         index = ProviderStep.objects.filter(turn=turn).count()
         step_id = new_id()
         step = ProviderStep.objects.create(
@@ -338,9 +296,6 @@ def step_finish(*, step: ProviderStep, response, tool_results: list[dict] | None
 def response_finalize(*, turn: UserTurn, step: ProviderStep, response) -> UserTurn:
     """TX-A: the final answer and the step's final record, phase -> response_finalized.
     On commit: summarize_turn is queued, and the turn is mirrored into the LCM store."""
-    from turns.jobs import job_enqueue
-    from turns.mirror import mirror_turn
-
     answer = B.message("assistant", list(response.blocks or []))
     fields = _response_fields(response)
     telemetry = dict(turn.telemetry or {})
@@ -349,7 +304,7 @@ def response_finalize(*, turn: UserTurn, step: ProviderStep, response) -> UserTu
         usage[key] = (usage.get(key) or 0) + ((response.usage or {}).get(key) or 0)
     with transaction.atomic(durable=True):
         ProviderStep.objects.filter(pk=step.pk).update(**fields)
-        _advance(
+        advance(
             turn,
             (Phase.RESPONDING,),
             Phase.RESPONSE_FINALIZED,
@@ -361,71 +316,3 @@ def response_finalize(*, turn: UserTurn, step: ProviderStep, response) -> UserTu
         setattr(step, name, value)
     mirror_turn(turn)
     return turn
-
-
-def turn_fail(
-    *,
-    turn: UserTurn,
-    code: str,
-    message: str,
-    step: ProviderStep | None = None,
-    partial_blocks: list[dict] | None = None,
-    outcome_status: str = "failed",
-) -> UserTurn:
-    """Any open phase -> failed. Partial output (if any) is kept on the turn, labelled
-    incomplete; the head never advances from it. A turn already finalized is left as it
-    is (its answer is durable) and returned unchanged."""
-    error = {"code": code, "message": message}
-    fields: dict[str, Any] = {"error": error}
-    if partial_blocks:
-        partial = B.message("assistant", list(partial_blocks))
-        partial["incomplete"] = True
-        fields["final_assistant_message"] = partial
-    with transaction.atomic(durable=True):
-        count = UserTurn.objects.filter(pk=turn.pk, phase__in=OPEN_PHASES).update(
-            phase=Phase.FAILED, updated_at=timezone.now(), **fields
-        )
-        if step is not None:
-            ProviderStep.objects.filter(pk=step.pk, ended_at__isnull=True).update(
-                outcome={
-                    "status": outcome_status,
-                    "reason": None,
-                    "code": code,
-                    "message": message,
-                },
-                ended_at=timezone.now(),
-            )
-    turn.refresh_from_db()
-    if count:
-        logger.info("turn %s failed: %s %s", turn.pk, code, message)
-    return turn
-
-
-# Branch-level writes live in their own module; re-exported for one import path.
-from turns.branches import (  # noqa: E402
-    branch_activate,
-    branch_fork,
-    branch_rollback,
-    commit_pending,
-    pin_add,
-    pin_remove,
-    state_commit,
-)
-
-__all__ = [
-    "branch_activate",
-    "branch_fork",
-    "branch_rollback",
-    "commit_pending",
-    "context_prepare",
-    "pin_add",
-    "pin_remove",
-    "response_finalize",
-    "session_create",
-    "state_commit",
-    "step_finish",
-    "step_progress",
-    "step_start",
-    "turn_accept",
-    "turn_fail",
-]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.test import Client
 
 from turns import runner
-from turns.branches import commit_pending
+from turns.jobs import commit_pending
 from turns.models import Session, UserTurn
 from turns.services import session_create, turn_accept
 

@@ -18,6 +18,7 @@ from tests.support.fake_responses_api import (
     responses_text_stream,
 )
 from turns import runner, services
+from turns.jobs import commit_pending
 from turns.models import Branch, Phase, ProviderStep
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +51,7 @@ def responses_api(monkeypatch):
 def chat(user):
     session = services.session_create(owner=user, title="chat", tools_mode="enabled")
     run_turn(session, FACT, model="offline")
-    services.commit_pending(branch=Branch.objects.get(pk=session.active_branch_id))
+    commit_pending(branch=Branch.objects.get(pk=session.active_branch_id))
     return session
 
 

@@ -16,6 +16,7 @@ from memory.turn_retrieval import items_for_chunk_ids, retrieve_for_turn
 from tests.memory.helpers import run_turn
 from turns import services
 from turns.branches import branch_fork
+from turns.jobs import commit_pending
 
 pytestmark = pytest.mark.django_db
 
@@ -95,7 +96,7 @@ def test_an_embedding_failure_disables_retrieval_and_says_so(chat, monkeypatch):
 def test_a_fork_retrieves_its_ancestry_up_to_the_fork_point_only(chat):
     kept = run_turn(chat, FACT)
     index_turn(turn_id=kept.id)
-    services.commit_pending(branch=kept.branch)
+    commit_pending(branch=kept.branch)
     later = run_turn(chat, "Note for later: the bicycle is locked at the station.")
     index_turn(turn_id=later.id)
     fork = branch_fork(branch=kept.branch, turn_id=kept.id)

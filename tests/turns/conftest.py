@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from turns import runner, services
+from turns.jobs import commit_pending
 from turns.models import Branch, UserTurn
 
 
@@ -30,6 +31,6 @@ def send(session, text: str, *, branch: Branch | None = None, commit: bool = Fal
     turn = services.turn_accept(session=session, branch=branch, content=text)
     turn = runner.run_turn(turn_id=turn.id)
     if commit:
-        services.commit_pending(branch=branch)
+        commit_pending(branch=branch)
         turn.refresh_from_db()
     return turn

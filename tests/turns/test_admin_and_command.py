@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from tests.turns.conftest import send
+from turns.jobs import index_turn
 from turns.models import Phase, Session, UserTurn
 
 
@@ -66,3 +69,28 @@ def test_metrics_and_the_reconcile_schedule(client, chat):
     assert 'lcm_turn_jobs_backlog{job_type="summarize_turn"} 1' in body
     schedule = Schedule.objects.get(name="lcm-turns-reconcile")
     assert (schedule.func, schedule.minutes) == ("turns.tasks.run_reconcile", 1)
+
+
+def _stage_counts(client) -> dict[str, int]:
+    """How many latencies /metrics has recorded per turn stage (histograms are per
+    process and outlive a test, so callers compare before and after)."""
+    body = client.get("/metrics").content.decode()
+    return {
+        stage: int(float(found.group(1)))
+        if (found := re.search(rf'lcm_turn_stage_latency_ms_count{{stage="{stage}"}} (\S+)', body))
+        else 0
+        for stage in ("assemble", "summarize", "index")
+    }
+
+
+def test_metrics_record_the_latency_of_each_turn_stage(client, chat):
+    before = _stage_counts(client)
+    turn = send(chat, "time me", commit=True)
+    index_turn(turn_id=turn.pk)
+    after = _stage_counts(client)
+    assert {stage: after[stage] - before[stage] for stage in after} == {
+        "assemble": 1,
+        "summarize": 1,
+        "index": 1,
+    }
+    assert "# TYPE lcm_turn_stage_latency_ms histogram" in client.get("/metrics").content.decode()

@@ -18,6 +18,7 @@ from tests.factories import UserFactory
 from tests.support.fake_messages_api import FakeMessagesAPI, anthropic_text_stream
 from tests.support.fake_responses_api import FakeResponsesAPI, responses_text_stream
 from turns import runner, services
+from turns.jobs import commit_pending
 from turns.models import Phase, ProviderStep, UserTurn
 
 # About 1,500 tokens of instructions: above the 1,024-token minimum cacheable prefix.
@@ -140,7 +141,7 @@ def test_state_turns_cache_the_instructions_and_send_the_state_last(cached_anthr
     for i in range(3):
         cached_anthropic.enqueue(anthropic_text_stream(f"Answer {i}."))
         _run(chat, "sonnet", f"Question {i}")
-        services.commit_pending(branch=chat.active_branch)
+        commit_pending(branch=chat.active_branch)
     bodies = [r.body for r in cached_anthropic.requests]
     reports = cached_anthropic.cache_reports
     system = bodies[-1]["system"]

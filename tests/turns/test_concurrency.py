@@ -11,7 +11,7 @@ from django.db import connection
 from tests.factories import UserFactory
 from tests.turns.conftest import send
 from turns import services
-from turns.branches import state_commit
+from turns.branches import pin_add, state_commit
 from turns.jobs import summarize_turn
 from turns.librarian import librarian_for_turn
 from turns.models import Branch, StateCheckpoint, UserTurn
@@ -76,7 +76,7 @@ def test_racing_summarize_jobs_and_pins_lose_nothing():
     def work():
         n = next(counter)
         if n % 3 == 0:
-            return services.pin_add(branch=branch, text=f"pin {n}")
+            return pin_add(branch=branch, text=f"pin {n}")
         for turn in turns:
             summarize_turn(turn_id=turn.pk)
         return None

@@ -7,7 +7,8 @@ import pytest
 from core.token_estimate import estimate
 from tests.turns.conftest import send
 from turns import services
-from turns.context import assemble
+from turns.branches import pin_add
+from turns.context import assemble, context_prepare
 from turns.errors import ContextTooLarge
 from turns.models import Branch, Phase, UserTurn
 
@@ -33,7 +34,7 @@ def tiny_model(tmp_path, monkeypatch):
 
 def test_the_context_has_every_section_in_order(chat):
     branch = Branch.objects.get(pk=chat.active_branch_id)
-    services.pin_add(branch=branch, text="Always answer in English.")
+    pin_add(branch=branch, text="Always answer in English.")
     send(chat, "first exchange", commit=True)
     pending = send(chat, "second exchange")
     turn = services.turn_accept(session=chat, branch=branch, content="third")
@@ -100,7 +101,7 @@ def test_a_context_that_cannot_fit_fails_the_turn_naming_the_settings(user, tiny
     branch = Branch.objects.get(pk=chat.active_branch_id)
     turn = services.turn_accept(session=chat, branch=branch, content="x " * 3000)
     with pytest.raises(ContextTooLarge) as caught:
-        services.context_prepare(turn=turn)
+        context_prepare(turn=turn)
     assert caught.value.status == 422
     assert "CONTEXT_LIMIT" in " ".join(caught.value.extra["settings"])
     assert caught.value.extra["input_limit"] == 1100

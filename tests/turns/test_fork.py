@@ -12,6 +12,7 @@ from conversations.models import Conversation, Message
 from core.api.errors import InvalidInput, NotFound
 from tests.turns.conftest import send
 from turns import services
+from turns.branches import branch_fork, branch_rollback
 from turns.models import Branch, Phase, Session, StateCheckpoint, UserTurn
 from turns.selectors import branch_ancestry, branch_history, branch_turn_ancestry
 
@@ -25,7 +26,7 @@ def test_a_fork_at_a_committed_turn_sees_its_ancestry_and_never_later_parent_tur
     t2 = send(chat, "bravo", commit=True)
     send(chat, "charlie", commit=True)
     main = _main(chat)
-    fork = services.branch_fork(branch=main, turn_id=t2.pk)
+    fork = branch_fork(branch=main, turn_id=t2.pk)
     assert fork.parent_id == main.pk and fork.fork_turn_seq == 2
     assert fork.head_seq == t2.state_after.state_seq
     base = StateCheckpoint.objects.get(pk=fork.head_state_id)
@@ -57,10 +58,10 @@ def test_a_fork_of_a_fork_sees_each_ancestor_up_to_its_fork_point(chat):
     send(chat, "one", commit=True)
     two = send(chat, "two", commit=True)
     send(chat, "three", commit=True)
-    child = services.branch_fork(branch=_main(chat), turn_id=two.pk)
+    child = branch_fork(branch=_main(chat), turn_id=two.pk)
     c3 = send(chat, "child three", branch=child, commit=True)
     send(chat, "child four", branch=child, commit=True)
-    grandchild = services.branch_fork(branch=child, turn_id=c3.pk)
+    grandchild = branch_fork(branch=child, turn_id=c3.pk)
     assert branch_turn_ancestry(grandchild) == [
         (grandchild.pk, None),
         (child.pk, 3),
@@ -77,7 +78,7 @@ def test_a_fork_at_a_turn_that_is_not_committed_is_refused_and_stores_nothing(ch
     pending = send(chat, "not yet committed")
     branches = Branch.objects.count()
     with pytest.raises(InvalidInput) as caught:
-        services.branch_fork(branch=_main(chat), turn_id=pending.pk)
+        branch_fork(branch=_main(chat), turn_id=pending.pk)
     assert caught.value.code == "turn_not_committed"
     assert Branch.objects.count() == branches
 
@@ -86,12 +87,12 @@ def test_a_fork_at_a_turn_of_another_branch_is_a_404(chat, user):
     other = services.session_create(owner=user, title="other")
     foreign = send(other, "elsewhere", commit=True)
     with pytest.raises(NotFound):
-        services.branch_fork(branch=_main(chat), turn_id=foreign.pk)
+        branch_fork(branch=_main(chat), turn_id=foreign.pk)
 
 
 def test_a_fork_at_the_head_by_default(chat):
     send(chat, "one", commit=True)
-    fork = services.branch_fork(branch=_main(chat))
+    fork = branch_fork(branch=_main(chat))
     assert fork.head_seq == 1 and fork.fork_turn_seq == 1
     assert (
         StateCheckpoint.objects.get(pk=fork.head_state_id).summary == _main(chat).head_state.summary
@@ -102,7 +103,7 @@ def test_rollback_is_a_fork_at_an_earlier_state_made_active(chat):
     first = send(chat, "keep this", commit=True)
     send(chat, "undo this", commit=True)
     main = _main(chat)
-    rolled = services.branch_rollback(branch=main, state_seq=first.state_after.state_seq)
+    rolled = branch_rollback(branch=main, state_seq=first.state_after.state_seq)
     assert Session.objects.get(pk=chat.pk).active_branch_id == rolled.pk
     assert StateCheckpoint.objects.get(pk=rolled.head_state_id).reason == "rollback"
     assert [t.pk for t in branch_history(branch=rolled)] == [first.pk]
@@ -110,7 +111,7 @@ def test_rollback_is_a_fork_at_an_earlier_state_made_active(chat):
     assert UserTurn.objects.filter(branch=main).count() == 2
     assert Branch.objects.get(pk=main.pk).head_seq == 2
     with pytest.raises(NotFound):
-        services.branch_rollback(branch=main, state_seq=99)
+        branch_rollback(branch=main, state_seq=99)
 
 
 def _bulk_history(chat, turns: int) -> Branch:
@@ -160,7 +161,7 @@ def _bulk_history(chat, turns: int) -> Branch:
 
 def _fork_queries(branch: Branch) -> int:
     with CaptureQueriesContext(connection) as queries:
-        services.branch_fork(branch=branch)
+        branch_fork(branch=branch)
     return len(queries.captured_queries)
 
 

@@ -9,9 +9,8 @@ import pytest
 from core.token_estimate import estimate
 from tests.support.fake_messages_api import message
 from tests.turns.conftest import send
-from turns import services
-from turns.branches import state_commit
-from turns.jobs import summarize_turn
+from turns.branches import pin_add, pin_remove, state_commit
+from turns.jobs import commit_pending, summarize_turn
 from turns.librarian import (
     ARTIFACTS,
     DECISIONS,
@@ -53,7 +52,7 @@ def test_the_summary_stays_within_the_target(chat, settings):
             f"Step {i}: we decided to rename module pkg/mod_{i}/handler_{i}.py and keep "
             f"`Handler{i}.run()`; it must stay backwards compatible with release v{i}.0.",
         )
-    services.commit_pending(branch=Branch.objects.get(pk=chat.active_branch_id))
+    commit_pending(branch=Branch.objects.get(pk=chat.active_branch_id))
     states = StateCheckpoint.objects.filter(branch_id=chat.active_branch_id, state_seq__gt=0)
     assert states.count() == 25
     assert max(estimate(s.summary) for s in states) <= 300
@@ -63,9 +62,7 @@ def test_the_summary_stays_within_the_target(chat, settings):
 
 def test_pins_are_kept_verbatim_on_every_state(chat):
     branch = Branch.objects.get(pk=chat.active_branch_id)
-    _, pin = services.pin_add(
-        branch=branch, text="Deadline: ship v2 before 2026-12-01 — no exceptions!"
-    )
+    _, pin = pin_add(branch=branch, text="Deadline: ship v2 before 2026-12-01 — no exceptions!")
     for i in range(5):
         send(chat, f"turn {i}", commit=True)
     states = StateCheckpoint.objects.filter(branch=branch, state_seq__gte=1)
@@ -78,7 +75,7 @@ def test_a_pin_added_while_the_librarian_runs_is_not_lost(chat):
     branch = Branch.objects.get(pk=chat.active_branch_id)
     head = _head(chat)
     planned = librarian_for_turn(turn=turn, head=head)  # the librarian reads the old head
-    _, pin = services.pin_add(branch=branch, text="added meanwhile")  # head moves (seq 1)
+    _, pin = pin_add(branch=branch, text="added meanwhile")  # head moves (seq 1)
     state = state_commit(
         turn=turn, summary=planned.summary, librarian=planned.info, base_summary=head.summary
     )
@@ -89,8 +86,8 @@ def test_a_pin_added_while_the_librarian_runs_is_not_lost(chat):
 
 def test_an_unpinned_fact_leaves_later_states_but_stays_in_history(chat):
     branch = Branch.objects.get(pk=chat.active_branch_id)
-    pinned_state, pin = services.pin_add(branch=branch, text="temporary")
-    unpinned = services.pin_remove(branch=branch, pin_id=pin["id"])
+    pinned_state, pin = pin_add(branch=branch, text="temporary")
+    unpinned = pin_remove(branch=branch, pin_id=pin["id"])
     assert unpinned.pinned_facts == [] and unpinned.reason == "unpin"
     assert StateCheckpoint.objects.get(pk=pinned_state.pk).pinned_facts == [pin]
 

@@ -10,9 +10,10 @@ from core.api.errors import Conflict
 from retrieval.grep import GrepRequest, grep_for_user
 from tests.turns.conftest import send
 from turns import services
-from turns.context import AssembledContext
-from turns.jobs import index_turn, job_run, summarize_turn
+from turns.context import AssembledContext, context_prepare
+from turns.jobs import commit_pending, index_turn, job_run, summarize_turn
 from turns.models import Branch, JobType, Phase, ProviderStep, StateCheckpoint, TurnJob, UserTurn
+from turns.phases import turn_fail
 from turns.reconcile import reconcile
 
 
@@ -73,7 +74,7 @@ def test_the_next_turn_is_accepted_once_the_previous_is_finalized_and_sees_it_pe
     first = send(chat, "The deploy key lives in ops/keys/deploy.pem")
     branch = Branch.objects.get(pk=chat.active_branch_id)
     second = services.turn_accept(session=chat, branch=branch, content="where is the key?")
-    context = services.context_prepare(turn=second)
+    context = context_prepare(turn=second)
     assert context.pending_turn_ids == [first.pk]
     assert [m["role"] for m in context.pending] == ["user", "assistant"]
     assert context.pending[0]["rendered_text"] == "The deploy key lives in ops/keys/deploy.pem"
@@ -177,12 +178,12 @@ def test_grep_finds_a_turn_and_the_explorer_shows_its_conversation(chat, user, c
 def test_a_failed_turn_keeps_no_answer_and_does_not_block_the_branch(chat):
     branch = Branch.objects.get(pk=chat.active_branch_id)
     turn = services.turn_accept(session=chat, branch=branch, content="doomed")
-    services.turn_fail(turn=turn, code="provider_down", message="no answer")
+    turn_fail(turn=turn, code="provider_down", message="no answer")
     turn.refresh_from_db()
     assert turn.phase == Phase.FAILED and turn.error["code"] == "provider_down"
     nxt = send(chat, "next one")
     assert nxt.phase == Phase.RESPONSE_FINALIZED
-    assert services.commit_pending(branch=branch)[0].source_turn_id == nxt.pk
+    assert commit_pending(branch=branch)[0].source_turn_id == nxt.pk
 
 
 def test_a_tool_loop_is_mirrored_with_typed_tool_parts(chat):
@@ -191,7 +192,7 @@ def test_a_tool_loop_is_mirrored_with_typed_tool_parts(chat):
 
     branch = Branch.objects.get(pk=chat.active_branch_id)
     turn = services.turn_accept(session=chat, branch=branch, content="grep for quokka")
-    services.context_prepare(turn=turn)
+    context_prepare(turn=turn)
 
     def response(blocks, status):
         return ProviderResponse(

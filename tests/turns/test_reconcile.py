@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from tests.turns.conftest import send
 from turns import services
+from turns.context import context_prepare
 from turns.journal import OPEN_EVENT
 from turns.models import (
     Branch,
@@ -63,7 +64,7 @@ def _journal(step: ProviderStep, pid: int, texts: list[str]) -> None:
 def _responding_turn(chat, text="tell me a story") -> tuple[UserTurn, ProviderStep]:
     branch = Branch.objects.get(pk=chat.active_branch_id)
     turn = services.turn_accept(session=chat, branch=branch, content=text)
-    services.context_prepare(turn=turn)
+    context_prepare(turn=turn)
     step = services.step_start(
         turn=turn, request_json={"messages": []}, provider="offline", model_id="offline"
     )

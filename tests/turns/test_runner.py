@@ -24,6 +24,7 @@ from tests.support.fake_messages_api import (
 )
 from tests.support.fake_responses_api import FakeResponsesAPI, responses_text_stream
 from turns import events, journal, runner, services
+from turns.jobs import commit_pending
 from turns.models import Phase, ProviderStep, UserTurn
 
 CANARY = "sk-ant-api03-CANARY-9f8e7d6c5b4a-never-stored"
@@ -234,7 +235,7 @@ def test_a_new_turn_is_refused_during_shutdown(session):
 def test_the_key_is_in_no_journal_event_log_or_step_row(session, anthropic_api):
     anthropic_api.enqueue(anthropic_text_stream("ok"), authentication_error())
     runner.run_turn(turn_id=_turn(session, model="sonnet").id)
-    services.commit_pending(branch=session.active_branch)
+    commit_pending(branch=session.active_branch)
     runner.run_turn(turn_id=_turn(session, "again", model="sonnet").id)
     for path in journal.streams_dir().iterdir():
         assert CANARY not in path.read_text()

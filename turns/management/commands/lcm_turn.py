@@ -6,6 +6,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from core.api.errors import LcmError
+from turns import runner, selectors, services
+from turns.jobs import commit_pending
 from turns.models import Session
 
 
@@ -28,8 +30,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        from turns import runner, selectors, services
-
         user = get_user_model().objects.filter(username=options["user"]).first()
         if user is None:
             raise CommandError(f"no user named {options['user']!r}")
@@ -48,7 +48,7 @@ class Command(BaseCommand):
             )
             turn = runner.run_turn(turn_id=turn.id)
             if options["commit"]:
-                services.commit_pending(branch=branch)
+                commit_pending(branch=branch)
                 turn.refresh_from_db()
         except LcmError as error:
             raise CommandError(f"{error.code}: {error.message}") from None
