@@ -30,10 +30,9 @@ BATCH = 500
 def parse_file(format: str, path: Path, session_id: str | None) -> Parsed:
     default = session_id or path.stem
     if format == Format.CLAUDE_CODE:
-        parsed = Parsed()
-        lines = read_jsonl(path, parsed)
-        result = claude_code.parse(lines, session_id=session_id, default_session=default)
-        result.errors[:0] = parsed.errors
+        result, _ = claude_code.parse_with_subagents(
+            path, session_id=session_id, default_session=default
+        )
         return result
     if format == Format.JSONL:
         parsed = Parsed()
