@@ -1,0 +1,242 @@
+"""Gemini CLI chat records (`~/.gemini/tmp/<project>/chats/session-<time>-<id>.json`): one
+JSON object `{sessionId, projectHash, startTime, lastUpdated, messages[], summary?}` that
+Gemini CLI rewrites whole on every save; also its JSONL variant (a header line with the
+session fields, then one message per line, a later line with the same `id` replacing the
+earlier one).
+
+| message | here |
+|---|---|
+| user | user message: `content` (a string, or parts: `text`, `inlineData`/`fileData` as file parts, `functionResponse` as tool output) |
+| gemini | assistant message: `thoughts[]` as reasoning parts (subject and description), the text, then each `toolCalls[]` as ONE tool part holding its `args`, its result (`result[].functionResponse.response`: `output`, else the JSON) and its `status`; `tokens` and `model` in metadata |
+| info, error, warning | system message, its type in `metadata.gemini_type` |
+| anything else | counted in the report's notes |
+
+A gemini message whose tool calls are still running (status scheduled, validating,
+executing, awaiting approval) is left for the next import, so it is stored once, whole.
+External ids are `gemini:<session id>:<message id>`: importing the rewritten file again
+adds only the new messages.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from importers.transcripts.common import Line, Parsed, ParsedConversation
+
+AGENT = "gemini"
+_SYSTEM_TYPES = {"info", "error", "warning"}
+_RUNNING = {"scheduled", "validating", "executing", "awaiting_approval"}
+
+
+def _content_parts(content: Any) -> list[dict]:
+    if isinstance(content, str):
+        return (
+            [{"part_type": "text", "text_content": content, "metadata": {"block": "string"}}]
+            if content
+            else []
+        )
+    if not isinstance(content, list):
+        return (
+            []
+            if content is None
+            else [{"part_type": "text", "metadata": {"unknown_block": content}}]
+        )
+    parts = []
+    for piece in content:
+        if isinstance(piece, str):
+            parts.append(
+                {"part_type": "text", "text_content": piece, "metadata": {"block": "string"}}
+            )
+        elif isinstance(piece, dict) and isinstance(piece.get("text"), str):
+            parts.append(
+                {"part_type": "text", "text_content": piece["text"], "metadata": {"block": "text"}}
+            )
+        elif isinstance(piece, dict) and isinstance(piece.get("inlineData"), dict):
+            data = piece["inlineData"]
+            parts.append(
+                {
+                    "part_type": "file",
+                    "file_mime": data.get("mimeType"),
+                    "file_url": f"data:{data.get('mimeType')};base64,{data.get('data', '')}",
+                    "metadata": {"block": "inlineData"},
+                }
+            )
+        elif isinstance(piece, dict) and isinstance(piece.get("fileData"), dict):
+            data = piece["fileData"]
+            parts.append(
+                {
+                    "part_type": "file",
+                    "file_mime": data.get("mimeType"),
+                    "file_url": data.get("fileUri"),
+                    "metadata": {"block": "fileData"},
+                }
+            )
+        elif isinstance(piece, dict) and isinstance(piece.get("functionResponse"), dict):
+            response = piece["functionResponse"]
+            parts.append(
+                {
+                    "part_type": "tool",
+                    "tool_call_id": str(response.get("id") or ""),
+                    "tool_name": response.get("name"),
+                    "tool_output": _response_text(response.get("response")),
+                    "metadata": {"block": "functionResponse"},
+                }
+            )
+        else:
+            parts.append({"part_type": "text", "metadata": {"unknown_block": piece}})
+    return [{k: v for k, v in p.items() if v is not None} for p in parts]
+
+
+def _response_text(response: Any) -> str:
+    if isinstance(response, dict):
+        for key in ("output", "error"):
+            if isinstance(response.get(key), str):
+                return response[key]
+    if isinstance(response, str):
+        return response
+    return json.dumps(response, ensure_ascii=False)
+
+
+def _tool_part(call: dict) -> dict:
+    outputs = [
+        r["functionResponse"].get("response")
+        for r in call.get("result") or []
+        if isinstance(r, dict) and isinstance(r.get("functionResponse"), dict)
+    ]
+    known = {"id", "name", "args", "result", "status"}
+    part: dict[str, Any] = {
+        "part_type": "tool",
+        "tool_call_id": str(call.get("id") or ""),
+        "tool_name": call.get("name") or "",
+        "tool_input": call.get("args") if call.get("args") is not None else {},
+        "metadata": {
+            "block": "toolCall",
+            "extra": {k: v for k, v in call.items() if k not in known},
+        },
+    }
+    if outputs:
+        part["tool_output"] = "\n".join(_response_text(o) for o in outputs)
+    if isinstance(call.get("status"), str):
+        part["tool_status"] = call["status"]
+    if call.get("status") == "error" and outputs:
+        part["tool_error"] = part["tool_output"]
+    return part
+
+
+def _gemini_parts(message: dict) -> list[dict]:
+    parts = []
+    for thought in message.get("thoughts") or []:
+        if isinstance(thought, dict):
+            text = "\n".join(
+                t
+                for t in (thought.get("subject"), thought.get("description"))
+                if isinstance(t, str)
+            )
+            parts.append(
+                {
+                    "part_type": "reasoning",
+                    "text_content": text,
+                    "metadata": {"block": "thought", "thought": thought},
+                }
+            )
+    parts.extend(_content_parts(message.get("content")))
+    parts.extend(_tool_part(c) for c in message.get("toolCalls") or [] if isinstance(c, dict))
+    return parts
+
+
+def _records(value: Any, lines: list[Line] | None) -> tuple[dict, list[tuple[int, Any]]]:
+    """(session fields, [(position, message)]) of the JSON document or the JSONL lines."""
+    if lines is None:
+        if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
+            return {}, []
+        header = {k: v for k, v in value.items() if k != "messages"}
+        return header, list(enumerate(value["messages"], start=1))
+    header: dict = {}
+    by_id: dict[str, tuple[int, Any]] = {}
+    loose: list[tuple[int, Any]] = []
+    for line in lines:
+        item = line.value
+        if isinstance(item, dict) and "type" not in item and "sessionId" in item:
+            header.update({k: v for k, v in item.items() if k != "messages"})
+            for position, message in enumerate(item.get("messages") or [], start=1):
+                loose.append((line.number * 100_000 + position, message))
+        elif isinstance(item, dict) and isinstance(item.get("id"), str):
+            first = by_id.get(item["id"], (line.number, None))[0]
+            by_id[item["id"]] = (first, item)  # a later line rewrites the message
+        else:
+            loose.append((line.number, item))
+    return header, sorted(loose + list(by_id.values()), key=lambda x: x[0])
+
+
+def parse(
+    document: Any, *, session_id: str | None, default_session: str, lines: list[Line] | None = None
+) -> Parsed:
+    parsed = Parsed()
+    header, messages = _records(document, lines)
+    if not header and not messages:
+        parsed.error(None, "expected a Gemini CLI chat record: an object with 'messages'")
+        return parsed
+    session = session_id or header.get("sessionId") or default_session
+    source_session = header.get("sessionId") or session
+    conversation = ParsedConversation(session_id=session, title=_title(header))
+    facts: dict[str, Any] = {"agent": AGENT, "line": "main"}
+    for key in ("projectHash", "kind", "startTime", "lastUpdated"):
+        if header.get(key) is not None:
+            facts[key] = header[key]
+    facts["started_at"] = header.get("startTime")
+    facts["ended_at"] = header.get("lastUpdated")
+    waiting = 0
+    for position, message in messages:
+        if not isinstance(message, dict):
+            parsed.error(position, "a message must be a JSON object")
+            continue
+        kind = message.get("type")
+        if kind == "gemini":
+            if any(
+                isinstance(c, dict) and c.get("status") in _RUNNING
+                for c in message.get("toolCalls") or []
+            ):
+                waiting += 1
+                continue
+            role, parts = "assistant", _gemini_parts(message)
+            if isinstance(message.get("model"), str):
+                facts["model"] = message["model"]
+        elif kind == "user":
+            parts = _content_parts(message.get("content"))
+            role = "tool" if parts and all(p["part_type"] == "tool" for p in parts) else "user"
+        elif kind in _SYSTEM_TYPES:
+            role, parts = "system", _content_parts(message.get("content"))
+        else:
+            parsed.skip(f"message:{kind}")
+            continue
+        if not parts:
+            parsed.skip(f"empty {kind} message")
+            continue
+        meta = parts[0].setdefault("metadata", {})
+        meta["gemini_type"] = kind
+        meta["source"] = {
+            k: message[k] for k in ("id", "model", "tokens") if message.get(k) is not None
+        }
+        ident = message.get("id") or f"position:{position}"
+        conversation.messages.append(
+            (
+                position,
+                {
+                    "role": role,
+                    "parts": parts,
+                    "created_at": message.get("timestamp"),
+                    "external_id": f"gemini:{source_session}:{ident}",
+                },
+            )
+        )
+    if waiting:
+        parsed.skip("gemini message with tool calls still running (left for the next import)")
+    conversation.metadata = {k: v for k, v in facts.items() if v is not None}
+    parsed.add(conversation)
+    return parsed
+
+
+def _title(header: dict) -> str:
+    summary = header.get("summary")
+    return summary if isinstance(summary, str) else ""
