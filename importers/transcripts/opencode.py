@@ -20,8 +20,9 @@ Each session is one conversation (its `ses_...` id); a sub-task session names it
 | compaction | compaction part; the assistant message marked `summary` after it holds OpenCode's summary, an agent compaction over the messages since the previous one |
 | anything else | a text part keeping the whole part in `metadata.unknown_block` |
 
-The last assistant message of a session that is not completed yet is left for the next
-import (so it is stored once, whole). External ids are `opencode:<message id>`. Times are
+The last assistant message of a session that is not completed and was started less than an
+hour ago is left for the next import (so it is stored once, whole); an older unfinished
+one (the agent was stopped) is imported as it is. External ids are `opencode:<message id>`. Times are
 epoch milliseconds.
 """
 
@@ -261,13 +262,17 @@ def _facts(info: dict, messages: list) -> dict:
     return {k: v for k, v in facts.items() if v is not None}
 
 
-def _unfinished(message: dict) -> bool:
+_STILL_WRITING_MS = 3600 * 1000  # an unfinished answer this recent may still be written
+
+
+def _unfinished(message: dict, now_ms: float) -> bool:
+    """An answer the agent may still be writing: not completed, no error, recent. An old
+    unfinished one (the agent was stopped) is imported as it is."""
     time = message.get("time") or {}
-    return (
-        message.get("role") == "assistant"
-        and not time.get("completed")
-        and not message.get("error")
-    )
+    if message.get("role") != "assistant" or time.get("completed") or message.get("error"):
+        return False
+    created = time.get("created")
+    return not isinstance(created, int | float) or now_ms - created < _STILL_WRITING_MS
 
 
 def to_parsed(sessions: list[tuple[dict, list]], *, session_id: str | None) -> Parsed:
@@ -280,7 +285,7 @@ def to_parsed(sessions: list[tuple[dict, list]], *, session_id: str | None) -> P
         name = session_id if session_id and len(sessions) == 1 else ident
         conversation = ParsedConversation(session_id=name, title=info.get("title") or "")
         conversation.metadata = _facts(info, messages)
-        if messages and _unfinished(messages[-1][0]):
+        if messages and _unfinished(messages[-1][0], datetime.now(tz=UTC).timestamp() * 1000):
             messages = messages[:-1]
             parsed.skip("assistant message still being written (left for the next import)")
         _add_messages(conversation, messages)
