@@ -1,6 +1,6 @@
 """What a coding agent said about its session (agent, version, cwd, git branch, model,
 first and last times, why a branch or sub-agent exists), kept on the conversation's
-import row where it can be filtered on (`conversations_by_session_facts`).
+import row where it can be filtered on (`selectors.agent_sessions_for_user`).
 
 Each import refreshes it: a session that went on may have moved to another branch or
 model; the last value the agent wrote wins, the other keys of `metadata` are merged.
@@ -19,6 +19,9 @@ _COLUMNS = {
     "git_branch": 255,
     "model": 255,
 }
+
+
+_TIMES = ("started_at", "ended_at")
 
 
 def _when(value):
@@ -45,19 +48,6 @@ def record_session_facts(conversation_id: int, format: str, facts: dict) -> None
         row.started_at = started
     if ended and (row.ended_at is None or ended > row.ended_at):
         row.ended_at = ended
-    extra = {k: v for k, v in facts.items() if k not in _COLUMNS}
+    extra = {k: v for k, v in facts.items() if k not in _COLUMNS and k not in _TIMES}
     row.metadata = {**(row.metadata or {}), **extra}
     row.save()
-
-
-def conversations_by_session_facts(
-    *, owner, agent: str = "", cwd: str = "", git_branch: str = "", model: str = ""
-):
-    """The owner's imported agent sessions, filtered on what the agent said about them."""
-    rows = ImportedConversation.objects.filter(conversation__owner=owner).exclude(agent="")
-    for name, value in (("agent", agent), ("cwd", cwd), ("git_branch", git_branch)):
-        if value:
-            rows = rows.filter(**{name: value})
-    if model:
-        rows = rows.filter(model__icontains=model)
-    return rows.select_related("conversation").order_by("-started_at", "conversation_id")

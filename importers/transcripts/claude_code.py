@@ -363,6 +363,7 @@ def _conversation(
 ) -> ParsedConversation:
     conversation = ParsedConversation(session_id=session_id, title=title)
     since: list[str] = []
+    boundary: dict = {}
     for uuid in uuids:
         line, message = built[uuid]
         if message is None:
@@ -371,10 +372,18 @@ def _conversation(
         message["external_id"] = external_id
         first_meta = (message.get("parts") or [{}])[0].get("metadata") or {}
         if first_meta.get("compact_summary"):
-            conversation.compactions.append(_compaction(message, since, external_id))
-            since = []
+            compaction = _compaction(message, since, external_id)
+            compaction.metadata = dict(boundary)
+            conversation.compactions.append(compaction)
+            since, boundary = [], {}
         conversation.messages.append((line, message))
-        since.append(external_id)
+        parts = message.get("parts") or []
+        if parts and parts[0].get("part_type") == "compaction":
+            # The boundary is not what was summarised; its trigger and size describe it.
+            boundary = {"compact_metadata": parts[0]["metadata"].get("compact_metadata")}
+            boundary["boundary_external_id"] = external_id
+        else:
+            since.append(external_id)
     return conversation
 
 
@@ -382,9 +391,9 @@ def _compaction(message: dict, since: list[str], external_id: str) -> AgentCompa
     text = "\n".join(
         p.get("text_content") or "" for p in message["parts"] if p.get("part_type") == "text"
     )
-    # The boundary written just before the summary is not part of what it summarises.
-    covered = list(since)
-    return AgentCompaction(summary=text, covered=covered, at_external_id=external_id, author=AGENT)
+    return AgentCompaction(
+        summary=text, covered=list(since), at_external_id=external_id, author=AGENT
+    )
 
 
 # -- sub-agents ----------------------------------------------------------------------
