@@ -97,8 +97,9 @@ def _tool_part(payload: dict, names: dict[str, str]) -> dict:
 def _output_part(payload: dict, names: dict[str, str]) -> dict:
     output = payload.get("output")
     if isinstance(output, dict) and "content" in output:  # {content, success}
-        text, rich = result_text(output.get("content"))
-        rich = output
+        text, rich = _text_of(output.get("content")), output
+    elif isinstance(output, list):  # newer: content items (input_text, input_image, ...)
+        text, rich = _text_of(output), output
     else:
         text, rich = result_text(output)
     call_id = payload.get("call_id") or ""
@@ -216,7 +217,8 @@ class _Reader:
         elif kind in _OUTPUTS:
             self.add(line, when, "tool", [_output_part(payload, self.names)])
         elif kind == "web_search_call":
-            part = _tool_part(dict(payload, name="web_search"), self.names)
+            call_id = payload.get("id") or f"web_search:{line}"
+            part = _tool_part(dict(payload, name="web_search", call_id=call_id), self.names)
             part["metadata"]["self_contained"] = True  # no separate output item
             self.add(line, when, "assistant", [part])
         else:
