@@ -152,17 +152,18 @@ HEADER = (
 
 
 def _tool_figures(conversation_ids: list[int]) -> tuple[int, int]:
+    """(calls, calls with a result) by call id: a branch repeats its shared start, whose
+    calls are counted once."""
     tools = MessagePart.objects.filter(
         message__conversation_id__in=conversation_ids, part_type="tool"
-    ).values_list("message__conversation_id", "tool_call_id", "tool_input", "tool_output")
-    calls: set[tuple[int, str]] = set()
-    answered: set[tuple[int, str]] = set()
-    for conversation_id, call_id, tool_input, tool_output in tools:
-        key = (conversation_id, call_id or "")
+    ).values_list("tool_call_id", "tool_input", "tool_output")
+    calls: set[str] = set()
+    answered: set[str] = set()
+    for call_id, tool_input, tool_output in tools:
         if tool_input is not None:
-            calls.add(key)
+            calls.add(call_id or "")
         if tool_output is not None:
-            answered.add(key)
+            answered.add(call_id or "")
     return len(calls), len(calls & answered)
 
 
