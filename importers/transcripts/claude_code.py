@@ -182,26 +182,23 @@ class _Tree:
         self._assign()
 
     def _last_lines(self) -> dict[str, int]:
-        """The last file line written in each record's subtree."""
-        last: dict[str, int] = {}
-        for uuid in reversed(self.main_order):  # children come after parents in the file...
-            record = self.records[uuid]
-            last[uuid] = max([record.line] + [last.get(c, 0) for c in record.children])
-        for uuid in self.main_order:  # ...except when they do not: settle the rest
-            self._settle(uuid, last)
+        """The last file line written in each record's subtree (one post-order walk)."""
+        last = {u: self.records[u].line for u in self.main_order}
+        done: set[str] = set()
+        for root in self.roots:
+            stack = [(root, False)]
+            while stack:
+                uuid, children_done = stack.pop()
+                record = self.records[uuid]
+                if children_done:
+                    last[uuid] = max([record.line] + [last[c] for c in record.children])
+                    continue
+                if uuid in done:
+                    continue
+                done.add(uuid)
+                stack.append((uuid, True))
+                stack.extend((c, False) for c in record.children if c not in done)
         return last
-
-    def _settle(self, uuid: str, last: dict[str, int]) -> int:
-        stack, seen = [uuid], set()
-        while stack:
-            cursor = stack.pop()
-            if cursor in seen:
-                continue
-            seen.add(cursor)
-            stack.extend(self.records[cursor].children)
-        best = max(self.records[u].line for u in seen)
-        last[uuid] = max(last[uuid], best)
-        return best
 
     def _branch_prompts(self, siblings: list[str]) -> list[str]:
         prompts = [u for u in siblings if _is_prompt(self.records[u].data)]
@@ -211,7 +208,10 @@ class _Tree:
         return [u for u in prompts if u != kept]
 
     def _assign(self) -> None:
-        branch_roots = {u: None for u in self._branch_prompts(self.roots)}
+        # At the start, only prompts with no parent at all compete (an edited first
+        # prompt); a record whose parent is not in the file forks nothing.
+        starts = [u for u in self.roots if self.records[u].parent is None]
+        branch_roots = {u: None for u in self._branch_prompts(starts)}
         for uuid in self.main_order:
             for child in self._branch_prompts(self.records[uuid].children):
                 branch_roots[child] = uuid
@@ -221,7 +221,9 @@ class _Tree:
             uuid, owner = stack.pop()
             owner = uuid if uuid in branch_roots else owner
             self.owner[uuid] = owner
-            stack.extend((c, owner) for c in self.records[uuid].children)
+            stack.extend((c, owner) for c in self.records[uuid].children if c not in self.owner)
+        for uuid in self.main_order:  # a parentUuid loop reaches no root: keep it on main
+            self.owner.setdefault(uuid, "")
 
     def line_of(self, owner: str) -> list[str]:
         """The records of the main line ("") or of a branch (with what came before it)."""

@@ -155,3 +155,26 @@ def test_a_half_written_last_line_is_reported_then_imported_once_whole(user, tmp
     main = _external_ids(SESSION)
     assert len(main) == len(set(main)) == 14
     assert first.totals()["messages"] + second.totals()["messages"] == 14 + 9  # main, branch
+
+
+def test_a_parent_loop_or_a_missing_parent_loses_no_record():
+    from importers.transcripts.claude_code import parse
+    from importers.transcripts.common import Line
+    from tests.importers.agent_sessions import cc
+
+    records = [
+        cc("u01", None, "user", "First."),
+        cc("u02", "u03", "user", "Loop a."),
+        cc("u03", "u02", "user", "Loop b."),
+        cc("u04", "gone", "user", "Parent not in the file."),
+    ]
+    parsed = parse(
+        [Line(n, r) for n, r in enumerate(records, 1)], session_id=None, default_session="x"
+    )
+    [main] = parsed.conversations
+    assert [m["external_id"] for _, m in main.messages] == [
+        "claude-code:u01",
+        "claude-code:u02",
+        "claude-code:u03",
+        "claude-code:u04",
+    ]
