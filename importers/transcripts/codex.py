@@ -3,7 +3,7 @@
 
 | line | here |
 |---|---|
-| session_meta | the conversation's metadata (id, cwd, cli_version, git, originator, fork parent); its `instructions`, if any, a synthetic system message |
+| session_meta | the conversation's metadata (id, cwd, cli_version, git, originator; a fork's `forked_from_id` or a sub-agent's `source.subagent.thread_spawn.parent_thread_id` as `parent_session`); its `instructions`, if any, a synthetic system message |
 | turn_context | metadata: the model, cwd, policies of each turn (the distinct ones are kept) |
 | response_item message | a message of its role; `developer` is system; the injected instructions and `<environment_context>` user items are marked synthetic |
 | response_item reasoning | assistant reasoning part: the summary text (`content` text if present), `encrypted_content` in metadata |
@@ -178,7 +178,7 @@ class _Reader:
     def session_meta(self, line: int, when: Any, payload: dict) -> None:
         meta = {k: v for k, v in payload.items() if k != "instructions"}
         self.facts["session_meta"] = meta
-        self.facts.setdefault("session", payload.get("id"))
+        self.facts.setdefault("session", payload.get("id") or payload.get("session_id"))
         for key, name in (("cwd", "cwd"), ("cli_version", "agent_version")):
             if isinstance(payload.get(key), str):
                 self.facts[name] = payload[key]
@@ -319,9 +319,15 @@ def _finish(reader: _Reader) -> Parsed:
     meta = {k: v for k, v in facts.items() if k != "session"}
     meta["turn_contexts"] = reader.contexts
     meta["line"] = "main"
-    forked = (facts.get("session_meta") or {}).get("forked_from_id")
-    if forked:
-        meta["parent_session"] = forked
+    session_meta = facts.get("session_meta") or {}
+    spawn = (
+        (session_meta.get("source") or {}) if isinstance(session_meta.get("source"), dict) else {}
+    )
+    parent = ((spawn.get("subagent") or {}).get("thread_spawn") or {}).get("parent_thread_id")
+    if parent:  # a sub-agent's rollout names the session that spawned it
+        meta.update(parent_session=parent, line="subagent")
+    elif session_meta.get("forked_from_id"):  # a fork replays its parent's start
+        meta.update(parent_session=session_meta["forked_from_id"], line="fork")
     conversation.metadata = meta
     reader.parsed.add(conversation)
     return reader.parsed

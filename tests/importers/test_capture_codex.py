@@ -135,3 +135,21 @@ def test_a_bad_line_is_reported_and_a_grown_or_compressed_rollout_adds_only_the_
     assert third.totals()["messages"] == 0
     stored = Message.objects.filter(conversation__session_id=SESSION)
     assert first.totals()["messages"] + second.totals()["messages"] == stored.count() == 14
+
+
+def test_a_forked_or_spawned_rollout_names_its_parent_session(user, tmp_path):
+    def meta(**more):
+        return {"timestamp": "2026-05-02T09:00:00Z", "type": "session_meta", "payload": more}
+
+    prompt = codex_rollout()[3]
+    fork = write_jsonl(tmp_path / "a.jsonl", [meta(id="child-1", forked_from_id="p-1"), prompt])
+    spawn = {"subagent": {"thread_spawn": {"parent_thread_id": "p-2", "depth": 1}}}
+    sub = write_jsonl(tmp_path / "b.jsonl", [meta(session_id="child-2", source=spawn), prompt])
+    import_file(format="codex", path=fork, owner=user)
+    import_file(format="codex", path=sub, owner=user)
+    rows = {
+        r.conversation.session_id: r.metadata
+        for r in ImportedConversation.objects.filter(agent="codex")
+    }
+    assert (rows["child-1"]["line"], rows["child-1"]["parent_session"]) == ("fork", "p-1")
+    assert (rows["child-2"]["line"], rows["child-2"]["parent_session"]) == ("subagent", "p-2")
