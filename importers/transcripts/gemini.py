@@ -1,8 +1,10 @@
 """Gemini CLI chat records (`~/.gemini/tmp/<project>/chats/session-<time>-<id>.json`): one
 JSON object `{sessionId, projectHash, startTime, lastUpdated, messages[], summary?}` that
-Gemini CLI rewrites whole on every save; also its JSONL variant (a header line with the
-session fields, then one message per line, a later line with the same `id` replacing the
-earlier one).
+Gemini CLI rewrites whole on every save; also its newer JSONL log (a metadata line, then message
+records, a later record with the same `id` rewriting it, `{"$set": {...}}` metadata patches
+and `{"$rewindTo": id}` markers: the rewound messages are kept, marked `metadata.rewound`;
+a `$set` of `messages`, Gemini replacing its own context, is counted and the history kept).
+The working directory comes from `directories` when the file has it.
 
 | message | here |
 |---|---|
@@ -145,35 +147,54 @@ def _gemini_parts(message: dict) -> list[dict]:
     return parts
 
 
-def _records(value: Any, lines: list[Line] | None) -> tuple[dict, list[tuple[int, Any]]]:
-    """(session fields, [(position, message)]) of the JSON document or the JSONL lines."""
+def _records(
+    value: Any, lines: list[Line] | None, parsed: Parsed
+) -> tuple[dict, list[tuple[int, Any]], set[str]]:
+    """(session fields, [(line or position, message)], ids rewound) of the JSON document or
+    of the JSONL log: a metadata line, then message records (a later record with the same
+    `id` rewrites it), `{"$set": {...}}` metadata patches and `{"$rewindTo": id}` markers."""
     if lines is None:
         if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
-            return {}, []
+            return {}, [], set()
         header = {k: v for k, v in value.items() if k != "messages"}
-        return header, list(enumerate(value["messages"], start=1))
+        return header, list(enumerate(value["messages"], start=1)), set()
     header: dict = {}
-    by_id: dict[str, tuple[int, Any]] = {}
-    loose: list[tuple[int, Any]] = []
+    by_id: dict[str, tuple[tuple[int, int], int, Any]] = {}
+    loose: list[tuple[tuple[int, int], int, Any]] = []
+    rewound: set[str] = set()
     for line in lines:
         item = line.value
-        if isinstance(item, dict) and "type" not in item and "sessionId" in item:
+        if not isinstance(item, dict):
+            loose.append(((line.number, 0), line.number, item))
+        elif isinstance(item.get("$rewindTo"), str):
+            # The user rewound to that message: it and what followed left Gemini's view.
+            order = sorted(by_id, key=lambda k: by_id[k][0])
+            if item["$rewindTo"] in order:
+                rewound.update(order[order.index(item["$rewindTo"]) :])
+        elif isinstance(item.get("$set"), dict):
+            patch = item["$set"]
+            if "messages" in patch:  # Gemini replaced its context (compression, rollback)
+                parsed.skip("$set.messages (Gemini's own context replaced; history kept)")
+            header.update({k: v for k, v in patch.items() if k != "messages"})
+        elif isinstance(item.get("id"), str) and "type" in item:
+            first = by_id.get(item["id"], ((line.number, 0), line.number, None))[0]
+            by_id[item["id"]] = (first, line.number, item)  # a later line rewrites it
+            rewound.discard(item["id"])
+        elif "sessionId" in item:
             header.update({k: v for k, v in item.items() if k != "messages"})
-            for position, message in enumerate(item.get("messages") or [], start=1):
-                loose.append((line.number * 100_000 + position, message))
-        elif isinstance(item, dict) and isinstance(item.get("id"), str):
-            first = by_id.get(item["id"], (line.number, None))[0]
-            by_id[item["id"]] = (first, item)  # a later line rewrites the message
+            for position, message in enumerate(item.get("messages") or []):
+                loose.append(((line.number, position), line.number, message))
         else:
-            loose.append((line.number, item))
-    return header, sorted(loose + list(by_id.values()), key=lambda x: x[0])
+            loose.append(((line.number, 0), line.number, item))
+    ordered = sorted(loose + list(by_id.values()), key=lambda x: x[0])
+    return header, [(number, message) for _, number, message in ordered], rewound
 
 
 def parse(
     document: Any, *, session_id: str | None, default_session: str, lines: list[Line] | None = None
 ) -> Parsed:
     parsed = Parsed()
-    header, messages = _records(document, lines)
+    header, messages, rewound = _records(document, lines, parsed)
     if not header and not messages:
         parsed.error(None, "expected a Gemini CLI chat record: an object with 'messages'")
         return parsed
@@ -181,9 +202,12 @@ def parse(
     source_session = header.get("sessionId") or session
     conversation = ParsedConversation(session_id=session, title=_title(header))
     facts: dict[str, Any] = {"agent": AGENT, "line": "main"}
-    for key in ("projectHash", "kind", "startTime", "lastUpdated"):
+    for key in ("projectHash", "kind", "startTime", "lastUpdated", "directories"):
         if header.get(key) is not None:
             facts[key] = header[key]
+    directories = header.get("directories")
+    if isinstance(directories, list) and directories and isinstance(directories[0], str):
+        facts["cwd"] = directories[0]  # newer Gemini CLI names the workspace folders
     facts["started_at"] = header.get("startTime")
     facts["ended_at"] = header.get("lastUpdated")
     waiting = 0
@@ -215,6 +239,8 @@ def parse(
             continue
         meta = parts[0].setdefault("metadata", {})
         meta["gemini_type"] = kind
+        if message.get("id") in rewound:
+            meta["rewound"] = True  # kept: the user rewound past it, it was still said
         meta["source"] = {
             k: message[k] for k in ("id", "model", "tokens") if message.get(k) is not None
         }

@@ -87,19 +87,34 @@ def test_a_gemini_message_with_a_running_tool_call_waits_for_the_next_import(use
     assert _parts("gem-0001", part_type="tool").get().tool_output == "a.py"
 
 
-def test_the_gemini_jsonl_variant_takes_the_last_version_of_a_message(user, tmp_path):
+def test_the_gemini_jsonl_log_rewrites_rewinds_and_patches(user, tmp_path):
     document = gemini_chat()
     header = {k: v for k, v in document.items() if k != "messages"}
+    header["directories"] = ["/work/gem"]
     first, answer = document["messages"][0], document["messages"][1]
+    retry = {"id": "m9", "timestamp": "2026-05-03T08:02:00Z", "type": "user", "content": "Again."}
     path = write_jsonl(
         tmp_path / "chat.jsonl",
-        [header, first, dict(answer, content="draft"), answer],
+        [
+            header,
+            first,
+            dict(answer, content="draft"),
+            answer,  # the same id rewritten whole: only this version is kept
+            {"$rewindTo": "m2"},
+            {"$set": {"summary": "Listing files", "messages": []}},
+            retry,
+        ],
         tail="{broken\n",
     )
     report = import_file(format="gemini", path=path, owner=user)
-    assert [e["line"] for e in report.errors] == [5]
+    assert [e["line"] for e in report.errors] == [8]
     texts = _parts("gem-0001", part_type="text").values_list("text_content", flat=True)
-    assert sorted(texts) == ["Here they are.", "List the files."]
+    assert sorted(texts) == ["Again.", "Here they are.", "List the files."]
+    rewound = _parts("gem-0001", metadata__rewound=True).get()
+    assert rewound.message.external_id == "gemini:gem-0001:m2"
+    row = ImportedConversation.objects.get(conversation__session_id="gem-0001")
+    assert (row.cwd, row.conversation.title) == ("/work/gem", "Listing files")
+    assert any(k.startswith("$set.messages") for k in report.notes["skipped_records"])
 
 
 # -- OpenCode -------------------------------------------------------------------------
