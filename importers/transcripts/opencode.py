@@ -17,7 +17,7 @@ Each session is one conversation (its `ses_...` id); a sub-task session names it
 | tool | ONE tool part: `callID`, `tool`, `state.status`, `state.input`, `state.output`, `state.error`, `state.title` (the rest of the state in metadata) |
 | step-start, step-finish | step_start (snapshot), step_finish (reason, cost, tokens) |
 | file, patch, snapshot, agent, subtask, retry | the part type of the same name |
-| compaction | compaction part; the assistant message marked `summary` after it holds OpenCode's summary, an agent compaction over the messages since the previous one |
+| compaction | compaction part; the assistant message after it marked `summary: true` (mode or agent `compaction`) holds OpenCode's summary, an agent compaction over the messages since the previous one |
 | anything else | a text part keeping the whole part in `metadata.unknown_block` |
 
 The last assistant message of a session that is not completed and was started less than an
@@ -309,7 +309,11 @@ def _add_messages(conversation: ParsedConversation, messages: list) -> None:
             "created_at": _iso((info.get("time") or {}).get("created")),
             "external_id": external_id,
         }
-        if info.get("summary") is True and role == "assistant":
+        is_summary = info.get("summary") is True or "compaction" in (
+            info.get("mode"),
+            info.get("agent"),
+        )
+        if is_summary and role == "assistant":
             text = "\n".join(
                 p.get("text_content") or "" for p in mapped if p["part_type"] == "text"
             )
