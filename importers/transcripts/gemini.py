@@ -190,6 +190,42 @@ def _records(
     return header, [(number, message) for _, number, message in ordered], rewound
 
 
+def _facts(header: dict) -> dict[str, Any]:
+    facts: dict[str, Any] = {"agent": AGENT, "line": "main"}
+    for key in ("projectHash", "kind", "startTime", "lastUpdated", "directories"):
+        if header.get(key) is not None:
+            facts[key] = header[key]
+    directories = header.get("directories")
+    if isinstance(directories, list) and directories and isinstance(directories[0], str):
+        facts["cwd"] = directories[0]  # newer Gemini CLI names the workspace folders
+    facts["started_at"] = header.get("startTime")
+    facts["ended_at"] = header.get("lastUpdated")
+    return facts
+
+
+def _role_and_parts(message: dict, parsed: Parsed) -> tuple[str, list[dict]] | None:
+    """The role and parts of one message; None (counted) when it is not imported now."""
+    kind = message.get("type")
+    if kind == "gemini":
+        calls = message.get("toolCalls") or []
+        if any(isinstance(c, dict) and c.get("status") in _RUNNING for c in calls):
+            parsed.skip("gemini message with tool calls still running (left for the next import)")
+            return None
+        role, parts = "assistant", _gemini_parts(message)
+    elif kind == "user":
+        parts = _content_parts(message.get("content"))
+        role = "tool" if parts and all(p["part_type"] == "tool" for p in parts) else "user"
+    elif kind in _SYSTEM_TYPES:
+        role, parts = "system", _content_parts(message.get("content"))
+    else:
+        parsed.skip(f"message:{kind}")
+        return None
+    if not parts:
+        parsed.skip(f"empty {kind} message")
+        return None
+    return role, parts
+
+
 def parse(
     document: Any, *, session_id: str | None, default_session: str, lines: list[Line] | None = None
 ) -> Parsed:
@@ -201,63 +237,28 @@ def parse(
     session = session_id or header.get("sessionId") or default_session
     source_session = header.get("sessionId") or session
     conversation = ParsedConversation(session_id=session, title=_title(header))
-    facts: dict[str, Any] = {"agent": AGENT, "line": "main"}
-    for key in ("projectHash", "kind", "startTime", "lastUpdated", "directories"):
-        if header.get(key) is not None:
-            facts[key] = header[key]
-    directories = header.get("directories")
-    if isinstance(directories, list) and directories and isinstance(directories[0], str):
-        facts["cwd"] = directories[0]  # newer Gemini CLI names the workspace folders
-    facts["started_at"] = header.get("startTime")
-    facts["ended_at"] = header.get("lastUpdated")
-    waiting = 0
+    facts = _facts(header)
     for position, message in messages:
         if not isinstance(message, dict):
             parsed.error(position, "a message must be a JSON object")
             continue
-        kind = message.get("type")
-        if kind == "gemini":
-            if any(
-                isinstance(c, dict) and c.get("status") in _RUNNING
-                for c in message.get("toolCalls") or []
-            ):
-                waiting += 1
-                continue
-            role, parts = "assistant", _gemini_parts(message)
-            if isinstance(message.get("model"), str):
-                facts["model"] = message["model"]
-        elif kind == "user":
-            parts = _content_parts(message.get("content"))
-            role = "tool" if parts and all(p["part_type"] == "tool" for p in parts) else "user"
-        elif kind in _SYSTEM_TYPES:
-            role, parts = "system", _content_parts(message.get("content"))
-        else:
-            parsed.skip(f"message:{kind}")
+        found = _role_and_parts(message, parsed)
+        if found is None:
             continue
-        if not parts:
-            parsed.skip(f"empty {kind} message")
-            continue
+        role, parts = found
+        if role == "assistant" and isinstance(message.get("model"), str):
+            facts["model"] = message["model"]
         meta = parts[0].setdefault("metadata", {})
-        meta["gemini_type"] = kind
+        meta["gemini_type"] = message.get("type")
         if message.get("id") in rewound:
             meta["rewound"] = True  # kept: the user rewound past it, it was still said
         meta["source"] = {
             k: message[k] for k in ("id", "model", "tokens") if message.get(k) is not None
         }
         ident = message.get("id") or f"position:{position}"
-        conversation.messages.append(
-            (
-                position,
-                {
-                    "role": role,
-                    "parts": parts,
-                    "created_at": message.get("timestamp"),
-                    "external_id": f"gemini:{source_session}:{ident}",
-                },
-            )
-        )
-    if waiting:
-        parsed.skip("gemini message with tool calls still running (left for the next import)")
+        raw = {"role": role, "parts": parts, "created_at": message.get("timestamp")}
+        raw["external_id"] = f"gemini:{source_session}:{ident}"
+        conversation.messages.append((position, raw))
     conversation.metadata = {k: v for k, v in facts.items() if v is not None}
     parsed.add(conversation)
     return parsed

@@ -162,6 +162,8 @@ def _tool(part: dict) -> dict:
 
 
 def _map_part(part: dict) -> dict:
+    """One OpenCode part as a raw part dict: one branch per part type, kept together so the
+    mapping reads top to bottom like the table in the module docstring."""
     kind = part.get("type")
     if kind == "text":
         out = {"part_type": "text", "text_content": part.get("text") or "", "metadata": {}}
