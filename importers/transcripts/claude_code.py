@@ -36,6 +36,7 @@ session that went on adds only the new records.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ from typing import Any
 
 from importers.transcripts.blocks import blocks_to_parts, role_for
 from importers.transcripts.common import (
+    MALFORMED,
     AgentCompaction,
     Line,
     Parsed,
@@ -250,6 +252,9 @@ def _read_records(lines: list[Line], parsed: Parsed) -> tuple[dict, list, dict, 
             parsed.error(line.number, "a record must be a JSON object")
             continue
         kind = data.get("type")
+        if not isinstance(kind, str) and kind is not None:
+            parsed.error(line.number, "type must be a string")
+            continue
         if kind == "summary":
             if isinstance(data.get("summary"), str):
                 titles[str(data.get("leafUuid"))] = data["summary"]
@@ -265,14 +270,29 @@ def _read_records(lines: list[Line], parsed: Parsed) -> tuple[dict, list, dict, 
             continue
         if uuid in records:
             continue  # Claude Code can write a record twice when a session resumes
+        problem = _shape_problem(data)
+        if problem:
+            parsed.error(line.number, problem)
+            continue
         if kind not in _MESSAGE_TYPES:
             parsed.skip(str(kind))  # in the chain, but no conversation content
-        _remember_facts(data, facts)
+        with contextlib.suppress(*MALFORMED):  # odd facts: the record is still a record
+            _remember_facts(data, facts)
         records[uuid] = _Record(
             line.number, data, uuid, _parent(data), bool(data.get("isSidechain"))
         )
         order.append(uuid)
     return records, order, titles, facts
+
+
+def _shape_problem(data: dict) -> str | None:
+    """Why a record with a uuid cannot be placed in the tree, if it cannot."""
+    parent = _parent(data)
+    if parent is not None and not isinstance(parent, str):
+        return "parentUuid must be a string or null"
+    if data.get("message") is not None and not isinstance(data.get("message"), dict):
+        return "message must be an object"
+    return None
 
 
 def _remember_facts(data: dict, facts: dict) -> None:
@@ -317,9 +337,13 @@ def parse(lines: list[Line], *, session_id: str | None, default_session: str) ->
     tool_names: dict[str, str] = {}
     responses: dict[str, str] = {}
     # Messages are built in file order once (tool names come from earlier tool_use blocks).
-    built: dict[str, tuple[int, dict | None]] = {
-        u: (records[u].line, _message(records[u], tool_names, responses)) for u in order
-    }
+    built: dict[str, tuple[int, dict | None]] = {}
+    for uuid in order:
+        try:
+            built[uuid] = (records[uuid].line, _message(records[uuid], tool_names, responses))
+        except MALFORMED as error:
+            parsed.error(records[uuid].line, f"a record that could not be read: {error}")
+            built[uuid] = (records[uuid].line, None)  # still links the chain
     meta = _metadata(facts)
     main_uuids = tree.line_of("")
     title = next((titles[u] for u in reversed(main_uuids) if u in titles), "")
@@ -431,7 +455,8 @@ def _agent_calls(lines: list[Line]) -> dict[str, dict]:
         result = data.get("toolUseResult") if isinstance(data, dict) else None
         if not isinstance(result, dict) or not isinstance(result.get("agentId"), str):
             continue
-        content = (data.get("message") or {}).get("content")
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
         ids = [
             b.get("tool_use_id")
             for b in (content if isinstance(content, list) else [])

@@ -25,7 +25,13 @@ import json
 from typing import Any
 
 from importers.transcripts.blocks import result_text
-from importers.transcripts.common import AgentCompaction, Line, Parsed, ParsedConversation
+from importers.transcripts.common import (
+    MALFORMED,
+    AgentCompaction,
+    Line,
+    Parsed,
+    ParsedConversation,
+)
 
 AGENT = "codex"
 _SHELL_TOOLS = {
@@ -178,7 +184,9 @@ class _Reader:
     def session_meta(self, line: int, when: Any, payload: dict) -> None:
         meta = {k: v for k, v in payload.items() if k != "instructions"}
         self.facts["session_meta"] = meta
-        self.facts.setdefault("session", payload.get("id") or payload.get("session_id"))
+        ident = payload.get("id") or payload.get("session_id")
+        if isinstance(ident, str) and ident:
+            self.facts.setdefault("session", ident)
         for key, name in (("cwd", "cwd"), ("cli_version", "agent_version")):
             if isinstance(payload.get(key), str):
                 self.facts[name] = payload[key]
@@ -259,29 +267,36 @@ def parse(lines: list[Line], *, session_id: str | None, default_session: str) ->
         if not isinstance(record, dict) or not isinstance(record.get("payload"), dict):
             reader.parsed.error(line.number, "a rollout line must be an object with a payload")
             continue
-        kind, payload, when = record.get("type"), record["payload"], record.get("timestamp")
-        if isinstance(when, str):
-            reader.facts.setdefault("started_at", when)
-            reader.facts["ended_at"] = when
-        if kind == "session_meta":
-            reader.session_meta(line.number, when, payload)
-        elif kind == "turn_context":
-            reader.turn_context(payload)
-        elif kind == "response_item":
-            reader.response_item(line.number, when, payload)
-            if payload.get("type") == "message":
-                reader.item_texts.add((payload.get("role"), _text_of(payload.get("content"))))
-        elif kind == "event_msg":
-            if payload.get("type") in _EVENT_REPEATS:
-                events.append((line.number, when, payload))
-            else:
-                reader.event(line.number, payload)
-        elif kind == "compacted":
-            reader.compacted(line.number, when, payload)
-        else:
-            reader.parsed.skip(str(kind))
+        try:
+            _read_line(reader, events, line.number, record)
+        except MALFORMED as error:
+            reader.parsed.error(line.number, f"a line that could not be read: {error}")
     _events_without_items(reader, events)
     return _finish(reader)
+
+
+def _read_line(reader: _Reader, events: list, number: int, record: dict) -> None:
+    kind, payload, when = record.get("type"), record["payload"], record.get("timestamp")
+    if isinstance(when, str):
+        reader.facts.setdefault("started_at", when)
+        reader.facts["ended_at"] = when
+    if kind == "session_meta":
+        reader.session_meta(number, when, payload)
+    elif kind == "turn_context":
+        reader.turn_context(payload)
+    elif kind == "response_item":
+        reader.response_item(number, when, payload)
+        if payload.get("type") == "message":
+            reader.item_texts.add((payload.get("role"), _text_of(payload.get("content"))))
+    elif kind == "event_msg":
+        if payload.get("type") in _EVENT_REPEATS:
+            events.append((number, when, payload))
+        else:
+            reader.event(number, payload)
+    elif kind == "compacted":
+        reader.compacted(number, when, payload)
+    else:
+        reader.parsed.skip(str(kind))
 
 
 def _events_without_items(reader: _Reader, events: list) -> None:
@@ -289,6 +304,9 @@ def _events_without_items(reader: _Reader, events: list) -> None:
     for number, when, payload in events:
         role = _EVENT_REPEATS[payload["type"]]
         text = payload.get("message") or ""
+        if not isinstance(text, str):
+            reader.parsed.error(number, f"a {payload['type']} event whose message is no text")
+            continue
         if (role, text) in reader.item_texts or not text.strip():
             reader.parsed.skip(f"event_msg:{payload['type']} (repeat)")
             continue

@@ -11,6 +11,10 @@ from typing import Any
 
 from core.api.errors import InvalidInput
 
+# What reading a record of an unexpected shape raises (a list where an object was due, a
+# number where a string was): the record is reported with its position and skipped.
+MALFORMED = (TypeError, AttributeError, ValueError, KeyError, IndexError)
+
 
 @dataclass(frozen=True)
 class Line:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from importers.transcripts.common import Line, Parsed, ParsedConversation
+from importers.transcripts.common import MALFORMED, Line, Parsed, ParsedConversation
 
 AGENT = "gemini"
 _SYSTEM_TYPES = {"info", "error", "warning"}
@@ -234,15 +234,20 @@ def parse(
     if not header and not messages:
         parsed.error(None, "expected a Gemini CLI chat record: an object with 'messages'")
         return parsed
-    session = session_id or header.get("sessionId") or default_session
-    source_session = header.get("sessionId") or session
+    own = header.get("sessionId") if isinstance(header.get("sessionId"), str) else None
+    session = session_id or own or default_session
+    source_session = own or session
     conversation = ParsedConversation(session_id=session, title=_title(header))
     facts = _facts(header)
     for position, message in messages:
         if not isinstance(message, dict):
             parsed.error(position, "a message must be a JSON object")
             continue
-        found = _role_and_parts(message, parsed)
+        try:
+            found = _role_and_parts(message, parsed)
+        except MALFORMED as error:
+            parsed.error(position, f"a message that could not be read: {error}")
+            continue
         if found is None:
             continue
         role, parts = found
@@ -250,12 +255,13 @@ def parse(
             facts["model"] = message["model"]
         meta = parts[0].setdefault("metadata", {})
         meta["gemini_type"] = message.get("type")
-        if message.get("id") in rewound:
+        if isinstance(message.get("id"), str) and message["id"] in rewound:
             meta["rewound"] = True  # kept: the user rewound past it, it was still said
         meta["source"] = {
             k: message[k] for k in ("id", "model", "tokens") if message.get(k) is not None
         }
-        ident = message.get("id") or f"position:{position}"
+        ident = message.get("id") if isinstance(message.get("id"), str) else None
+        ident = ident or f"position:{position}"
         raw = {"role": role, "parts": parts, "created_at": message.get("timestamp")}
         raw["external_id"] = f"gemini:{source_session}:{ident}"
         conversation.messages.append((position, raw))

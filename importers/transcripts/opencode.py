@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from importers.transcripts.common import AgentCompaction, Parsed, ParsedConversation
+from importers.transcripts.common import MALFORMED, AgentCompaction, Parsed, ParsedConversation
 
 AGENT = "opencode"
 
@@ -137,7 +137,8 @@ def read_export(document: Any, parsed: Parsed) -> list[tuple[dict, list]]:
         if not isinstance(item, dict) or not isinstance(item.get("info"), dict):
             parsed.error(number, "a message must be an object with info and parts")
             continue
-        messages.append((item["info"], [p for p in item.get("parts") or [] if isinstance(p, dict)]))
+        parts = item.get("parts") if isinstance(item.get("parts"), list) else []
+        messages.append((item["info"], [p for p in parts if isinstance(p, dict)]))
     return [(document.get("info") or {}, messages)]
 
 
@@ -270,7 +271,7 @@ _STILL_WRITING_MS = 3600 * 1000  # an unfinished answer this recent may still be
 def _unfinished(message: dict, now_ms: float) -> bool:
     """An answer the agent may still be writing: not completed, no error, recent. An old
     unfinished one (the agent was stopped) is imported as it is."""
-    time = message.get("time") or {}
+    time = message.get("time") if isinstance(message.get("time"), dict) else {}
     if message.get("role") != "assistant" or time.get("completed") or message.get("error"):
         return False
     created = time.get("created")
@@ -285,41 +286,42 @@ def to_parsed(sessions: list[tuple[dict, list]], *, session_id: str | None) -> P
             parsed.error(None, "a session without an id")
             continue
         name = session_id if session_id and len(sessions) == 1 else ident
-        conversation = ParsedConversation(session_id=name, title=info.get("title") or "")
-        conversation.metadata = _facts(info, messages)
+        title = info.get("title") if isinstance(info.get("title"), str) else ""
+        conversation = ParsedConversation(session_id=str(name), title=title)
+        try:
+            conversation.metadata = _facts(info, messages)
+        except MALFORMED as error:
+            parsed.error(None, f"session {ident}: its facts could not be read: {error}")
+            conversation.metadata = {"agent": AGENT, "line": "main"}
+        messages = [m for m in messages if isinstance(m[0], dict) and isinstance(m[1], list)]
         if messages and _unfinished(messages[-1][0], datetime.now(tz=UTC).timestamp() * 1000):
             messages = messages[:-1]
             parsed.skip("assistant message still being written (left for the next import)")
-        _add_messages(conversation, messages)
+        _add_messages(conversation, messages, parsed)
         parsed.add(conversation)
     return parsed
 
 
-def _add_messages(conversation: ParsedConversation, messages: list) -> None:
-    since: list[str] = []
+def _add_messages(conversation: ParsedConversation, messages: list, parsed: Parsed) -> None:
+    since: list[str] = []  # external ids since the last OpenCode compaction
     for position, (info, parts) in enumerate(messages, start=1):
-        mapped = [_map_part(p) for p in parts]
-        external_id = f"opencode:{info.get('id')}"
-        role = info.get("role") if info.get("role") in ("user", "assistant") else "user"
-        if not mapped:
-            mapped = [{"part_type": "text", "metadata": {"empty_message": True}}]
-        source = {k: v for k, v in info.items() if k not in ("id", "sessionID", "role")}
-        mapped[0]["metadata"]["source"] = source
-        message = {
-            "role": role,
-            "parts": mapped,
-            "created_at": _iso((info.get("time") or {}).get("created")),
-            "external_id": external_id,
-        }
+        try:
+            message = _message(info, parts)
+        except MALFORMED as error:
+            parsed.error(position, f"message {info.get('id')}: could not be read: {error}")
+            continue
+        external_id = message["external_id"]
         is_summary = info.get("summary") is True or "compaction" in (
             info.get("mode"),
             info.get("agent"),
         )
-        if is_summary and role == "assistant":
+        if is_summary and message["role"] == "assistant":
             text = "\n".join(
-                p.get("text_content") or "" for p in mapped if p["part_type"] == "text"
+                p["text_content"]
+                for p in message["parts"]
+                if p["part_type"] == "text" and isinstance(p.get("text_content"), str)
             )
-            covered = [e for e in since if e != external_id]
+            covered = list(since)
             # The user message holding the compaction part asked for it: not summarised.
             if covered and conversation.messages and _asks_compaction(conversation.messages[-1][1]):
                 covered = covered[:-1]
@@ -331,6 +333,22 @@ def _add_messages(conversation: ParsedConversation, messages: list) -> None:
             since = []
         conversation.messages.append((position, message))
         since.append(external_id)
+
+
+def _message(info: dict, parts: list) -> dict:
+    mapped = [_map_part(p) for p in parts]
+    role = info.get("role") if info.get("role") in ("user", "assistant") else "user"
+    if not mapped:
+        mapped = [{"part_type": "text", "metadata": {"empty_message": True}}]
+    source = {k: v for k, v in info.items() if k not in ("id", "sessionID", "role")}
+    mapped[0]["metadata"]["source"] = source
+    created = info.get("time") or {}
+    return {
+        "role": role,
+        "parts": mapped,
+        "created_at": _iso(created.get("created") if isinstance(created, dict) else None),
+        "external_id": f"opencode:{info.get('id')}",
+    }
 
 
 def _asks_compaction(message: dict) -> bool:

@@ -186,3 +186,32 @@ def test_an_answer_still_being_written_waits_for_the_next_import(user, tmp_path)
     report = import_file(format="opencode", path=path, owner=user)
     assert report.totals()["messages"] == 5
     assert "still being written" in next(iter(report.notes["skipped_records"]))
+
+
+def test_records_of_odd_shapes_are_reported_never_a_crash(user, tmp_path):
+    """A list where an object was due, a number where a string was: each such record is
+    reported with its position and the rest imports."""
+    from tests.importers.agent_sessions import claude_code_2x, codex_rollout
+
+    claude = claude_code_2x()
+    claude[2] = dict(claude[2], parentUuid=["not", "a", "uuid"])
+    claude[5] = dict(claude[5], message=[1, 2])
+    claude[6] = dict(claude[6], type={"odd": True})
+    report = import_file(
+        format="claude-code", path=write_jsonl(tmp_path / "c.jsonl", claude), owner=user
+    )
+    assert [e["line"] for e in report.errors] == [3, 6, 7]
+    assert report.totals()["messages"] > 10
+    codex = codex_rollout()
+    codex[3] = dict(codex[3], payload={"type": "message", "role": "user", "content": 7})
+    codex[4] = dict(codex[4], payload={"type": "user_message", "message": ["x"]})
+    report = import_file(format="codex", path=write_jsonl(tmp_path / "r.jsonl", codex), owner=user)
+    assert [e["line"] for e in report.errors] == [4, 5]
+    document = gemini_chat()
+    document["messages"][1]["toolCalls"] = 5
+    document["messages"][0]["content"] = {"text": 3}
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(document))
+    report = import_file(format="gemini", path=path, owner=user)
+    assert [e["line"] for e in report.errors] == [2]
+    assert report.totals()["messages"] == 3
