@@ -16,7 +16,8 @@ from rest_framework.views import APIView
 
 from conversations.selectors import conversation_get_for_user
 from core.api.errors import InvalidInput
-from core.api.schema import ERRORS, WRITE_ERRORS
+from core.api.pagination import IdPagination
+from core.api.schema import CURSOR_PARAMETERS, ERRORS, WRITE_ERRORS
 from importers import exporters, jobs, selectors, serializers
 
 
@@ -29,7 +30,7 @@ class ImportCreateApi(APIView):
         responses={202: serializers.ImportJobSerializer, **WRITE_ERRORS},
         description=(
             "Upload a file to import for the authenticated user (formats: claude-code, "
-            "anthropic, openai, jsonl, lossless-claw). The import runs as a background job: "
+            "codex, opencode, gemini, anthropic, openai, jsonl, lossless-claw). The import runs as a background job: "
             "poll `GET /api/v1/imports/{id}/` for its state, progress and per-line errors. "
             "The upload size is capped by LCM_MAX_REQUEST_BYTES; import bigger files with "
             "`manage.py lcm_import`."
@@ -61,6 +62,45 @@ class ImportDetailApi(APIView):
     def get(self, request, job_id: int):
         job = selectors.import_job_get_for_user(user=request.user, job_id=job_id)
         return Response(serializers.ImportJobSerializer(job).data)
+
+
+class _ByNewestImport(IdPagination):
+    ordering = "-pk"  # the import row's key is its conversation's id
+
+
+class AgentSessionListApi(APIView):
+    @extend_schema(
+        operation_id="imports_sessions_list",
+        parameters=[
+            OpenApiParameter(name, str, description=description)
+            for name, description in (
+                ("agent", "Only sessions of this agent: claude-code, codex, opencode, gemini."),
+                ("cwd", "Only sessions run in this project directory (exact)."),
+                ("git_branch", "Only sessions on this git branch (exact)."),
+                ("model", "Only sessions whose model contains this text."),
+            )
+        ]
+        + list(CURSOR_PARAMETERS),
+        responses={200: serializers.AgentSessionPageSerializer, **ERRORS},
+        description=(
+            "The authenticated user's imported coding-agent sessions (Claude Code, Codex, "
+            "OpenCode, Gemini CLI) with what each agent said about them: version, project "
+            "directory, git branch, model, first and last times (docs/capture.md)."
+        ),
+    )
+    def get(self, request):
+        filters = {}
+        for name in ("agent", "cwd", "git_branch", "model"):
+            value = request.query_params.get(name, "")
+            if "\x00" in value:
+                raise InvalidInput(f"{name} contains a NUL character", extra={"field": name})
+            filters[name] = value
+        rows = selectors.agent_sessions_for_user(user=request.user, **filters)
+        paginator = _ByNewestImport()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(
+            serializers.AgentSessionSerializer(page, many=True).data
+        )
 
 
 class _FormatIsOurs(DefaultContentNegotiation):

@@ -22,6 +22,9 @@ class Format(models.TextChoices):
     OPENAI = "openai"
     JSONL = "jsonl"
     LOSSLESS_CLAW = "lossless-claw"
+    CODEX = "codex"
+    OPENCODE = "opencode"
+    GEMINI = "gemini"
 
 
 class ImportedConversation(models.Model):
@@ -36,12 +39,25 @@ class ImportedConversation(models.Model):
     # lossless-claw: the source's context_items as last imported (to see whether it changed).
     context_signature = models.CharField(max_length=64, blank=True, default="")
     imported_at = models.DateTimeField(auto_now=True)
+    # What the coding agent said about its session (docs/capture.md), to filter on.
+    agent = models.CharField(max_length=32, blank=True, default="")
+    agent_version = models.CharField(max_length=64, blank=True, default="")
+    cwd = models.TextField(blank=True, default="")
+    git_branch = models.CharField(max_length=255, blank=True, default="")
+    model = models.CharField(max_length=255, blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # Everything else: session_meta, turn contexts, why a branch or sub-agent exists.
+    metadata = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [
             models.CheckConstraint(
                 condition=Q(format__in=Format.values), name="imported_conversation_format_valid"
             )
+        ]
+        indexes = [
+            models.Index(fields=["agent", "cwd"], name="imported_conv_agent_cwd"),
         ]
 
     def __str__(self) -> str:

@@ -1,9 +1,9 @@
-"""Reads: import jobs, owner-scoped."""
+"""Reads: import jobs and imported agent sessions, owner-scoped."""
 
 from __future__ import annotations
 
 from core.api.errors import NotFound
-from importers.models import ImportJob
+from importers.models import ImportedConversation, ImportJob
 
 
 def import_job_get_for_user(*, user, job_id: int) -> ImportJob:
@@ -13,3 +13,16 @@ def import_job_get_for_user(*, user, job_id: int) -> ImportJob:
     if job is None:
         raise NotFound(f"import {job_id} not found")
     return job
+
+
+def agent_sessions_for_user(
+    *, user, agent: str = "", cwd: str = "", git_branch: str = "", model: str = ""
+):
+    """The owner's imported agent sessions, filtered on what the agent said about them."""
+    rows = ImportedConversation.objects.filter(conversation__owner=user).exclude(agent="")
+    for name, value in (("agent", agent), ("cwd", cwd), ("git_branch", git_branch)):
+        if value:
+            rows = rows.filter(**{name: value})
+    if model:
+        rows = rows.filter(model__icontains=model)
+    return rows.select_related("conversation").order_by("-conversation_id")

@@ -3,6 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from core.api.requests import RequestSerializer
+from core.api.schema import cursor_page
 from importers.exporters import FORMATS
 from importers.models import Format, ImportJob
 
@@ -82,3 +83,29 @@ class ExportFormatSerializer(serializers.Serializer):
 
     class Meta:
         ref_name = "ExportFormat"
+
+
+class AgentSessionSerializer(serializers.Serializer):
+    """An imported coding-agent session: its conversation and what the agent said of it."""
+
+    conversation_id = serializers.IntegerField()
+    session_id = serializers.CharField(source="conversation.session_id")
+    title = serializers.CharField(source="conversation.title")
+    format = serializers.CharField()
+    agent = serializers.CharField()
+    agent_version = serializers.CharField()
+    cwd = serializers.CharField()
+    git_branch = serializers.CharField()
+    model = serializers.CharField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
+    metadata = serializers.JSONField(
+        help_text="The rest: why a branch or sub-agent exists (line, parent_session, "
+        "branch_reason), the agent's own session record (session_meta, turn_contexts, ...)."
+    )
+
+    class Meta:
+        ref_name = "AgentSession"
+
+
+AgentSessionPageSerializer = cursor_page("AgentSessionPageSerializer", AgentSessionSerializer)

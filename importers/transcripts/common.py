@@ -11,6 +11,10 @@ from typing import Any
 
 from core.api.errors import InvalidInput
 
+# What reading a record of an unexpected shape raises (a list where an object was due, a
+# number where a string was): the record is reported with its position and skipped.
+MALFORMED = (TypeError, AttributeError, ValueError, KeyError, IndexError)
+
 
 @dataclass(frozen=True)
 class Line:
@@ -19,10 +23,26 @@ class Line:
 
 
 @dataclass
+class AgentCompaction:
+    """A compaction the agent itself did: its summary text, written over the messages
+    (by external id) that it replaced in the agent's own context."""
+
+    summary: str
+    covered: list[str]  # external ids of the messages before it, in order
+    at_external_id: str  # the message that carries the summary (or the boundary)
+    author: str  # the agent that wrote it ("claude-code", "codex", "opencode")
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
 class ParsedConversation:
     session_id: str
     title: str = ""
     messages: list[tuple[int, dict]] = field(default_factory=list)  # (line, raw message)
+    # What the agent said about the session: agent, agent_version, cwd, git_branch, model,
+    # started_at, ended_at, and why the conversation exists (branch, sub-agent).
+    metadata: dict = field(default_factory=dict)
+    compactions: list[AgentCompaction] = field(default_factory=list)
 
 
 @dataclass
@@ -42,10 +62,23 @@ class Parsed:
         self.skipped[kind] += 1
 
 
+def open_text(path: Path):
+    """A text handle on the file; `.zst` files (Codex compresses cold rollouts) are
+    decompressed as they are read."""
+    if path.suffix == ".zst":
+        import io
+
+        import zstandard
+
+        raw = zstandard.ZstdDecompressor().stream_reader(path.open("rb"))
+        return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+    return path.open("r", encoding="utf-8", errors="replace")
+
+
 def read_jsonl(path: Path, parsed: Parsed) -> list[Line]:
     """Each non-empty line parsed; a malformed one is reported with its number and skipped."""
     lines = []
-    with path.open("r", encoding="utf-8", errors="replace") as handle:
+    with open_text(path) as handle:
         for number, text in enumerate(handle, start=1):
             if not text.strip():
                 continue

@@ -9,6 +9,7 @@ reported with its line number and left out, and nothing else stops.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,10 +19,12 @@ from django.db import DatabaseError
 from conversations.inputs import MessageInput, parse_message
 from conversations.models import Conversation, Message
 from conversations.services import conversation_create, messages_append
-from core.api.errors import LcmError
+from core.api.errors import InvalidInput, LcmError
+from importers.agent_compactions import link_agent_compactions
 from importers.models import Format, ImportedConversation
 from importers.report import ConversationResult, ImportReport
-from importers.transcripts import anthropic, claude_code, jsonl, openai
+from importers.session_facts import record_session_facts
+from importers.transcripts import anthropic, claude_code, codex, gemini, jsonl, openai, opencode
 from importers.transcripts.common import Parsed, read_json, read_jsonl
 
 BATCH = 500
@@ -30,11 +33,20 @@ BATCH = 500
 def parse_file(format: str, path: Path, session_id: str | None) -> Parsed:
     default = session_id or path.stem
     if format == Format.CLAUDE_CODE:
+        result, _ = claude_code.parse_with_subagents(
+            path, session_id=session_id, default_session=default
+        )
+        return result
+    if format == Format.CODEX:
         parsed = Parsed()
         lines = read_jsonl(path, parsed)
-        result = claude_code.parse(lines, session_id=session_id, default_session=default)
+        result = codex.parse(lines, session_id=session_id, default_session=default)
         result.errors[:0] = parsed.errors
         return result
+    if format == Format.GEMINI:
+        return _parse_gemini(path, session_id, default)
+    if format == Format.OPENCODE:
+        return _parse_opencode(path, session_id)
     if format == Format.JSONL:
         parsed = Parsed()
         lines = read_jsonl(path, parsed)
@@ -44,6 +56,42 @@ def parse_file(format: str, path: Path, session_id: str | None) -> Parsed:
     document = read_json(path)
     module = anthropic if format == Format.ANTHROPIC else openai
     return module.parse(document, session_id=default)
+
+
+def _parse_gemini(path: Path, session_id: str | None, default: str) -> Parsed:
+    if path.suffix in (".jsonl", ".zst"):
+        parsed = Parsed()
+        lines = read_jsonl(path, parsed)
+        result = gemini.parse(None, session_id=session_id, default_session=default, lines=lines)
+        result.errors[:0] = parsed.errors
+    else:
+        result = gemini.parse(read_json(path), session_id=session_id, default_session=default)
+    if path.parent.name == "chats":  # ~/.gemini/tmp/<project>/chats/: the project's name
+        for conversation in result.conversations:
+            conversation.metadata.setdefault("project", path.parent.parent.name)
+    return result
+
+
+def _parse_opencode(path: Path, session_id: str | None) -> Parsed:
+    """A database, a storage/ tree (a folder) or `opencode export` JSON."""
+    parsed = Parsed()
+    if path.is_dir():
+        sessions = opencode.read_storage(path, parsed)
+    elif _is_sqlite(path):
+        try:
+            sessions = opencode.read_database(path, parsed)
+        except sqlite3.DatabaseError as error:
+            raise InvalidInput(f"{path.name} is not an OpenCode database: {error}") from None
+    else:
+        sessions = opencode.read_export(read_json(path), parsed)
+    result = opencode.to_parsed(sessions, session_id=session_id)
+    result.errors[:0] = parsed.errors
+    return result
+
+
+def _is_sqlite(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(16) == b"SQLite format 3\x00"
 
 
 def _validated(line: int, raw: dict, report: ImportReport) -> MessageInput | None:
@@ -88,6 +136,9 @@ def import_transcript(
             _count_dry(result, owner, inputs)
         else:
             _append(result, owner, format, str(path), conversation.title, inputs)
+            if result.conversation_id is not None and not result.failed:
+                record_session_facts(result.conversation_id, format, conversation.metadata)
+                link_agent_compactions(result.conversation_id, conversation.compactions, result)
         if advance is not None:
             advance(len(conversation.messages))
     return report

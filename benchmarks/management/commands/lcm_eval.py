@@ -1,4 +1,5 @@
-"""Evaluate the memory on a public long-conversation benchmark (docs/memory.md)."""
+"""Evaluate the memory on a public long-conversation benchmark (docs/memory.md), or the
+capture of coding-agent sessions (`capture`, docs/capture.md)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,23 @@ class Command(BaseCommand):
         "grep (hybrid, semantic, full_text) and print evidence recall at 500/1,000/2,000 "
         "tokens by category, with p50/p95 latency, beside BM25 over single messages in the "
         "same run. --via turn asks them through a turn's retrieval instead (the budget as "
-        "the turn's retrieval budget). Writes under a user 'lcm-eval': use a scratch database."
+        "the turn's retrieval budget). Writes under a user 'lcm-eval': use a scratch database. "
+        "capture: import coding-agent session files or folders (Claude Code, Codex, OpenCode, "
+        "Gemini CLI; the format found from each file) and print, per file, how whole the "
+        "import is (docs/benchmarks.md, Capture). Writes under 'lcm-eval-capture'."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("task", choices=["recall"])
-        parser.add_argument("path", help="A dataset file or folder (see docs/memory.md).")
-        parser.add_argument("--format", choices=sorted(recall_eval.LOADERS), required=True)
+        parser.add_argument("task", choices=["recall", "capture"])
+        parser.add_argument(
+            "path",
+            nargs="+",
+            help="A dataset file or folder (see docs/memory.md); capture: "
+            "session files or folders.",
+        )
+        parser.add_argument(
+            "--format", choices=sorted(recall_eval.LOADERS), help="recall: the dataset layout."
+        )
         parser.add_argument(
             "--modes",
             default=",".join(recall_eval.MODES),
@@ -56,9 +67,18 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        path = Path(options["path"])
-        if not path.exists():
-            raise CommandError(f"{path} does not exist")
+        paths = [Path(p) for p in options["path"]]
+        missing = [str(p) for p in paths if not p.exists()]
+        if missing:
+            raise CommandError(f"{', '.join(missing)} does not exist")
+        if options["task"] == "capture":
+            self._capture(paths, options["json"])
+            return
+        if len(paths) != 1:
+            raise CommandError("recall takes one dataset path")
+        if not options["format"]:
+            raise CommandError("recall needs --format")
+        path = paths[0]
         modes = tuple(m for m in options["modes"].split(",") if m)
         unknown = [m for m in modes if m not in recall_eval.MODES]
         if unknown:
@@ -100,3 +120,17 @@ class Command(BaseCommand):
             # --via grep keeps the file's earlier shape (the grep figures at the top)
             body = figures["grep"] if via == "grep" else figures
             Path(options["json"]).write_text(json.dumps(body, indent=2))
+
+    def _capture(self, paths: list[Path], json_path: str | None) -> None:
+        from benchmarks import capture
+
+        rows = capture.run(paths)
+        if not rows:
+            raise CommandError("no session file found")
+        self.stdout.write(capture.HEADER)
+        for figures in rows:
+            self.stdout.write(figures.row())
+        if json_path:
+            Path(json_path).write_text(
+                json.dumps([vars(f) for f in rows], indent=2, ensure_ascii=False)
+            )

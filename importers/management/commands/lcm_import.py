@@ -16,7 +16,9 @@ from importers.services import import_file
 class Command(BaseCommand):
     help = (
         "Import conversations owned by --user. FORMAT: claude-code (a Claude Code session "
-        ".jsonl), anthropic / openai (a JSON array of messages, or an object with "
+        ".jsonl, with its sub-agent files), codex (a Codex CLI rollout .jsonl or .jsonl.zst), "
+        "opencode (opencode.db, a storage/ folder or `opencode export` JSON), gemini (a Gemini "
+        "CLI chat .json or .jsonl; docs/capture.md), anthropic / openai (a JSON array of messages, or an object with "
         "'messages' / 'input'), jsonl (one message per line), lossless-claw (its SQLite "
         "lcm.db). Re-importing the same source adds nothing. Exits with status 1 when a "
         "conversation could not be imported (nothing of it was written). See "
@@ -25,7 +27,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("format", choices=Format.values, help="The source format.")
-        parser.add_argument("path", help="The file to import.")
+        parser.add_argument("path", help="The file (or OpenCode storage folder) to import.")
         parser.add_argument("--user", required=True, help="Username that will own the import.")
         parser.add_argument(
             "--session-id",

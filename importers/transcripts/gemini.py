@@ -1,0 +1,275 @@
+"""Gemini CLI chat records (`~/.gemini/tmp/<project>/chats/session-<time>-<id>.json`): one
+JSON object `{sessionId, projectHash, startTime, lastUpdated, messages[], summary?}` that
+Gemini CLI rewrites whole on every save; also its newer JSONL log (a metadata line, then message
+records, a later record with the same `id` rewriting it, `{"$set": {...}}` metadata patches
+and `{"$rewindTo": id}` markers: the rewound messages are kept, marked `metadata.rewound`;
+a `$set` of `messages`, Gemini replacing its own context, is counted and the history kept).
+The working directory comes from `directories` when the file has it.
+
+| message | here |
+|---|---|
+| user | user message: `content` (a string, or parts: `text`, `inlineData`/`fileData` as file parts, `functionResponse` as tool output) |
+| gemini | assistant message: `thoughts[]` as reasoning parts (subject and description), the text, then each `toolCalls[]` as ONE tool part holding its `args`, its result (`result[].functionResponse.response`: `output`, else the JSON) and its `status`; `tokens` and `model` in metadata |
+| info, error, warning | system message, its type in `metadata.gemini_type` |
+| anything else | counted in the report's notes |
+
+A gemini message whose tool calls are still running (status scheduled, validating,
+executing, awaiting approval) is left for the next import, so it is stored once, whole.
+External ids are `gemini:<session id>:<message id>`: importing the rewritten file again
+adds only the new messages.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from importers.transcripts.common import MALFORMED, Line, Parsed, ParsedConversation
+
+AGENT = "gemini"
+_SYSTEM_TYPES = {"info", "error", "warning"}
+_RUNNING = {"scheduled", "validating", "executing", "awaiting_approval"}
+
+
+def _content_parts(content: Any) -> list[dict]:
+    if isinstance(content, str):
+        return (
+            [{"part_type": "text", "text_content": content, "metadata": {"block": "string"}}]
+            if content
+            else []
+        )
+    if not isinstance(content, list):
+        return (
+            []
+            if content is None
+            else [{"part_type": "text", "metadata": {"unknown_block": content}}]
+        )
+    parts = []
+    for piece in content:
+        if isinstance(piece, str):
+            parts.append(
+                {"part_type": "text", "text_content": piece, "metadata": {"block": "string"}}
+            )
+        elif isinstance(piece, dict) and isinstance(piece.get("text"), str):
+            parts.append(
+                {"part_type": "text", "text_content": piece["text"], "metadata": {"block": "text"}}
+            )
+        elif isinstance(piece, dict) and isinstance(piece.get("inlineData"), dict):
+            data = piece["inlineData"]
+            parts.append(
+                {
+                    "part_type": "file",
+                    "file_mime": data.get("mimeType"),
+                    "file_url": f"data:{data.get('mimeType')};base64,{data.get('data', '')}",
+                    "metadata": {"block": "inlineData"},
+                }
+            )
+        elif isinstance(piece, dict) and isinstance(piece.get("fileData"), dict):
+            data = piece["fileData"]
+            parts.append(
+                {
+                    "part_type": "file",
+                    "file_mime": data.get("mimeType"),
+                    "file_url": data.get("fileUri"),
+                    "metadata": {"block": "fileData"},
+                }
+            )
+        elif isinstance(piece, dict) and isinstance(piece.get("functionResponse"), dict):
+            response = piece["functionResponse"]
+            parts.append(
+                {
+                    "part_type": "tool",
+                    "tool_call_id": str(response.get("id") or ""),
+                    "tool_name": response.get("name"),
+                    "tool_output": _response_text(response.get("response")),
+                    "metadata": {"block": "functionResponse"},
+                }
+            )
+        else:
+            parts.append({"part_type": "text", "metadata": {"unknown_block": piece}})
+    return [{k: v for k, v in p.items() if v is not None} for p in parts]
+
+
+def _response_text(response: Any) -> str:
+    if isinstance(response, dict):
+        for key in ("output", "error"):
+            if isinstance(response.get(key), str):
+                return response[key]
+    if isinstance(response, str):
+        return response
+    return json.dumps(response, ensure_ascii=False)
+
+
+def _tool_part(call: dict) -> dict:
+    outputs = [
+        r["functionResponse"].get("response")
+        for r in call.get("result") or []
+        if isinstance(r, dict) and isinstance(r.get("functionResponse"), dict)
+    ]
+    known = {"id", "name", "args", "result", "status"}
+    part: dict[str, Any] = {
+        "part_type": "tool",
+        "tool_call_id": str(call.get("id") or ""),
+        "tool_name": call.get("name") or "",
+        "tool_input": call.get("args") if call.get("args") is not None else {},
+        "metadata": {
+            "block": "toolCall",
+            "extra": {k: v for k, v in call.items() if k not in known},
+        },
+    }
+    if outputs:
+        part["tool_output"] = "\n".join(_response_text(o) for o in outputs)
+    if isinstance(call.get("status"), str):
+        part["tool_status"] = call["status"]
+    if call.get("status") == "error" and outputs:
+        part["tool_error"] = part["tool_output"]
+    return part
+
+
+def _gemini_parts(message: dict) -> list[dict]:
+    parts = []
+    for thought in message.get("thoughts") or []:
+        if isinstance(thought, dict):
+            text = "\n".join(
+                t
+                for t in (thought.get("subject"), thought.get("description"))
+                if isinstance(t, str)
+            )
+            parts.append(
+                {
+                    "part_type": "reasoning",
+                    "text_content": text,
+                    "metadata": {"block": "thought", "thought": thought},
+                }
+            )
+    parts.extend(_content_parts(message.get("content")))
+    parts.extend(_tool_part(c) for c in message.get("toolCalls") or [] if isinstance(c, dict))
+    return parts
+
+
+def _records(
+    value: Any, lines: list[Line] | None, parsed: Parsed
+) -> tuple[dict, list[tuple[int, Any]], set[str]]:
+    """(session fields, [(line or position, message)], ids rewound) of the JSON document or
+    of the JSONL log: a metadata line, then message records (a later record with the same
+    `id` rewrites it), `{"$set": {...}}` metadata patches and `{"$rewindTo": id}` markers."""
+    if lines is None:
+        if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
+            return {}, [], set()
+        header = {k: v for k, v in value.items() if k != "messages"}
+        return header, list(enumerate(value["messages"], start=1)), set()
+    header: dict = {}
+    by_id: dict[str, tuple[tuple[int, int], int, Any]] = {}
+    loose: list[tuple[tuple[int, int], int, Any]] = []
+    rewound: set[str] = set()
+    for line in lines:
+        item = line.value
+        if not isinstance(item, dict):
+            loose.append(((line.number, 0), line.number, item))
+        elif isinstance(item.get("$rewindTo"), str):
+            # The user rewound to that message: it and what followed left Gemini's view.
+            order = sorted(by_id, key=lambda k: by_id[k][0])
+            if item["$rewindTo"] in order:
+                rewound.update(order[order.index(item["$rewindTo"]) :])
+        elif isinstance(item.get("$set"), dict):
+            patch = item["$set"]
+            if "messages" in patch:  # Gemini replaced its context (compression, rollback)
+                parsed.skip("$set.messages (Gemini's own context replaced; history kept)")
+            header.update({k: v for k, v in patch.items() if k != "messages"})
+        elif isinstance(item.get("id"), str) and "type" in item:
+            first = by_id.get(item["id"], ((line.number, 0), line.number, None))[0]
+            by_id[item["id"]] = (first, line.number, item)  # a later line rewrites it
+            rewound.discard(item["id"])
+        elif "sessionId" in item:
+            header.update({k: v for k, v in item.items() if k != "messages"})
+            for position, message in enumerate(item.get("messages") or []):
+                loose.append(((line.number, position), line.number, message))
+        else:
+            loose.append(((line.number, 0), line.number, item))
+    ordered = sorted(loose + list(by_id.values()), key=lambda x: x[0])
+    return header, [(number, message) for _, number, message in ordered], rewound
+
+
+def _facts(header: dict) -> dict[str, Any]:
+    facts: dict[str, Any] = {"agent": AGENT, "line": "main"}
+    for key in ("projectHash", "kind", "startTime", "lastUpdated", "directories"):
+        if header.get(key) is not None:
+            facts[key] = header[key]
+    directories = header.get("directories")
+    if isinstance(directories, list) and directories and isinstance(directories[0], str):
+        facts["cwd"] = directories[0]  # newer Gemini CLI names the workspace folders
+    facts["started_at"] = header.get("startTime")
+    facts["ended_at"] = header.get("lastUpdated")
+    return facts
+
+
+def _role_and_parts(message: dict, parsed: Parsed) -> tuple[str, list[dict]] | None:
+    """The role and parts of one message; None (counted) when it is not imported now."""
+    kind = message.get("type")
+    if kind == "gemini":
+        calls = message.get("toolCalls") or []
+        if any(isinstance(c, dict) and c.get("status") in _RUNNING for c in calls):
+            parsed.skip("gemini message with tool calls still running (left for the next import)")
+            return None
+        role, parts = "assistant", _gemini_parts(message)
+    elif kind == "user":
+        parts = _content_parts(message.get("content"))
+        role = "tool" if parts and all(p["part_type"] == "tool" for p in parts) else "user"
+    elif kind in _SYSTEM_TYPES:
+        role, parts = "system", _content_parts(message.get("content"))
+    else:
+        parsed.skip(f"message:{kind}")
+        return None
+    if not parts:
+        parsed.skip(f"empty {kind} message")
+        return None
+    return role, parts
+
+
+def parse(
+    document: Any, *, session_id: str | None, default_session: str, lines: list[Line] | None = None
+) -> Parsed:
+    parsed = Parsed()
+    header, messages, rewound = _records(document, lines, parsed)
+    if not header and not messages:
+        parsed.error(None, "expected a Gemini CLI chat record: an object with 'messages'")
+        return parsed
+    own = header.get("sessionId") if isinstance(header.get("sessionId"), str) else None
+    session = session_id or own or default_session
+    source_session = own or session
+    conversation = ParsedConversation(session_id=session, title=_title(header))
+    facts = _facts(header)
+    for position, message in messages:
+        if not isinstance(message, dict):
+            parsed.error(position, "a message must be a JSON object")
+            continue
+        try:
+            found = _role_and_parts(message, parsed)
+        except MALFORMED as error:
+            parsed.error(position, f"a message that could not be read: {error}")
+            continue
+        if found is None:
+            continue
+        role, parts = found
+        if role == "assistant" and isinstance(message.get("model"), str):
+            facts["model"] = message["model"]
+        meta = parts[0].setdefault("metadata", {})
+        meta["gemini_type"] = message.get("type")
+        if isinstance(message.get("id"), str) and message["id"] in rewound:
+            meta["rewound"] = True  # kept: the user rewound past it, it was still said
+        meta["source"] = {
+            k: message[k] for k in ("id", "model", "tokens") if message.get(k) is not None
+        }
+        ident = message.get("id") if isinstance(message.get("id"), str) else None
+        ident = ident or f"position:{position}"
+        raw = {"role": role, "parts": parts, "created_at": message.get("timestamp")}
+        raw["external_id"] = f"gemini:{source_session}:{ident}"
+        conversation.messages.append((position, raw))
+    conversation.metadata = {k: v for k, v in facts.items() if v is not None}
+    parsed.add(conversation)
+    return parsed
+
+
+def _title(header: dict) -> str:
+    summary = header.get("summary")
+    return summary if isinstance(summary, str) else ""
