@@ -20,11 +20,11 @@ from conversations.inputs import MessageInput, parse_message
 from conversations.models import Conversation, Message
 from conversations.services import conversation_create, messages_append
 from core.api.errors import InvalidInput, LcmError
-from importers.agent_compactions import link_agent_compactions
 from importers.models import Format, ImportedConversation
 from importers.report import ConversationResult, ImportReport
 from importers.session_facts import record_session_facts
 from importers.transcripts import anthropic, claude_code, codex, gemini, jsonl, openai, opencode
+from importers.transcripts.agent_compactions import link_agent_compactions
 from importers.transcripts.common import Parsed, read_json, read_jsonl
 
 BATCH = 500
