@@ -4,6 +4,7 @@ database comes from LCM_DATABASE_URL, then DATABASE_URL, then SQLite under LCM_D
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -98,6 +99,29 @@ def test_every_setting_is_named_lcm_and_listed_once():
 def test_every_default_is_inside_its_own_accepted_range(setting):
     raw = str(setting.default).lower() if setting.kind is bool else str(setting.default)
     assert setting.parse(raw) == setting.default
+
+
+def test_every_loaded_setting_is_assigned_by_name_in_the_settings_module():
+    """lcmsite/settings.py names each LCM_* setting (`LCM_X = LCM["LCM_X"]`) instead of
+    injecting them all at once: the list there and core/config.py cannot drift apart."""
+    source = (Path(__file__).resolve().parent.parent / "lcmsite" / "settings.py").read_text()
+    named = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript):
+            target, value = node.targets[0], node.value
+            if isinstance(value.value, ast.Name) and value.value.id == "LCM":
+                named[target.id] = value.slice.value
+    assert "globals()" not in source
+    assert set(named) == set(load_lcm_settings({}))
+    assert all(name == key for name, key in named.items())
+
+
+def test_a_removed_setting_set_in_the_environment_is_ignored():
+    # LCM_RETRIEVAL_MAX_TOKENS (the engine config's [budget] max_retrieval_tokens is the
+    # one cap), like LCM_RETRIEVAL_MMR before it: not parsed, not a setting.
+    values = load_lcm_settings({"LCM_RETRIEVAL_MAX_TOKENS": "not a number"})
+    assert "LCM_RETRIEVAL_MAX_TOKENS" not in values
+    assert not hasattr(django_settings, "LCM_RETRIEVAL_MAX_TOKENS")
 
 
 @pytest.mark.parametrize("setting", SETTINGS, ids=[s.name for s in SETTINGS])
