@@ -216,8 +216,12 @@ INSTALLED_APPS = [
     "security",
     "retention",  # retention policies and jobs (docs/retention.md)
     "dropin",
-    "benchmarks",
 ]
+# Benchmarks are measurement code, not product code: their app (the lcm_bench and lcm_eval
+# commands, no models) is installed only when LCM_BENCHMARKS_APP=1, which manage.py sets
+# for those two commands (its BENCHMARK_COMMANDS) and tests/settings.py sets always.
+if os.environ.get("LCM_BENCHMARKS_APP") == "1":
+    INSTALLED_APPS.append("benchmarks")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

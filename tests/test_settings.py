@@ -213,6 +213,18 @@ def test_manage_py_check_stops_on_a_bad_value_with_exit_code_2(tmp_path, variabl
     assert "Traceback" not in result.stderr
 
 
+def test_the_benchmarks_app_is_installed_only_for_its_own_commands(tmp_path):
+    listed = _manage(tmp_path, "help")
+    assert listed.returncode == 0, listed.stderr
+    assert "lcm_settings" in listed.stdout  # the product's commands are listed
+    assert "lcm_bench" not in listed.stdout and "lcm_eval" not in listed.stdout
+    assert "[benchmarks]" not in listed.stdout
+    for command in ("lcm_bench", "lcm_eval"):
+        helped = _manage(tmp_path, command, "--help")
+        assert helped.returncode == 0, helped.stderr
+        assert f"usage: manage.py {command}" in helped.stdout
+
+
 def test_manage_py_check_passes_with_the_defaults(tmp_path):
     result = _manage(tmp_path, "check")
     assert result.returncode == 0, result.stderr
