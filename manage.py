@@ -4,7 +4,6 @@
 import os
 import sys
 
-
 # Commands of the benchmarks app, installed only for them (lcmsite/settings.py).
 BENCHMARK_COMMANDS = ("lcm_bench", "lcm_eval")
 
