@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Iterator
 
+from core.sse import sse_frame
 from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
 from providers import blocks as b
@@ -271,7 +272,7 @@ class StreamWriter:
             "model": self.request.model,
             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
         }
-        return f"data: {json.dumps(payload)}\n\n".encode()
+        return sse_frame(json.dumps(payload))
 
     def start(self) -> Iterator[bytes]:
         yield self._chunk({"role": "assistant", "content": ""})
@@ -326,11 +327,11 @@ class StreamWriter:
                 "choices": [],
                 "usage": _usage(response),
             }
-            yield f"data: {json.dumps(payload)}\n\n".encode()
-        yield b"data: [DONE]\n\n"
+            yield sse_frame(json.dumps(payload))
+        yield sse_frame("[DONE]")
 
     def error(self, error: DropinError) -> Iterator[bytes]:
-        yield f"data: {json.dumps(error_body(error))}\n\n".encode()
+        yield sse_frame(json.dumps(error_body(error)))
 
 
 def error_body(error: DropinError) -> dict:
