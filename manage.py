@@ -4,9 +4,14 @@
 import os
 import sys
 
+# Commands of the benchmarks app, installed only for them (lcmsite/settings.py).
+BENCHMARK_COMMANDS = ("lcm_bench", "lcm_eval")
+
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "lcmsite.settings")
+    if sys.argv[1:2] and sys.argv[1] in BENCHMARK_COMMANDS:
+        os.environ["LCM_BENCHMARKS_APP"] = "1"
     from django.core.exceptions import ImproperlyConfigured
 
     try:

@@ -12,16 +12,18 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
 from django.test import Client
-from django.test.utils import override_settings
 
 from benchmarks.conversations import bench_user
 from benchmarks.harness import BenchContext, BenchRow, benchmark, p50, percentile
@@ -50,9 +52,32 @@ def _fill(session, count: int) -> float:
     Retrieval is off while filling (its embedding dominates a turn's time and the page
     does not depend on it)."""
     started = time.perf_counter()
-    with override_settings(LCM_RETRIEVAL_MAX_TOKENS=0):
+    with _retrieval_off():
         _fill_turns(session, count)
     return time.perf_counter() - started
+
+
+@contextmanager
+def _retrieval_off():
+    """A copy of the engine config (LCM_CONFIG_FILE, read at each turn) whose [budget]
+    max_retrieval_tokens is 0: a turn's retrieval budget, so it retrieves nothing."""
+    original = os.environ.get("LCM_CONFIG_FILE", "")
+    text = Path(original).expanduser().read_text() if original.strip() else ""
+    text = re.sub(r"(?m)^\s*max_retrieval_tokens\s*=.*$", "", text)
+    if re.search(r"(?m)^\[budget\]\s*$", text):
+        text = re.sub(r"(?m)^\[budget\]\s*$", "[budget]\nmax_retrieval_tokens = 0", text, count=1)
+    else:
+        text += "\n[budget]\nmax_retrieval_tokens = 0\n"
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "config.toml"
+        config.write_text(text)
+        os.environ["LCM_CONFIG_FILE"] = str(config)
+        try:
+            yield
+        finally:
+            os.environ["LCM_CONFIG_FILE"] = original
+            if not original:
+                del os.environ["LCM_CONFIG_FILE"]
 
 
 def _fill_turns(session, count: int) -> None:

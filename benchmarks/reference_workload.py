@@ -213,10 +213,10 @@ class InstantSummarizer:
 def workload_shape(n: int = 4_000, seed: int = 0) -> dict:
     """Average characters and estimated tokens per message, and whether all are unique
     (what the issue specifies; printed by the bench and checked by a test)."""
-    from conversations.services import _message_text_and_tokens
+    from conversations.services import message_text_and_tokens
 
     messages = reference_messages(n, seed=seed)
-    sized = [_message_text_and_tokens(m) for m in messages]
+    sized = [message_text_and_tokens(content=m.content, parts=m.parts) for m in messages]
     return {
         "messages": len(messages),
         "avg_chars": sum(len(m.content) for m in messages) / len(messages),

@@ -82,8 +82,6 @@ class ConversationDetailApi(APIView):
         data = {**serializers.ConversationSerializer(conversation).data, **stats}
         return Response(data)
 
-    # DELETE (hard delete) is added by the security app (security/apps.py).
-
 
 _APPEND_RESPONSE = PolymorphicProxySerializer(
     component_name="MessageAppendResponse",

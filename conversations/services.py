@@ -19,7 +19,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from conversations import bulk, one_statement_append
-from conversations.inputs import MessageInput, render_parts_text
+from conversations.inputs import MessageInput, PartInput, render_parts_text
 from conversations.interception import Intercepted, NothingStaged, intercept
 from conversations.models import ContextItem, Conversation, ItemType, Message, MessagePart
 from core.api.errors import InvalidInput, NotFound
@@ -89,13 +89,16 @@ def _message_row(
     )
 
 
-def _message_text_and_tokens(item: MessageInput) -> tuple[str, int]:
-    if not item.parts:
-        return item.content, estimate(item.content)
-    rendered = render_parts_text(item.parts)
-    content = item.content if item.content.strip() else rendered
-    # Parts may carry more than the text (tool inputs and outputs): count what is larger.
-    return content, max(estimate(content), estimate(rendered))
+def message_text_and_tokens(*, content: str, parts: Sequence[PartInput]) -> tuple[str, int]:
+    """The stored text and token count of a message: its content, or, when that is blank,
+    the text of its parts; counted as the larger of the two, since parts may carry more
+    than the text (tool inputs and outputs). Ingest and the lossless-claw importer both
+    prepare canonical rows through this one rule."""
+    if not parts:
+        return content, estimate(content)
+    rendered = render_parts_text(tuple(parts))
+    text = content if content.strip() else rendered
+    return text, max(estimate(text), estimate(rendered))
 
 
 def messages_append(
@@ -118,81 +121,104 @@ def messages_append(
     file_ids: Sequence[list[str]] = ()
     if batch is not None:
         messages, file_ids = batch.messages, batch.file_ids
-    prepared = [_message_text_and_tokens(item) for item in messages]
-    external_ids = [m.external_id for m in messages if m.external_id is not None]
+    prepared = [message_text_and_tokens(content=m.content, parts=m.parts) for m in messages]
     if one_statement_append.applies(messages=messages, has_large_files=batch is not None):
         return _append_in_one_statement(conversation_id, messages, prepared)
+    external_ids = [m.external_id for m in messages if m.external_id is not None]
     # With no external ids every message is new: the lock statement advances the counters
     # too (UPDATE ... RETURNING), one statement fewer than lock, then advance.
     reserve = len(messages) if not external_ids else 0
-    with (
-        (
-            batch.staged(conversation_id=conversation_id)
-            if batch is not None
-            else nullcontext(NothingStaged())
-        ) as files,
-        transaction.atomic(durable=True),
-    ):
-        with connection.cursor() as cursor:
-            if reserve:
-                cursor.execute(
-                    _RESERVE_SQL,
-                    [reserve, reserve, _db_datetime(timezone.now()), conversation_id],
-                )
-            else:
-                cursor.execute(_LOCK_SQL[connection.vendor == "postgresql"], [conversation_id])
-            locked = cursor.fetchone()
-        if locked is None:
-            raise NotFound(f"conversation {conversation_id} does not exist")
+    staging = (
+        batch.staged(conversation_id=conversation_id)
+        if batch is not None
+        else nullcontext(NothingStaged())
+    )
+    with staging as files, transaction.atomic(durable=True):
+        session_id, last_seq, last_ordinal = _lock_conversation(conversation_id, reserve)
         # Read under the lock: writers take it in turn, so server-assigned times rise with
         # `seq` (a time read before the lock could be older than the previous writer's).
         now = timezone.now()
-        session_id, last_seq, last_ordinal = locked
-        if reserve:
-            last_seq, last_ordinal = last_seq - reserve, last_ordinal - reserve
-        existing = (
-            {
-                m.external_id: m
-                for m in Message.objects.filter(
-                    conversation_id=conversation_id, external_id__in=external_ids
-                )
-            }
-            if external_ids
-            else {}
+        existing = _stored_by_external_id(conversation_id, external_ids)
+        results, new_rows = _number_new_messages(
+            conversation_id, messages, prepared, file_ids, existing, last_seq, now
         )
-        seq, ordinal = last_seq, last_ordinal
-        results: list[AppendedMessage] = []
-        new_rows: list[tuple[Message, MessageInput]] = []
-        for index, (item, (content, tokens)) in enumerate(zip(messages, prepared, strict=True)):
-            if item.external_id is not None and item.external_id in existing:
-                results.append(AppendedMessage(existing[item.external_id], created=False))
-                continue
-            seq += 1
-            message = _message_row(
-                conversation_id, seq, item, content, tokens, now,
-                file_ids=list(file_ids[index]) if file_ids else [],
-            )  # fmt: skip
-            new_rows.append((message, item))
-            results.append(AppendedMessage(message, created=True))
-            if item.external_id is not None:  # a repeat later in this batch is a re-send
-                existing[item.external_id] = message
         if not new_rows:
             return results
         files.record(used={f for m, _ in new_rows for f in m.file_ids})
         if batch is not None and batch.remapped:
             new_rows = [_swap_ids(m, item, batch) for m, item in new_rows]
-        _insert_new_messages(conversation_id, session_id, new_rows, ordinal, now)
-        ordinal += len(new_rows)
+        _insert_new_messages(conversation_id, session_id, new_rows, last_ordinal, now)
         if not reserve:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    _ADVANCE_SQL,
-                    [seq, ordinal, _db_datetime(now), conversation_id],
-                )
+            _advance_counters(
+                conversation_id, new_rows[-1][0].seq, last_ordinal + len(new_rows), now
+            )
         if _after_append_hooks:
             transaction.on_commit(lambda: _run_after_append_hooks(conversation_id))
     logger.debug("appended %d message(s) to conversation %s", len(new_rows), conversation_id)
     return results
+
+
+def _lock_conversation(conversation_id: int, reserve: int) -> tuple[str, int, int]:
+    """Take the append lock; (session id, last seq, last ordinal) before this append. With
+    `reserve`, the same statement advances both counters by that many."""
+    with connection.cursor() as cursor:
+        if reserve:
+            cursor.execute(
+                _RESERVE_SQL, [reserve, reserve, _db_datetime(timezone.now()), conversation_id]
+            )
+        else:
+            cursor.execute(_LOCK_SQL[connection.vendor == "postgresql"], [conversation_id])
+        locked = cursor.fetchone()
+    if locked is None:
+        raise NotFound(f"conversation {conversation_id} does not exist")
+    session_id, last_seq, last_ordinal = locked
+    return session_id, last_seq - reserve, last_ordinal - reserve
+
+
+def _stored_by_external_id(conversation_id: int, external_ids: list[str]) -> dict:
+    if not external_ids:
+        return {}
+    return {
+        m.external_id: m
+        for m in Message.objects.filter(
+            conversation_id=conversation_id, external_id__in=external_ids
+        )
+    }
+
+
+def _number_new_messages(
+    conversation_id: int,
+    messages: Sequence[MessageInput],
+    prepared: list[tuple[str, int]],
+    file_ids: Sequence[list[str]],
+    existing: dict,
+    last_seq: int,
+    now,
+) -> tuple[list[AppendedMessage], list[tuple[Message, MessageInput]]]:
+    """What the caller gets back (stored originals for re-sent external ids) and the new
+    rows, numbered from `last_seq` on. A repeat later in the batch is a re-send too."""
+    seq = last_seq
+    results: list[AppendedMessage] = []
+    new_rows: list[tuple[Message, MessageInput]] = []
+    for index, (item, (content, tokens)) in enumerate(zip(messages, prepared, strict=True)):
+        if item.external_id is not None and item.external_id in existing:
+            results.append(AppendedMessage(existing[item.external_id], created=False))
+            continue
+        seq += 1
+        message = _message_row(
+            conversation_id, seq, item, content, tokens, now,
+            file_ids=list(file_ids[index]) if file_ids else [],
+        )  # fmt: skip
+        new_rows.append((message, item))
+        results.append(AppendedMessage(message, created=True))
+        if item.external_id is not None:
+            existing[item.external_id] = message
+    return results, new_rows
+
+
+def _advance_counters(conversation_id: int, seq: int, ordinal: int, now) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(_ADVANCE_SQL, [seq, ordinal, _db_datetime(now), conversation_id])
 
 
 _CONVERSATION = Conversation._meta.db_table

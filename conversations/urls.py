@@ -4,11 +4,7 @@ from conversations import apis
 
 urlpatterns = [
     path("conversations/", apis.ConversationListCreateApi.as_view(), name="conversation-list"),
-    path(
-        "conversations/<int:conversation_id>/",
-        apis.ConversationDetailApi.as_view(),
-        name="conversation-detail",
-    ),
+    # conversations/<id>/ (GET here, DELETE in security) is routed by lcmsite/urls.py.
     path(
         "conversations/<int:conversation_id>/messages/",
         apis.MessageListCreateApi.as_view(),

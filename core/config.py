@@ -579,14 +579,6 @@ SETTINGS: tuple[Setting, ...] = (
         2,
     ),
     Setting(
-        "LCM_RETRIEVAL_MAX_TOKENS",
-        int,
-        6000,
-        "Packing budget of retrieved memory in a turn's context.",
-        0,
-        1_000_000,
-    ),
-    Setting(
         "LCM_RETRIEVAL_RECENCY_BOOST",
         float,
         0.10,
@@ -598,6 +590,9 @@ SETTINGS: tuple[Setting, ...] = (
     # LCM_RETRIEVAL_MMR and LCM_RETRIEVAL_MMR_LAMBDA were removed (MMR cost recall and time
     # in a turn's retrieval, docs/memory.md); an environment that still sets them is
     # accepted and they are ignored, like any unknown LCM_* variable.
+    # LCM_RETRIEVAL_MAX_TOKENS was removed too: it capped the same packing budget as the
+    # engine config's `[budget] max_retrieval_tokens` (SRD 18, default 6000 as well), which
+    # is the one cap now (turns.context.budget_for); a value in the environment is ignored.
     Setting(
         "LCM_TOOL_MAX_RESULT_CHARS",
         int,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -125,70 +125,115 @@ def _memory_tools_requested(request) -> bool:
     return value == "memory"
 
 
+@dataclass(frozen=True)
+class _Prepared:
+    """A drop-in request checked and placed in its thread, before the upstream call."""
+
+    user: object
+    parsed: DropinRequest
+    spec: object
+    extra_tools: list
+    plan: object
+    thread: object
+    place: services.AnswerPlace
+    upstream: object
+
+
 def _serve(request, wire) -> HttpResponse:
     started = time.perf_counter()
     try:
-        user = _user(request)
-        body = _body(request)
-        parsed: DropinRequest = wire.parse(body)
-        spec = _spec(parsed.model)
-        key = _conversation_key(request)
-        memory = _memory_tools_requested(request) or settings.LCM_DROPIN_MEMORY_TOOLS
-        extra_tools = dropin_tools.definitions() if memory else []
-        clash = {t["name"] for t in parsed.tools} & {t["name"] for t in extra_tools}
-        if clash:
-            raise DropinError(
-                400,
-                "invalid_request",
-                f"tools: {', '.join(sorted(clash))} is a memory tool name; rename the client tool",
-                param="tools",
-            )
-        # Refuse what the upstream cannot take (tool ordering, another provider's
-        # reasoning) before storing anything.
-        kinds = {block.get("type") for message in parsed.messages for block in message["blocks"]}
-        _check_ordering(parsed, kinds)
-        _check_expressible(parsed, spec, kinds)
-        plan, thread = services.thread_for(user=user, request=parsed, key=key, spec=spec)
-        place = services.AnswerPlace.of(thread, plan)
-        upstream = services.upstream_messages(
-            thread=thread, request=parsed, spec=spec, extra_tools=extra_tools
-        )
+        prepared = _prepare(request, wire)
     except DropinError as error:
         return _error(wire, error)
-    provider_request = ProviderRequest(
-        model=spec,
-        system=upstream.system,
-        messages=upstream.messages,
-        tools=parsed.tools + extra_tools,
-        max_output_tokens=services.max_output(spec, parsed),
-        options=parsed.options,
-        purpose="turn",
-        conversation_id=thread.conversation_id,
-    )
-    headers = {
-        KEY_HEADER: plan.key,
-        "X-LCM-Conversation-Id": str(thread.conversation_id),
-        "X-LCM-Tokens-Sent": str(upstream.tokens),
-        "X-LCM-Compacted": "true" if upstream.compacted else "false",
-        "X-LCM-Forked": "true" if plan.forks else "false",
-    }
+    parsed, extra_tools = prepared.parsed, prepared.extra_tools
+    provider_request = _provider_request(prepared)
+    headers = _headers(prepared)
     answer_id = ("chatcmpl-" if wire is wire_openai else "msg_") + new_id().lower()
     headers["X-LCM-Server-Ms"] = f"{(time.perf_counter() - started) * 1000:.2f}"
     if parsed.stream and not extra_tools:
-        return _stream(wire, parsed, provider_request, place, headers, answer_id)
+        return _stream(wire, parsed, provider_request, prepared.place, headers, answer_id)
     try:
         if extra_tools:
-            response, steps = _memory_loop(provider_request, user=user, thread=thread)
+            response, steps = _memory_loop(
+                provider_request, user=prepared.user, thread=prepared.thread
+            )
             headers["X-LCM-Tool-Steps"] = str(steps)
         else:
-            response = provider_for(spec).complete(provider_request)
+            response = provider_for(prepared.spec).complete(provider_request)
     except ProviderError as error:
         return _error(wire, _upstream_error(error))
     services.answer_store(
-        place=place,
-        blocks=response.blocks,
-        status=response.outcome["status"],
+        place=prepared.place, blocks=response.blocks, status=response.outcome["status"]
     )
+    return _answered(wire, parsed, response, answer_id, headers)
+
+
+def _prepare(request, wire) -> _Prepared:
+    """Authenticate, parse, refuse what the upstream cannot take, and find the thread the
+    request continues (nothing is stored before every check passed)."""
+    user = _user(request)
+    parsed: DropinRequest = wire.parse(_body(request))
+    spec = _spec(parsed.model)
+    key = _conversation_key(request)
+    extra_tools = _memory_tools(request, parsed)
+    # Refuse what the upstream cannot take (tool ordering, another provider's
+    # reasoning) before storing anything.
+    kinds = {block.get("type") for message in parsed.messages for block in message["blocks"]}
+    _check_ordering(parsed, kinds)
+    _check_expressible(parsed, spec, kinds)
+    plan, thread = services.thread_for(user=user, request=parsed, key=key, spec=spec)
+    place = services.AnswerPlace.of(thread, plan)
+    upstream = services.upstream_messages(
+        thread=thread, request=parsed, spec=spec, extra_tools=extra_tools
+    )
+    return _Prepared(user, parsed, spec, extra_tools, plan, thread, place, upstream)
+
+
+def _memory_tools(request, parsed: DropinRequest) -> list:
+    """The memory tools' definitions when asked for (header or setting); a client tool of
+    the same name is refused."""
+    memory = _memory_tools_requested(request) or settings.LCM_DROPIN_MEMORY_TOOLS
+    extra_tools = dropin_tools.definitions() if memory else []
+    clash = {t["name"] for t in parsed.tools} & {t["name"] for t in extra_tools}
+    if clash:
+        raise DropinError(
+            400,
+            "invalid_request",
+            f"tools: {', '.join(sorted(clash))} is a memory tool name; rename the client tool",
+            param="tools",
+        )
+    return extra_tools
+
+
+def _provider_request(prepared: _Prepared) -> ProviderRequest:
+    parsed, spec, upstream = prepared.parsed, prepared.spec, prepared.upstream
+    return ProviderRequest(
+        model=spec,
+        system=upstream.system,
+        messages=upstream.messages,
+        tools=parsed.tools + prepared.extra_tools,
+        max_output_tokens=services.max_output(spec, parsed),
+        options=parsed.options,
+        purpose="turn",
+        conversation_id=prepared.thread.conversation_id,
+    )
+
+
+def _headers(prepared: _Prepared) -> dict[str, str]:
+    """What the answer says about its thread (docs/drop-in.md, "Headers")."""
+    upstream = prepared.upstream
+    return {
+        KEY_HEADER: prepared.plan.key,
+        "X-LCM-Conversation-Id": str(prepared.thread.conversation_id),
+        "X-LCM-Tokens-Sent": str(upstream.tokens),
+        "X-LCM-Compacted": "true" if upstream.compacted else "false",
+        "X-LCM-Forked": "true" if prepared.plan.forks else "false",
+    }
+
+
+def _answered(wire, parsed, response, answer_id: str, headers: dict) -> HttpResponse:
+    """The stored answer in the wire's shape: streamed (memory tools ran first), an error
+    when the upstream failed, else the JSON body."""
     if parsed.stream:  # memory tools: the final answer, streamed in the wire's format
         result = StreamingHttpResponse(
             _replayed(wire, parsed, response, answer_id),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+from core.sse import sse_frame
 from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
 from providers import blocks as b
@@ -208,7 +209,7 @@ def response_body(request: DropinRequest, response: ProviderResponse, answer_id:
 
 
 def _event(name: str, payload: dict) -> bytes:
-    return f"event: {name}\ndata: {json.dumps(payload)}\n\n".encode()
+    return sse_frame(json.dumps(payload), event=name)
 
 
 class StreamWriter:

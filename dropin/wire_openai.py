@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Iterator
 
+from core.sse import sse_frame
 from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
 from providers import blocks as b
@@ -33,6 +34,38 @@ def parse(body: dict) -> DropinRequest:
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list) or not raw_messages:
         raise invalid("'messages' is required and must be a non-empty array", "messages")
+    system_parts, messages = _messages(raw_messages)
+    if not messages or messages[0]["role"] != "user":
+        raise invalid("the first non-system message must be a user message", "messages")
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None and (
+        not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+    ):
+        raise invalid("'max_completion_tokens' must be a positive integer", "max_completion_tokens")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise invalid("'stream' must be a boolean", "stream")
+    if body.get("n", 1) not in (1, None):
+        raise invalid("'n' must be 1: one answer per request is stored", "n")
+    stream_options = body.get("stream_options") or {}
+    if not isinstance(stream_options, dict):
+        raise invalid("'stream_options' must be an object", "stream_options")
+    return DropinRequest(
+        wire=WIRE,
+        model=model,
+        system="\n\n".join(part for part in system_parts if part),
+        messages=messages,
+        tools=_tools(body.get("tools")),
+        max_tokens=max_tokens,
+        stream=stream,
+        include_usage=bool(stream_options.get("include_usage")),
+        options=_options(body),
+    )
+
+
+def _messages(raw_messages: list) -> tuple[list[str], list[dict]]:
+    """The system texts, and the other messages as our blocks (consecutive ones of one
+    role merged)."""
     system_parts: list[str] = []
     messages: list[dict] = []
     for index, message in enumerate(raw_messages):
@@ -49,40 +82,34 @@ def parse(body: dict) -> DropinRequest:
         where = f"messages[{index}]"
         if not isinstance(message, dict):
             raise invalid(f"{where} must be an object", where)
-        role = message.get("role")
-        if role in ("system", "developer"):
+        if message.get("role") in ("system", "developer"):
             system_parts.append(_text_of(message.get("content"), f"{where}.content"))
-        elif role == "user":
-            messages.append({"role": "user", "blocks": _user_blocks(message, where)})
-        elif role == "assistant":
-            messages.append({"role": "assistant", "blocks": _assistant_blocks(message, where)})
-        elif role == "tool":
-            call_id = message.get("tool_call_id")
-            if not isinstance(call_id, str) or not call_id:
-                raise invalid(f"{where}.tool_call_id is required", f"{where}.tool_call_id")
-            text = _text_of(message.get("content"), f"{where}.content")
-            messages.append({"role": "user", "blocks": [b.tool_result(call_id, text)]})
         else:
-            raise invalid(
-                f"{where}.role must be one of system, developer, user, assistant, tool",
-                f"{where}.role",
-            )
-    messages = merge_consecutive(messages)
-    if not messages or messages[0]["role"] != "user":
-        raise invalid("the first non-system message must be a user message", "messages")
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None and (
-        not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
-    ):
-        raise invalid("'max_completion_tokens' must be a positive integer", "max_completion_tokens")
-    stream = body.get("stream", False)
-    if not isinstance(stream, bool):
-        raise invalid("'stream' must be a boolean", "stream")
-    if body.get("n", 1) not in (1, None):
-        raise invalid("'n' must be 1: one answer per request is stored", "n")
-    stream_options = body.get("stream_options") or {}
-    if not isinstance(stream_options, dict):
-        raise invalid("'stream_options' must be an object", "stream_options")
+            messages.append(_message(message, where))
+    return system_parts, merge_consecutive(messages)
+
+
+def _message(message: dict, where: str) -> dict:
+    """A user, assistant or tool message (a tool result is the user's turn in our blocks)."""
+    role = message.get("role")
+    if role == "user":
+        return {"role": "user", "blocks": _user_blocks(message, where)}
+    if role == "assistant":
+        return {"role": "assistant", "blocks": _assistant_blocks(message, where)}
+    if role == "tool":
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise invalid(f"{where}.tool_call_id is required", f"{where}.tool_call_id")
+        text = _text_of(message.get("content"), f"{where}.content")
+        return {"role": "user", "blocks": [b.tool_result(call_id, text)]}
+    raise invalid(
+        f"{where}.role must be one of system, developer, user, assistant, tool",
+        f"{where}.role",
+    )
+
+
+def _options(body: dict) -> dict:
+    """tool_choice, parallel_tool_calls and stop, as the provider layer names them."""
     options: dict = {}
     if body.get("tool_choice") in ("auto", "none", "required"):
         options["tool_choice"] = {"required": "any"}.get(body["tool_choice"], body["tool_choice"])
@@ -91,17 +118,7 @@ def parse(body: dict) -> DropinRequest:
     stop = body.get("stop")
     if stop:
         options["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
-    return DropinRequest(
-        wire=WIRE,
-        model=model,
-        system="\n\n".join(part for part in system_parts if part),
-        messages=messages,
-        tools=_tools(body.get("tools")),
-        max_tokens=max_tokens,
-        stream=stream,
-        include_usage=bool(stream_options.get("include_usage")),
-        options=options,
-    )
+    return options
 
 
 def _text_of(content, where: str) -> str:
@@ -271,7 +288,7 @@ class StreamWriter:
             "model": self.request.model,
             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
         }
-        return f"data: {json.dumps(payload)}\n\n".encode()
+        return sse_frame(json.dumps(payload))
 
     def start(self) -> Iterator[bytes]:
         yield self._chunk({"role": "assistant", "content": ""})
@@ -326,11 +343,11 @@ class StreamWriter:
                 "choices": [],
                 "usage": _usage(response),
             }
-            yield f"data: {json.dumps(payload)}\n\n".encode()
-        yield b"data: [DONE]\n\n"
+            yield sse_frame(json.dumps(payload))
+        yield sse_frame("[DONE]")
 
     def error(self, error: DropinError) -> Iterator[bytes]:
-        yield f"data: {json.dumps(error_body(error))}\n\n".encode()
+        yield sse_frame(json.dumps(error_body(error)))
 
 
 def error_body(error: DropinError) -> dict:

@@ -155,7 +155,8 @@ def _pasted_module(lines: int = 3200) -> str:
 
 
 def demo_messages(*, start: dt.datetime) -> list[dict]:
-    """Every message of the demo, with timestamps a minute or two apart."""
+    """Every message of the demo, with timestamps a minute or two apart: three rounds over
+    every episode, each a question, its tool calls and results, and a closing answer."""
     messages: list[dict] = []
     clock = [start]
 
@@ -180,59 +181,64 @@ def demo_messages(*, start: dt.datetime) -> list[dict]:
             for step, (tool, args, output) in enumerate(_steps(ep, round_no)):
                 call += 1
                 call_id = f"toolu_{call:05d}"
-                add(
-                    {
-                        "role": "assistant",
-                        "content": f"[{tag}] {_intent(tool, ep)}",
-                        "parts": [
-                            {
-                                "part_type": "reasoning",
-                                "text_content": f"Step {step + 1}: {_thought(tool, ep)}",
-                            },
-                            {"part_type": "text", "text_content": f"[{tag}] {_intent(tool, ep)}"},
-                            {
-                                "part_type": "tool",
-                                "tool_name": tool,
-                                "tool_call_id": call_id,
-                                "tool_input": args,
-                                "tool_status": "completed",
-                            },
-                        ],
-                    }
-                )
-                add(
-                    {
-                        "role": "tool",
-                        "content": output,
-                        "parts": [
-                            {
-                                "part_type": "tool",
-                                "tool_name": tool,
-                                "tool_call_id": call_id,
-                                "tool_output": output,
-                                "tool_status": "completed",
-                            }
-                        ],
-                    },
-                    minutes=0.5,
-                )
-            add(
-                {
-                    "role": "assistant",
-                    "content": f"[{tag}] Done: {ep.fix}. Cause: {ep.cause}.",
-                    "parts": [
-                        {"part_type": "text", "text_content": f"[{tag}] Done: {ep.fix}."},
-                        {
-                            "part_type": "patch",
-                            "patch_hash": hashlib.sha1(
-                                f"{ep.file}:{round_no}".encode()
-                            ).hexdigest()[:12],
-                            "patch_files": [ep.file, f"tests/test_{number}.py"],
-                        },
-                    ],
-                }
-            )
+                add(_tool_call_message(ep, tag, step, tool, args, call_id))
+                add(_tool_result_message(tool, output, call_id), minutes=0.5)
+            add(_done_message(ep, tag, number, round_no))
     return messages
+
+
+def _tool_call_message(ep, tag: str, step: int, tool: str, args, call_id: str) -> dict:
+    """The assistant's step: its reasoning, what it says, and the tool call."""
+    return {
+        "role": "assistant",
+        "content": f"[{tag}] {_intent(tool, ep)}",
+        "parts": [
+            {
+                "part_type": "reasoning",
+                "text_content": f"Step {step + 1}: {_thought(tool, ep)}",
+            },
+            {"part_type": "text", "text_content": f"[{tag}] {_intent(tool, ep)}"},
+            {
+                "part_type": "tool",
+                "tool_name": tool,
+                "tool_call_id": call_id,
+                "tool_input": args,
+                "tool_status": "completed",
+            },
+        ],
+    }
+
+
+def _tool_result_message(tool: str, output: str, call_id: str) -> dict:
+    return {
+        "role": "tool",
+        "content": output,
+        "parts": [
+            {
+                "part_type": "tool",
+                "tool_name": tool,
+                "tool_call_id": call_id,
+                "tool_output": output,
+                "tool_status": "completed",
+            }
+        ],
+    }
+
+
+def _done_message(ep, tag: str, number: int, round_no: int) -> dict:
+    """The episode's closing answer, with the patch it made."""
+    return {
+        "role": "assistant",
+        "content": f"[{tag}] Done: {ep.fix}. Cause: {ep.cause}.",
+        "parts": [
+            {"part_type": "text", "text_content": f"[{tag}] Done: {ep.fix}."},
+            {
+                "part_type": "patch",
+                "patch_hash": hashlib.sha1(f"{ep.file}:{round_no}".encode()).hexdigest()[:12],
+                "patch_files": [ep.file, f"tests/test_{number}.py"],
+            },
+        ],
+    }
 
 
 def _follow_up(round_no: int) -> str:

@@ -16,18 +16,163 @@ from core.object_storage import storages_setting
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
+# --- LCM_* settings (core/config.py: names, defaults, ranges; README's table) -----------
+# Every value load_lcm_settings() returns is a Django setting of the same name, assigned
+# here by name so grep and IDEs find it (tests/test_settings.py keeps the list complete).
 LCM = load_lcm_settings(os.environ)
-globals().update(LCM)  # every LCM_* value is a Django setting of the same name
 
-DATA_DIR = Path(LCM["LCM_DATA_DIR"])
+# Core switches
+LCM_ENABLED = LCM["LCM_ENABLED"]
+LCM_AUTOCOMPACT_DISABLED = LCM["LCM_AUTOCOMPACT_DISABLED"]
+
+# Budgets and thresholds
+LCM_DEFAULT_TOKEN_BUDGET = LCM["LCM_DEFAULT_TOKEN_BUDGET"]
+LCM_CONTEXT_THRESHOLD = LCM["LCM_CONTEXT_THRESHOLD"]
+LCM_COMPACTION_LOW_WATER = LCM["LCM_COMPACTION_LOW_WATER"]
+LCM_MAX_ACTIVE_MESSAGES = LCM["LCM_MAX_ACTIVE_MESSAGES"]
+LCM_FRESH_TAIL_COUNT = LCM["LCM_FRESH_TAIL_COUNT"]
+LCM_LEAF_TARGET_TOKENS = LCM["LCM_LEAF_TARGET_TOKENS"]
+LCM_CONDENSED_TARGET_TOKENS = LCM["LCM_CONDENSED_TARGET_TOKENS"]
+LCM_LEAF_CHUNK_TOKENS = LCM["LCM_LEAF_CHUNK_TOKENS"]
+LCM_LEAF_MIN_FANOUT = LCM["LCM_LEAF_MIN_FANOUT"]
+LCM_CONDENSED_MIN_FANOUT = LCM["LCM_CONDENSED_MIN_FANOUT"]
+LCM_INCREMENTAL_MAX_DEPTH = LCM["LCM_INCREMENTAL_MAX_DEPTH"]
+LCM_COMPACTION_MAX_PASSES = LCM["LCM_COMPACTION_MAX_PASSES"]
+LCM_COMPACTION_MAX_SECONDS = LCM["LCM_COMPACTION_MAX_SECONDS"]
+LCM_COMPACTION_MAX_ROUNDS = LCM["LCM_COMPACTION_MAX_ROUNDS"]
+
+# Retrieval
+LCM_MAX_EXPAND_TOKENS = LCM["LCM_MAX_EXPAND_TOKENS"]
+LCM_GREP_TIMEOUT_MS = LCM["LCM_GREP_TIMEOUT_MS"]
+LCM_EXPANSION_GRANT_TTL_SECONDS = LCM["LCM_EXPANSION_GRANT_TTL_SECONDS"]
+LCM_EXPANSION_MAX_ANSWER_TOKENS = LCM["LCM_EXPANSION_MAX_ANSWER_TOKENS"]
+LCM_EXPANSION_MAX_TOOL_CALLS = LCM["LCM_EXPANSION_MAX_TOOL_CALLS"]
+LCM_EXPANSION_MODEL = LCM["LCM_EXPANSION_MODEL"]
+LCM_EXPANSION_PROVIDER_MODEL = LCM["LCM_EXPANSION_PROVIDER_MODEL"]
+
+# Large files
+LCM_LARGE_FILE_TOKEN_THRESHOLD = LCM["LCM_LARGE_FILE_TOKEN_THRESHOLD"]
+LCM_FILE_PREVIEW_BYTES = LCM["LCM_FILE_PREVIEW_BYTES"]
+
+# Summarizer model
+LCM_SUMMARY_MODEL = LCM["LCM_SUMMARY_MODEL"]
+LCM_SUMMARY_PROVIDER_MODEL = LCM["LCM_SUMMARY_PROVIDER_MODEL"]
+LCM_SUMMARY_TIMEOUT_SECONDS = LCM["LCM_SUMMARY_TIMEOUT_SECONDS"]
+LCM_SUMMARY_MAX_RETRIES = LCM["LCM_SUMMARY_MAX_RETRIES"]
+LCM_SUMMARY_MAX_CALLS = LCM["LCM_SUMMARY_MAX_CALLS"]
+LCM_SUMMARY_CALL_WINDOW_SECONDS = LCM["LCM_SUMMARY_CALL_WINDOW_SECONDS"]
+LCM_CIRCUIT_BREAKER_FAILURES = LCM["LCM_CIRCUIT_BREAKER_FAILURES"]
+LCM_CIRCUIT_BREAKER_COOLDOWN_SECONDS = LCM["LCM_CIRCUIT_BREAKER_COOLDOWN_SECONDS"]
+
+# Ingest and API
+LCM_TOKEN_ESTIMATOR = LCM["LCM_TOKEN_ESTIMATOR"]
+LCM_MAX_REQUEST_BYTES = LCM["LCM_MAX_REQUEST_BYTES"]
+LCM_MAX_BATCH_MESSAGES = LCM["LCM_MAX_BATCH_MESSAGES"]
+
+# Deployment
+LCM_DATA_DIR = LCM["LCM_DATA_DIR"]
+LCM_DATABASE_URL = LCM["LCM_DATABASE_URL"]
+LCM_REDIS_URL = LCM["LCM_REDIS_URL"]
+LCM_QUEUE_NAME = LCM["LCM_QUEUE_NAME"]
+
+# Shared storage for several hosts (docs/deploy.md): an S3-compatible object store.
+LCM_S3_BUCKET = LCM["LCM_S3_BUCKET"]
+LCM_S3_ENDPOINT_URL = LCM["LCM_S3_ENDPOINT_URL"]
+LCM_S3_REGION = LCM["LCM_S3_REGION"]
+LCM_S3_PREFIX = LCM["LCM_S3_PREFIX"]
+LCM_SECRET_KEY = LCM["LCM_SECRET_KEY"]
+LCM_DEBUG = LCM["LCM_DEBUG"]
+LCM_ALLOWED_HOSTS = LCM["LCM_ALLOWED_HOSTS"]
+LCM_SQLITE_BUSY_TIMEOUT_MS = LCM["LCM_SQLITE_BUSY_TIMEOUT_MS"]
+LCM_WORKERS = LCM["LCM_WORKERS"]
+LCM_LOG_LEVEL = LCM["LCM_LOG_LEVEL"]
+
+# Providers (docs/providers.md)
+LCM_CONFIG_FILE = LCM["LCM_CONFIG_FILE"]
+LCM_DEFAULT_MODEL = LCM["LCM_DEFAULT_MODEL"]
+LCM_REDACTION_HOOK = LCM["LCM_REDACTION_HOOK"]
+LCM_PROVIDER_MAX_RETRIES = LCM["LCM_PROVIDER_MAX_RETRIES"]
+LCM_PROVIDER_TIMEOUT_SECONDS = LCM["LCM_PROVIDER_TIMEOUT_SECONDS"]
+
+# Turn engine (turns/)
+LCM_TURN_MAX_CONTENT_CHARS = LCM["LCM_TURN_MAX_CONTENT_CHARS"]
+LCM_STATE_TARGET_TOKENS = LCM["LCM_STATE_TARGET_TOKENS"]
+LCM_LIBRARIAN_MODEL = LCM["LCM_LIBRARIAN_MODEL"]
+LCM_TURN_JOB_LEASE_SECONDS = LCM["LCM_TURN_JOB_LEASE_SECONDS"]
+LCM_RECONCILE_INTERVAL_SECONDS = LCM["LCM_RECONCILE_INTERVAL_SECONDS"]
+
+# Semantic memory (memory/, docs/memory.md)
+LCM_EMBEDDING_BACKEND = LCM["LCM_EMBEDDING_BACKEND"]
+LCM_EMBEDDING_MODEL = LCM["LCM_EMBEDDING_MODEL"]
+LCM_VECTOR_INDEX = LCM["LCM_VECTOR_INDEX"]
+LCM_VECTOR_CACHE_DTYPE = LCM["LCM_VECTOR_CACHE_DTYPE"]
+LCM_MEMORY_INDEX_MESSAGES = LCM["LCM_MEMORY_INDEX_MESSAGES"]
+
+# Search units and ranking (memory/recall.py, docs/memory.md "Recall")
+LCM_MEMORY_UNIT_TOKENS = LCM["LCM_MEMORY_UNIT_TOKENS"]
+LCM_SEARCH_BM25_WEIGHT = LCM["LCM_SEARCH_BM25_WEIGHT"]
+LCM_SEARCH_NEIGHBOUR_WEIGHT = LCM["LCM_SEARCH_NEIGHBOUR_WEIGHT"]
+LCM_CHUNK_MIN_TOKENS = LCM["LCM_CHUNK_MIN_TOKENS"]
+LCM_CHUNK_MAX_TOKENS = LCM["LCM_CHUNK_MAX_TOKENS"]
+LCM_CHUNK_OVERLAP_TOKENS = LCM["LCM_CHUNK_OVERLAP_TOKENS"]
+LCM_CHUNK_TOPIC_SHIFT = LCM["LCM_CHUNK_TOPIC_SHIFT"]
+LCM_RETRIEVAL_TOP_K = LCM["LCM_RETRIEVAL_TOP_K"]
+LCM_RETRIEVAL_OVERFETCH_K = LCM["LCM_RETRIEVAL_OVERFETCH_K"]
+LCM_RETRIEVAL_SIMILARITY_THRESHOLD = LCM["LCM_RETRIEVAL_SIMILARITY_THRESHOLD"]
+LCM_RETRIEVAL_RECENCY_BOOST = LCM["LCM_RETRIEVAL_RECENCY_BOOST"]
+LCM_TOOL_MAX_RESULT_CHARS = LCM["LCM_TOOL_MAX_RESULT_CHARS"]
+LCM_TURN_MAX_STEPS = LCM["LCM_TURN_MAX_STEPS"]
+LCM_TURN_THREADS = LCM["LCM_TURN_THREADS"]
+LCM_OFFLINE_STREAM_CHUNKS = LCM["LCM_OFFLINE_STREAM_CHUNKS"]
+LCM_OFFLINE_STREAM_DELAY_MS = LCM["LCM_OFFLINE_STREAM_DELAY_MS"]
+
+# Security (SRD 14): encryption at rest, throttling
+LCM_ENCRYPTION_KEY = LCM["LCM_ENCRYPTION_KEY"]
+LCM_ENCRYPTION_OLD_KEYS = LCM["LCM_ENCRYPTION_OLD_KEYS"]
+LCM_THROTTLE_USER_RATE = LCM["LCM_THROTTLE_USER_RATE"]
+LCM_THROTTLE_IP_RATE = LCM["LCM_THROTTLE_IP_RATE"]
+LCM_AUTH_FAILURE_RATE = LCM["LCM_AUTH_FAILURE_RATE"]
+LCM_LOGIN_FAILURE_RATE = LCM["LCM_LOGIN_FAILURE_RATE"]
+
+# /metrics guard (security/metrics_guard.py, docs/deploy.md)
+LCM_METRICS_ALLOWED_NETWORKS = LCM["LCM_METRICS_ALLOWED_NETWORKS"]
+LCM_METRICS_TOKEN = LCM["LCM_METRICS_TOKEN"]
+
+# API tokens (tokens/, docs/tokens.md)
+LCM_TOKEN_DEFAULT_DAYS = LCM["LCM_TOKEN_DEFAULT_DAYS"]
+
+# Background job reliability (workers/, docs/reliability.md)
+LCM_JOB_LEASE_SECONDS = LCM["LCM_JOB_LEASE_SECONDS"]
+LCM_JOB_RECONCILE_SECONDS = LCM["LCM_JOB_RECONCILE_SECONDS"]
+LCM_JOB_MAX_ATTEMPTS = LCM["LCM_JOB_MAX_ATTEMPTS"]
+LCM_WORKER_STOP_SECONDS = LCM["LCM_WORKER_STOP_SECONDS"]
+
+# Retention and archive segments (archive/, retention/, docs/retention.md)
+LCM_ARCHIVE_CODEC = LCM["LCM_ARCHIVE_CODEC"]
+LCM_ARCHIVE_SEGMENT_MESSAGES = LCM["LCM_ARCHIVE_SEGMENT_MESSAGES"]
+LCM_ARCHIVE_CACHE_SECONDS = LCM["LCM_ARCHIVE_CACHE_SECONDS"]
+LCM_ARCHIVE_CACHE_SEGMENTS = LCM["LCM_ARCHIVE_CACHE_SEGMENTS"]
+LCM_GREP_ARCHIVE_SEGMENTS = LCM["LCM_GREP_ARCHIVE_SEGMENTS"]
+LCM_RETENTION_ARCHIVE_AFTER_DAYS = LCM["LCM_RETENTION_ARCHIVE_AFTER_DAYS"]
+LCM_RETENTION_KEEP_NEWEST_TOKENS = LCM["LCM_RETENTION_KEEP_NEWEST_TOKENS"]
+LCM_RETENTION_DELETE_AFTER_DAYS = LCM["LCM_RETENTION_DELETE_AFTER_DAYS"]
+LCM_RETENTION_ARCHIVED_VECTORS = LCM["LCM_RETENTION_ARCHIVED_VECTORS"]
+LCM_RETENTION_ARCHIVED_FULLTEXT = LCM["LCM_RETENTION_ARCHIVED_FULLTEXT"]
+LCM_RETENTION_BATCH_SEGMENTS = LCM["LCM_RETENTION_BATCH_SEGMENTS"]
+
+# Drop-in endpoints (docs/drop-in.md)
+LCM_DROPIN_MEMORY_TOOLS = LCM["LCM_DROPIN_MEMORY_TOOLS"]
+
+
+DATA_DIR = Path(LCM_DATA_DIR)
 if not DATA_DIR.is_absolute():
     DATA_DIR = (BASE_DIR / DATA_DIR).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 
 def _secret_key() -> str:
-    if LCM["LCM_SECRET_KEY"]:
-        return LCM["LCM_SECRET_KEY"]
+    if LCM_SECRET_KEY:
+        return LCM_SECRET_KEY
     key_file = DATA_DIR / "secret_key"
     if not key_file.exists():
         key_file.write_text(secrets.token_urlsafe(50))
@@ -36,8 +181,8 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-DEBUG = LCM["LCM_DEBUG"]
-ALLOWED_HOSTS = [h.strip() for h in LCM["LCM_ALLOWED_HOSTS"].split(",") if h.strip()]
+DEBUG = LCM_DEBUG
+ALLOWED_HOSTS = [h.strip() for h in LCM_ALLOWED_HOSTS.split(",") if h.strip()]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -71,8 +216,12 @@ INSTALLED_APPS = [
     "security",
     "retention",  # retention policies and jobs (docs/retention.md)
     "dropin",
-    "benchmarks",
 ]
+# Benchmarks are measurement code, not product code: their app (the lcm_bench and lcm_eval
+# commands, no models) is installed only when LCM_BENCHMARKS_APP=1, which manage.py sets
+# for those two commands (its BENCHMARK_COMMANDS) and tests/settings.py sets always.
+if os.environ.get("LCM_BENCHMARKS_APP") == "1":
+    INSTALLED_APPS.append("benchmarks")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -111,7 +260,7 @@ TEMPLATES = [
 
 # --- Database --------------------------------------------------------------
 # LCM_DATABASE_URL, then DATABASE_URL, then SQLite under the data directory.
-_database_url = LCM["LCM_DATABASE_URL"]
+_database_url = LCM_DATABASE_URL
 if not _database_url and os.environ.get("DATABASE_URL"):
     # The fallback gets the same validation, under its own name.
     _fallback = dataclasses.replace(SETTINGS_BY_NAME["LCM_DATABASE_URL"], name="DATABASE_URL")
@@ -132,11 +281,11 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
             # IMMEDIATE: a writer takes the write lock at BEGIN, so two writers queue on the
             # busy timeout instead of failing with "database is locked" on upgrade.
             "transaction_mode": "IMMEDIATE",
-            "timeout": LCM["LCM_SQLITE_BUSY_TIMEOUT_MS"] / 1000,
+            "timeout": LCM_SQLITE_BUSY_TIMEOUT_MS / 1000,
             "init_command": (
                 "PRAGMA journal_mode=WAL;"
                 "PRAGMA synchronous=NORMAL;"
-                f"PRAGMA busy_timeout={LCM['LCM_SQLITE_BUSY_TIMEOUT_MS']};"
+                f"PRAGMA busy_timeout={LCM_SQLITE_BUSY_TIMEOUT_MS};"
                 "PRAGMA foreign_keys=ON;"
             ),
         }
@@ -163,7 +312,7 @@ else:
             "pool",
             {
                 "min_size": 1,
-                "max_size": LCM["LCM_TURN_THREADS"] + 40,
+                "max_size": LCM_TURN_THREADS + 40,
                 "timeout": 30,
                 "max_idle": 300,
             },
@@ -190,17 +339,17 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Background jobs (django-q2) -------------------------------------------
 Q_CLUSTER = {
     # Processes that share the broker and this name share one queue (docs/deploy.md).
-    "name": LCM["LCM_QUEUE_NAME"],
-    "workers": LCM["LCM_WORKERS"],
-    "timeout": LCM["LCM_COMPACTION_MAX_SECONDS"] + 60,
-    "retry": LCM["LCM_COMPACTION_MAX_SECONDS"] + 120,
+    "name": LCM_QUEUE_NAME,
+    "workers": LCM_WORKERS,
+    "timeout": LCM_COMPACTION_MAX_SECONDS + 60,
+    "retry": LCM_COMPACTION_MAX_SECONDS + 120,
     "max_attempts": 3,
     "save_limit": 1000,
     "catch_up": False,
     "label": "Background jobs",
 }
-if LCM["LCM_REDIS_URL"]:
-    Q_CLUSTER["redis"] = LCM["LCM_REDIS_URL"]
+if LCM_REDIS_URL:
+    Q_CLUSTER["redis"] = LCM_REDIS_URL
 else:
     Q_CLUSTER["orm"] = "default"
     Q_CLUSTER["poll"] = 0.5
@@ -208,11 +357,11 @@ else:
 # --- Cache: rate-limit counters (security/throttling.py) ----------------------------------
 # With Redis configured, every process counts in the same place, so limits are shared;
 # without it, Django's per-process local-memory cache (the default).
-if LCM["LCM_REDIS_URL"]:
+if LCM_REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": LCM["LCM_REDIS_URL"],
+            "LOCATION": LCM_REDIS_URL,
             "KEY_PREFIX": "lcm-cache",
         }
     }
@@ -246,7 +395,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
-DATA_UPLOAD_MAX_MEMORY_SIZE = LCM["LCM_MAX_REQUEST_BYTES"]
+DATA_UPLOAD_MAX_MEMORY_SIZE = LCM_MAX_REQUEST_BYTES
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -303,7 +452,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "loggers": {
-        "lcm": {"handlers": ["console"], "level": LCM["LCM_LOG_LEVEL"], "propagate": False},
+        "lcm": {"handlers": ["console"], "level": LCM_LOG_LEVEL, "propagate": False},
         # django-q2 logs as "django-q" (an INFO line per enqueued task: one per ingested
         # message, 2 ms each to a busy terminal).
         "django-q": {"handlers": ["console"], "level": "WARNING", "propagate": False},

@@ -5,10 +5,18 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from core.api.views import api_not_found
 from core.metrics import metrics_view
 from dropin.urls import anthropic_urls, openai_urls
+from lcmsite.apis import ConversationDetailDeleteApi, SessionDetailDeleteApi
 from mcpserver.views import mcp_needs_asgi
 from security.metrics_guard import metrics_guard
 
 api_v1 = [
+    # One URL, two apps: GET from the owning app, DELETE (hard delete) from security.
+    path(
+        "conversations/<int:conversation_id>/",
+        ConversationDetailDeleteApi.as_view(),
+        name="conversation-detail",
+    ),
+    path("sessions/<str:session_id>/", SessionDetailDeleteApi.as_view(), name="session-detail"),
     path("", include("largefiles.urls")),
     path("", include("conversations.urls")),
     path("", include("compaction.urls")),

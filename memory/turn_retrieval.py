@@ -275,11 +275,12 @@ def turn_retrieve(
     *, scope: ScopeFilter, query: str, budget_tokens: int, params: RetrievalParams | None = None
 ) -> tuple[TurnSearch, list[RetrievedItem], dict]:
     """What a turn injects for `query` from `scope`: (the ranked search, the items packed
-    into min(budget_tokens, LCM_RETRIEVAL_MAX_TOKENS), the stats). Raises on errors.
+    into budget_tokens, the stats). Raises on errors. The turn engine's budget is already
+    capped by the engine config's [budget] max_retrieval_tokens (turns.context.budget_for).
     retrieve_for_turn runs it over the branch's ancestry; `lcm_eval recall --via turn`
     asks its questions through it."""
     started = time.perf_counter()
-    budget = max(0, min(budget_tokens, settings.LCM_RETRIEVAL_MAX_TOKENS))
+    budget = max(0, budget_tokens)
     # As many items as the budget could hold (a unit costs at least MIN_ITEM_TOKENS with
     # its wrapper), never fewer than top_k: packing, not a count, ends the list.
     params = params or RetrievalParams.from_settings()
@@ -301,7 +302,7 @@ def retrieve_for_turn(*, turn, query: str, budget_tokens: int) -> RetrievedItems
     """Retrieve and pack memory for one turn from its branch's ancestry; store the
     Retrieval rows and stats. Never raises: on failure, [] with stats["disabled"]."""
     started = time.perf_counter()
-    budget = max(0, min(budget_tokens, settings.LCM_RETRIEVAL_MAX_TOKENS))
+    budget = max(0, budget_tokens)
     if not query or not query.strip() or budget <= 0:
         return RetrievedItems(
             [],

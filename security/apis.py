@@ -1,5 +1,5 @@
 """HTTP adapters of the security app: hard delete (the DELETE method of the conversation
-and session detail endpoints, added to those views by `SecurityConfig.ready()`) and
+and session detail endpoints, joined to those apps' GET in `lcmsite/urls.py`) and
 exports."""
 
 from __future__ import annotations
@@ -62,30 +62,33 @@ def _confirmation(request) -> str | None:
     return data.get("confirm") or request.query_params.get("confirm")
 
 
-# The DELETE methods of the conversation and session detail endpoints: added to those
-# views by this app's ready() (security/apps.py), as deleting reaches every app's rows.
-@extend_schema(operation_id="conversations_hard_delete", **HARD_DELETE_SCHEMA)
-def conversation_hard_delete(view, request, conversation_id: int) -> Response:
-    from conversations.selectors import conversation_get_for_user
+# The DELETE method of the conversation and session detail endpoints: lcmsite/urls.py
+# routes each URL to a view that joins the owning app's GET to these (deleting reaches
+# every app's rows, so it belongs here, not to the app that owns the endpoint).
+class ConversationHardDeleteApi(APIView):
+    @extend_schema(operation_id="conversations_hard_delete", **HARD_DELETE_SCHEMA)
+    def delete(self, request, conversation_id: int) -> Response:
+        from conversations.selectors import conversation_get_for_user
 
-    confirm = _confirmation(request)
-    conversation = conversation_get_for_user(user=request.user, conversation_id=conversation_id)
-    result = hard_delete.hard_delete_conversation(
-        conversation=conversation, confirm=confirm, via="api", request=request
-    )
-    return Response(result.as_dict())
+        confirm = _confirmation(request)
+        conversation = conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+        result = hard_delete.hard_delete_conversation(
+            conversation=conversation, confirm=confirm, via="api", request=request
+        )
+        return Response(result.as_dict())
 
 
-@extend_schema(operation_id="sessions_hard_delete", **HARD_DELETE_SCHEMA)
-def session_hard_delete(view, request, session_id: str) -> Response:
-    from turns.selectors import session_get_for_user
+class SessionHardDeleteApi(APIView):
+    @extend_schema(operation_id="sessions_hard_delete", **HARD_DELETE_SCHEMA)
+    def delete(self, request, session_id: str) -> Response:
+        from turns.selectors import session_get_for_user
 
-    confirm = _confirmation(request)
-    session = session_get_for_user(user=request.user, session_id=session_id)
-    result = hard_delete.hard_delete_session(
-        session=session, confirm=confirm, via="api", request=request
-    )
-    return Response(result.as_dict())
+        confirm = _confirmation(request)
+        session = session_get_for_user(user=request.user, session_id=session_id)
+        result = hard_delete.hard_delete_session(
+            session=session, confirm=confirm, via="api", request=request
+        )
+        return Response(result.as_dict())
 
 
 class ExportApi(APIView):

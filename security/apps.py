@@ -14,18 +14,7 @@ class SecurityConfig(AppConfig):
         from security.throttling import validate_rates
 
         register_audit_writer(audit_record)  # the lower apps' audited actions land here
-        _add_hard_delete_endpoints()
 
         crypto.validate_configuration()  # a malformed key stops start-up, naming the variable
         validate_rates()
         validate_metrics_guard()
-
-
-def _add_hard_delete_endpoints() -> None:
-    from conversations.apis import ConversationDetailApi
-    from core.api.views import add_view_method
-    from security.apis import conversation_hard_delete, session_hard_delete
-    from turns.apis import SessionDetailApi
-
-    add_view_method(ConversationDetailApi, "delete", conversation_hard_delete)
-    add_view_method(SessionDetailApi, "delete", session_hard_delete)

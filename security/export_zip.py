@@ -140,66 +140,96 @@ def archive_chunks(plan: ArchivePlan, *, actor, manifest: dict | None = None) ->
     Nothing is held between chunks (no transaction, no whole archive in memory), so a
     caller can send each chunk as it comes. `manifest`, if given, is filled in."""
     manifest = manifest if manifest is not None else {}
-    manifest.update(
-        {
-            "format": FORMAT,
-            "version": VERSION,
-            "created_at": datetime.now(UTC).isoformat(),
-            "exported_by": actor.get_username() if actor is not None else None,
-            "target": {"kind": plan.target[0], "id": plan.target[1]},
-            "conversation_ids": sorted(plan.conversation_ids),
-            "session_ids": sorted(plan.session_ids),
-            "tables": {},
-            "transcripts": {},
-            "files": [],
-            "streams": [],
-        }
-    )
-    sink = _Sink()
-    archive = zipfile.ZipFile(sink, "w", compression=zipfile.ZIP_DEFLATED)
+    manifest.update(_manifest_head(plan, actor))
+    out = _ZipOut()
+    yield from _write_tables(out, plan, manifest)
+    yield from _write_transcripts(out, plan, manifest)
+    yield from _write_files(out, plan, manifest)
+    yield from _write_streams(out, plan, manifest)
+    yield out.close(manifest)
 
-    def write(name: str, pieces, totals: dict) -> Iterator[bytes]:
+
+def _manifest_head(plan: ArchivePlan, actor) -> dict:
+    """The manifest before any entry: what was exported, by whom, when."""
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "created_at": datetime.now(UTC).isoformat(),
+        "exported_by": actor.get_username() if actor is not None else None,
+        "target": {"kind": plan.target[0], "id": plan.target[1]},
+        "conversation_ids": sorted(plan.conversation_ids),
+        "session_ids": sorted(plan.session_ids),
+        "tables": {},
+        "transcripts": {},
+        "files": [],
+        "streams": [],
+    }
+
+
+class _ZipOut:
+    """A zip archive written to a `_Sink`: each entry yields its compressed bytes as
+    they come."""
+
+    def __init__(self) -> None:
+        self.sink = _Sink()
+        self.archive = zipfile.ZipFile(self.sink, "w", compression=zipfile.ZIP_DEFLATED)
+
+    def write(self, name: str, pieces, totals: dict) -> Iterator[bytes]:
         """Write one entry from `pieces`, yielding compressed bytes as they come; its
         size and SHA-256 go into `totals`."""
         digest, size = hashlib.sha256(), 0
-        with archive.open(name, "w", force_zip64=True) as handle:
+        with self.archive.open(name, "w", force_zip64=True) as handle:
             for piece in pieces:
                 handle.write(piece)
                 digest.update(piece)
                 size += len(piece)
-                if chunk := sink.drain():
+                if chunk := self.sink.drain():
                     yield chunk
         totals.update(bytes=size, sha256=digest.hexdigest())
 
+    def close(self, manifest: dict) -> bytes:
+        """manifest.json, the central directory: the archive's last bytes."""
+        self.archive.writestr("manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))
+        self.archive.close()
+        return self.sink.drain()
+
+
+def _write_tables(out: _ZipOut, plan: ArchivePlan, manifest: dict) -> Iterator[bytes]:
     for model in sorted(plan.collected, key=lambda m: m._meta.label):
         name = f"tables/{model._meta.label}.jsonl"
         lines, totals = _counted(_row_lines(model, plan.collected[model])), {}
-        yield from write(name, lines, totals)
+        yield from out.write(name, lines, totals)
         manifest["tables"][model._meta.label] = {
             "file": name,
             "rows": lines.count,
             "sha256": totals["sha256"],
         }
+
+
+def _write_transcripts(out: _ZipOut, plan: ArchivePlan, manifest: dict) -> Iterator[bytes]:
     for conversation in Conversation.objects.filter(pk__in=plan.conversation_ids).order_by("pk"):
         name = f"transcripts/{conversation.pk}.jsonl"
-        yield from write(name, (line.encode() for line in export_jsonl(conversation)), {})
+        yield from out.write(name, (line.encode() for line in export_jsonl(conversation)), {})
         manifest["transcripts"][str(conversation.pk)] = name
+
+
+def _write_files(out: _ZipOut, plan: ArchivePlan, manifest: dict) -> Iterator[bytes]:
     storage = file_storage()
     for large_file in LargeFile.objects.filter(pk__in=plan.file_ids).order_by("pk"):
         name = f"files/{large_file.storage_key}"
         totals = {}
-        yield from write(name, _file_pieces(storage, large_file.storage_key), totals)
+        yield from out.write(name, _file_pieces(storage, large_file.storage_key), totals)
         manifest["files"].append({"file_id": large_file.pk, "path": name, **totals})
+
+
+def _write_streams(out: _ZipOut, plan: ArchivePlan, manifest: dict) -> Iterator[bytes]:
     for path in plan.stream_paths:
         if not journal_store.exists(path):  # local, or published to shared storage
             continue
         name = f"streams/{path.name}"
         totals = {}
-        yield from write(name, _journal_lines(path), totals)
+        yield from out.write(name, _journal_lines(path), totals)
         manifest["streams"].append({"path": name, **totals})
-    archive.writestr("manifest.json", json.dumps(manifest, indent=2, ensure_ascii=False))
-    archive.close()
-    yield sink.drain()
 
 
 class _counted:

@@ -220,32 +220,10 @@ def _remove_stored(keys: list[str], paths: list) -> None:
 def _hard_delete(
     *, conversation_ids: set[int], session_ids: set[str], actor, via: str, request, target
 ) -> HardDeleteResult:
-    from memory.models import Chunk
-    from turns.models import Session
-
     with transaction.atomic(durable=True):
-        # Writers of these conversations wait for us (appends lock the row; compaction
-        # holds the advisory lock), and we wait for them.
-        list(
-            Conversation.objects.select_for_update()
-            .filter(pk__in=conversation_ids)
-            .values_list("pk", flat=True)
-        )
-        for conversation_id in sorted(conversation_ids):
-            locks.lock(locks.LockKind.COMPACTION, conversation_id)
+        _lock_conversations(conversation_ids)
         collected = collect(conversation_ids=conversation_ids, session_ids=session_ids)
-        outside_conversations = collected.get(Conversation, set()) - conversation_ids
-        outside_sessions = collected.get(Session, set()) - session_ids
-        if outside_conversations or outside_sessions:
-            raise NotDeletable(
-                "these rows are shared with other conversations or sessions; "
-                "hard-delete those too, or nothing",
-                code="shared_rows",
-                extra={
-                    "conversation_ids": sorted(outside_conversations),
-                    "session_ids": sorted(outside_sessions),
-                },
-            )
+        _refuse_shared_rows(collected, conversation_ids, session_ids)
         keys = list(
             LargeFile.objects.filter(pk__in=collected.get(LargeFile, ())).values_list(
                 "storage_key", flat=True
@@ -255,15 +233,7 @@ def _hard_delete(
         result = HardDeleteResult(
             conversation_ids=sorted(conversation_ids), session_ids=sorted(session_ids)
         )
-        with hard_delete_permit():
-            _delete_pgvector_rows(collected.get(Chunk, set()))
-            for model in _deletion_order(collected):
-                deleted = 0
-                for batch in _batches(sorted(collected[model], key=str)):
-                    deleted += model._base_manager.filter(pk__in=batch)._raw_delete(
-                        connection.alias
-                    )
-                result.counts[model._meta.label] = deleted
+        result.counts.update(_delete_rows(collected))
         result.files = len(keys)
         result.journals = sum(1 for path in paths if _journal_exists(path))
         audit_record(
@@ -279,6 +249,51 @@ def _hard_delete(
         transaction.on_commit(lambda: _remove_stored(keys, paths))
     logger.info("hard delete of %s %s: %s", target[0], target[1], result.counts)
     return result
+
+
+def _lock_conversations(conversation_ids: set[int]) -> None:
+    """Writers of these conversations wait for us (appends lock the row; compaction
+    holds the advisory lock), and we wait for them."""
+    list(
+        Conversation.objects.select_for_update()
+        .filter(pk__in=conversation_ids)
+        .values_list("pk", flat=True)
+    )
+    for conversation_id in sorted(conversation_ids):
+        locks.lock(locks.LockKind.COMPACTION, conversation_id)
+
+
+def _refuse_shared_rows(collected: dict, conversation_ids: set[int], session_ids: set[str]) -> None:
+    """All or nothing: rows that reach other conversations or sessions stop the delete."""
+    from turns.models import Session
+
+    outside_conversations = collected.get(Conversation, set()) - conversation_ids
+    outside_sessions = collected.get(Session, set()) - session_ids
+    if outside_conversations or outside_sessions:
+        raise NotDeletable(
+            "these rows are shared with other conversations or sessions; "
+            "hard-delete those too, or nothing",
+            code="shared_rows",
+            extra={
+                "conversation_ids": sorted(outside_conversations),
+                "session_ids": sorted(outside_sessions),
+            },
+        )
+
+
+def _delete_rows(collected: dict) -> dict[str, int]:
+    """Delete every collected row, dependents first; the rows deleted per model."""
+    from memory.models import Chunk
+
+    counts = {}
+    with hard_delete_permit():
+        _delete_pgvector_rows(collected.get(Chunk, set()))
+        for model in _deletion_order(collected):
+            deleted = 0
+            for batch in _batches(sorted(collected[model], key=str)):
+                deleted += model._base_manager.filter(pk__in=batch)._raw_delete(connection.alias)
+            counts[model._meta.label] = deleted
+    return counts
 
 
 class ConfirmationMismatch(LcmError):

@@ -4,6 +4,7 @@ database comes from LCM_DATABASE_URL, then DATABASE_URL, then SQLite under LCM_D
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -100,6 +101,29 @@ def test_every_default_is_inside_its_own_accepted_range(setting):
     assert setting.parse(raw) == setting.default
 
 
+def test_every_loaded_setting_is_assigned_by_name_in_the_settings_module():
+    """lcmsite/settings.py names each LCM_* setting (`LCM_X = LCM["LCM_X"]`) instead of
+    injecting them all at once: the list there and core/config.py cannot drift apart."""
+    source = (Path(__file__).resolve().parent.parent / "lcmsite" / "settings.py").read_text()
+    named = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript):
+            target, value = node.targets[0], node.value
+            if isinstance(value.value, ast.Name) and value.value.id == "LCM":
+                named[target.id] = value.slice.value
+    assert "globals()" not in source
+    assert set(named) == set(load_lcm_settings({}))
+    assert all(name == key for name, key in named.items())
+
+
+def test_a_removed_setting_set_in_the_environment_is_ignored():
+    # LCM_RETRIEVAL_MAX_TOKENS (the engine config's [budget] max_retrieval_tokens is the
+    # one cap), like LCM_RETRIEVAL_MMR before it: not parsed, not a setting.
+    values = load_lcm_settings({"LCM_RETRIEVAL_MAX_TOKENS": "not a number"})
+    assert "LCM_RETRIEVAL_MAX_TOKENS" not in values
+    assert not hasattr(django_settings, "LCM_RETRIEVAL_MAX_TOKENS")
+
+
 @pytest.mark.parametrize("setting", SETTINGS, ids=[s.name for s in SETTINGS])
 def test_every_setting_is_a_django_setting_of_the_same_name(setting):
     assert hasattr(django_settings, setting.name)
@@ -187,6 +211,18 @@ def test_manage_py_check_stops_on_a_bad_value_with_exit_code_2(tmp_path, variabl
     assert result.stderr.startswith(f"configuration error: {variable}={raw!r} is invalid: ")
     assert accepted in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_benchmarks_app_is_installed_only_for_its_own_commands(tmp_path):
+    listed = _manage(tmp_path, "help")
+    assert listed.returncode == 0, listed.stderr
+    assert "lcm_settings" in listed.stdout  # the product's commands are listed
+    assert "lcm_bench" not in listed.stdout and "lcm_eval" not in listed.stdout
+    assert "[benchmarks]" not in listed.stdout
+    for command in ("lcm_bench", "lcm_eval"):
+        helped = _manage(tmp_path, command, "--help")
+        assert helped.returncode == 0, helped.stderr
+        assert f"usage: manage.py {command}" in helped.stdout
 
 
 def test_manage_py_check_passes_with_the_defaults(tmp_path):

@@ -89,8 +89,6 @@ class SessionDetailApi(APIView):
         session = selectors.session_get_for_user(user=request.user, session_id=session_id)
         return Response(_session_detail(session))
 
-    # DELETE (hard delete) is added by the security app (security/apps.py).
-
 
 class TurnListApi(APIView):
     """GET sessions/{id}/turns/; turns/streaming.py's TurnCreateApi adds POST."""

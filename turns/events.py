@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core import crypto
+from core.sse import sse_frame
 from turns import journal_store
 from turns.journal import streams_dir
 
@@ -44,7 +45,7 @@ class TurnEvent:
 
     def as_sse(self) -> bytes:
         body = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
-        return f"id: {self.id}\nevent: {self.event}\ndata: {body}\n\n".encode()
+        return sse_frame(body, event=self.event, event_id=self.id)
 
     def as_json(self) -> str:
         return json.dumps(

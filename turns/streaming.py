@@ -33,6 +33,7 @@ from rest_framework.views import APIView
 from core.api.errors import InvalidInput
 from core.api.requests import NON_BLANK_PATTERN, RequestSerializer
 from core.api.schema import ERRORS, WRITE_ERRORS
+from core.sse import sse_comment, sse_retry
 from turns import events, runner, selectors, services
 from turns.apis import TurnListApi
 from turns.models import OPEN_PHASES, UserTurn
@@ -268,7 +269,7 @@ def _closing_event(turn_id: str, last_id: int) -> events.TurnEvent | None:
 
 
 def _sync_stream(turn_id: str, after: int):
-    yield b"retry: 1000\n\n"
+    yield sse_retry(1000)
     last = after
     terminal = False
     for item in events.follow(turn_id, after, is_finished=lambda: turn_is_over(turn_id)):
@@ -282,13 +283,13 @@ def _sync_stream(turn_id: str, after: int):
 
 
 async def _async_stream(turn_id: str, after: int):
-    yield b"retry: 1000\n\n"
+    yield sse_retry(1000)
     last = after
     terminal = False
     is_over = sync_to_async(turn_is_over)
     async for item in events.afollow(turn_id, after, is_finished=lambda: is_over(turn_id)):
         if item is None:
-            yield b": ping\n\n"
+            yield sse_comment("ping")
             continue
         last = item.id
         terminal = item.event in events.TERMINAL_EVENTS

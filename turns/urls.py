@@ -6,7 +6,7 @@ urlpatterns = [
     # The lead's streaming routes first: POST sessions/{id}/turns/ and the SSE stream.
     path("", include("turns.stream_urls")),
     path("sessions/", apis.SessionListCreateApi.as_view(), name="session-list"),
-    path("sessions/<str:session_id>/", apis.SessionDetailApi.as_view(), name="session-detail"),
+    # sessions/<id>/ (GET here, DELETE in security) is routed by lcmsite/urls.py.
     path(
         "sessions/<str:session_id>/activate-branch/",
         apis.SessionActivateBranchApi.as_view(),

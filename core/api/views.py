@@ -1,4 +1,3 @@
-from django.core.exceptions import ImproperlyConfigured
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -11,13 +10,3 @@ def api_not_found(request, unknown: str) -> JsonResponse:
     return JsonResponse(
         error_body("not_found", f"no API endpoint at /api/v1/{unknown}"), status=404
     )
-
-
-def add_view_method(view: type, name: str, method) -> None:
-    """Give an API view of a lower app an HTTP method that a higher app implements (the
-    security app's hard delete on the conversation and session detail endpoints), from that
-    app's `AppConfig.ready()`: the lower app does not import the higher one. `method` is
-    a function `(view, request, **url_kwargs)`, schema annotations included."""
-    if name in vars(view):
-        raise ImproperlyConfigured(f"{view.__name__} already has a {name} method")
-    setattr(view, name, method)

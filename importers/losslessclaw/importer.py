@@ -26,7 +26,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
 from conversations import bulk
-from conversations.inputs import PartInput, render_parts_text
+from conversations.inputs import PartInput
 from conversations.models import (
     ContextItem,
     Conversation,
@@ -40,6 +40,7 @@ from conversations.models import (
     SummaryMessage,
     SummaryParent,
 )
+from conversations.services import message_text_and_tokens
 from core import locks
 from core.token_estimate import estimate
 from importers.losslessclaw.files import resolve_file
@@ -112,6 +113,93 @@ class _State:
     files: dict[str, str] = field(default_factory=dict)  # source file id -> our file id
     file_shas: dict[str, str] = field(default_factory=dict)  # sha256 -> our file id
     max_source_seq: int = 0
+
+
+@dataclass(frozen=True)
+class _NewMessage:
+    """A source message prepared as a canonical row (before its key is known)."""
+
+    row: object
+    parts: list[PartInput]
+    content: str
+    tokens: int
+    file_ids: list[str]
+    role: str
+    seq: int
+    created_at: object
+
+
+_MESSAGE_COLUMNS = (
+    "conversation_id",
+    "seq",
+    "role",
+    "content",
+    "token_count",
+    "created_at",
+    "external_id",
+    "file_ids",
+)
+
+
+def _free_file_id(source_id: str) -> str:
+    """The source's file id when it is one of ours and free, else a new one (the id is
+    taken by another import of this source, or is not of our form)."""
+    if (
+        not source_id.startswith("file_")
+        or len(source_id) > 32
+        or LargeFile.objects.filter(pk=source_id).exists()
+    ):
+        return new_file_id()
+    return source_id
+
+
+def _summary_problem(sid: str, kind: str, message_ids: list, parent_ids: list) -> str | None:
+    """Why a summary cannot be imported with the sources that could be linked, if it cannot."""
+    if kind not in SummaryKind.values:
+        return f"{sid}: unknown kind {kind!r}"
+    if message_ids and parent_ids:
+        return f"{sid}: links both messages and summaries"
+    if kind == SummaryKind.LEAF and not message_ids:
+        return f"{sid}: a leaf summary with no source message that could be linked"
+    if kind == SummaryKind.CONDENSED and not parent_ids:
+        return f"{sid}: a condensed summary with no source summary that could be linked"
+    if not sid.startswith("sum_") or len(sid) > 32:
+        return f"{sid}: not a summary id of the form sum_<hex>"
+    return None
+
+
+def _refuse_taken_summary_ids(conversation: Conversation, ids: list[str]) -> None:
+    """Summary ids are kept: one that belongs to another conversation stops the import."""
+    taken = list(
+        Summary.objects.filter(pk__in=ids)
+        .exclude(conversation=conversation)
+        .values_list("pk", "conversation_id")[:5]
+    )
+    if taken:
+        raise _Abort(
+            "summary_id_taken",
+            f"summary {taken[0][0]} already belongs to conversation {taken[0][1]} (this "
+            "database was imported before, by another user or under another session id); "
+            "summary ids are kept, so this conversation cannot be imported again",
+            summary_ids=[t[0] for t in taken],
+        )
+
+
+def _insert_summaries(rows, extras, message_edges, parent_edges) -> None:
+    Summary.objects.bulk_create(rows, batch_size=500)
+    if message_edges:
+        bulk.insert_rows(
+            SummaryMessage,
+            ("summary_id", "message_id", "conversation_id", "ordinal"),
+            message_edges,
+        )
+    if parent_edges:
+        bulk.insert_rows(
+            SummaryParent,
+            ("summary_id", "parent_summary_id", "conversation_id", "ordinal"),
+            parent_edges,
+        )
+    ImportedSummary.objects.bulk_create(extras, batch_size=500)
 
 
 def _read_source(source: Source, row) -> _SourceData:
@@ -326,79 +414,77 @@ class ConversationImport:
     # -- large files -----------------------------------------------------------------
 
     def _write_files(self, state: _State) -> None:
-        conversation = state.conversation
         rows, imported = [], []
         for source_file in self.data.files:
-            source_id = source_file["file_id"]
-            if source_id in state.files:
+            if source_file["file_id"] in state.files:
                 continue
-            uri = str(source_file["storage_uri"] or "")
-            found = resolve_file(
-                uri,
-                db_path=self.source.path,
-                files_dir=self.files_dir,
-                trust_paths=self.trust_paths,
-            )
-            if found.data is not None:
-                sha = hashlib.sha256(found.data).hexdigest()
-                if sha in state.file_shas:  # the same bytes are stored already: one file
-                    state.files[source_id] = state.file_shas[sha]
-                    continue
-            else:
-                sha = hashlib.sha256(f"missing:{source_id}".encode()).hexdigest()
-            file_id = source_id
-            if (
-                not file_id.startswith("file_")
-                or len(file_id) > 32
-                or (LargeFile.objects.filter(pk=file_id).exists())
-            ):
-                file_id = new_file_id()  # the id is taken (another import of this source)
-            text = found.data.decode("utf-8", errors="replace") if found.data else ""
-            name = str(source_file["file_name"] or "")
-            file_type = guess_file_type(text, name=name or None, mime=source_file["mime_type"])
-            key = storage_key(
-                conversation_id=conversation.pk, file_id=file_id, extension=file_type.extension
-            )
-            if found.data is not None:
-                write_object(key, found.data)
-                self.written_objects.append(key)
-            else:
-                self.result.problem(
-                    "file_missing",
-                    f"{source_id}: no bytes at {uri} nor under the files directory; the file "
-                    "is kept (summary and references) and marked missing",
-                    file_id=file_id,
-                    storage_uri=uri,
-                )
-            byte_size = len(found.data) if found.data is not None else source_file["byte_size"]
-            rows.append(
-                LargeFile(
-                    id=file_id,
-                    conversation=conversation,
-                    file_name=name,
-                    mime_type=str(source_file["mime_type"] or file_type.mime_type),
-                    byte_size=int(byte_size or 0),
-                    line_count=int(source_file["line_count"] or count_lines(text)),
-                    token_count=estimate(text),
-                    sha256=sha,
-                    storage_key=key,
-                    exploration_summary=clean_text(str(source_file["exploration_summary"] or "")),
-                    tool_name="",
-                )
-            )
-            imported.append(
-                ImportedFile(
-                    large_file_id=file_id,
-                    source_id=source_id,
-                    source_uri=uri,
-                    missing=found.data is None,
-                )
-            )
-            state.files[source_id] = file_id
-            state.file_shas[sha] = file_id
+            written = self._import_file(state, source_file)
+            if written is not None:
+                rows.append(written[0])
+                imported.append(written[1])
         LargeFile.objects.bulk_create(rows)
         ImportedFile.objects.bulk_create(imported)
         self.result.counts["large_files"] = len(rows)
+
+    def _import_file(self, state: _State, source_file) -> tuple[LargeFile, ImportedFile] | None:
+        """One source file's rows, its bytes stored; None when the same bytes are stored
+        already (the source id then maps to that file)."""
+        source_id = source_file["file_id"]
+        uri = str(source_file["storage_uri"] or "")
+        found = resolve_file(
+            uri, db_path=self.source.path, files_dir=self.files_dir, trust_paths=self.trust_paths
+        )
+        if found.data is not None:
+            sha = hashlib.sha256(found.data).hexdigest()
+            if sha in state.file_shas:  # the same bytes are stored already: one file
+                state.files[source_id] = state.file_shas[sha]
+                return None
+        else:
+            sha = hashlib.sha256(f"missing:{source_id}".encode()).hexdigest()
+        file_id = _free_file_id(source_id)
+        text = found.data.decode("utf-8", errors="replace") if found.data else ""
+        name = str(source_file["file_name"] or "")
+        file_type = guess_file_type(text, name=name or None, mime=source_file["mime_type"])
+        key = storage_key(
+            conversation_id=state.conversation.pk, file_id=file_id, extension=file_type.extension
+        )
+        self._store_file_bytes(key, found.data, source_id=source_id, file_id=file_id, uri=uri)
+        byte_size = len(found.data) if found.data is not None else source_file["byte_size"]
+        large_file = LargeFile(
+            id=file_id,
+            conversation=state.conversation,
+            file_name=name,
+            mime_type=str(source_file["mime_type"] or file_type.mime_type),
+            byte_size=int(byte_size or 0),
+            line_count=int(source_file["line_count"] or count_lines(text)),
+            token_count=estimate(text),
+            sha256=sha,
+            storage_key=key,
+            exploration_summary=clean_text(str(source_file["exploration_summary"] or "")),
+            tool_name="",
+        )
+        record = ImportedFile(
+            large_file_id=file_id, source_id=source_id, source_uri=uri, missing=found.data is None
+        )
+        state.files[source_id] = file_id
+        state.file_shas[sha] = file_id
+        return large_file, record
+
+    def _store_file_bytes(
+        self, key: str, data: bytes | None, *, source_id: str, file_id: str, uri: str
+    ) -> None:
+        """Write the bytes (removed again if the import fails), or report them missing."""
+        if data is not None:
+            write_object(key, data)
+            self.written_objects.append(key)
+            return
+        self.result.problem(
+            "file_missing",
+            f"{source_id}: no bytes at {uri} nor under the files directory; the file "
+            "is kept (summary and references) and marked missing",
+            file_id=file_id,
+            storage_uri=uri,
+        )
 
     def _remap_files(self, state: _State, text: str) -> str:
         for source_id, file_id in state.files.items():
@@ -429,102 +515,132 @@ class ConversationImport:
         conversation = state.conversation
         remap = any(s != f for s, f in state.files.items())
         known_files = set(state.files.values())
-        seq = conversation.last_seq
-        prepared = []
-        for row in new:
-            parts = self.data.parts.get(row["message_id"], [])
-            if remap:
-                parts = [
-                    PartInput(
-                        p.part_type,
-                        p.ordinal,
-                        {
-                            k: self._remap_files(state, v) if isinstance(v, str) else v
-                            for k, v in p.columns.items()
-                        },
-                    )
-                    for p in parts
-                ]
-            content = clean_text(str(row["content"] or ""))
-            if remap:
-                content = self._remap_files(state, content)
-            rendered = render_parts_text(tuple(parts)) if parts else ""
-            if parts and not content.strip():
-                content = rendered
-            tokens = max(estimate(content), estimate(rendered)) if parts else estimate(content)
-            mentioned = (
-                content
-                + "\n"
-                + "\n".join(
-                    str(p.columns.get(k) or "")
-                    for p in parts
-                    for k in ("tool_output", "text_content")
-                )
+        prepared = [
+            self._prepare_message(state, row, conversation.last_seq + offset, remap, known_files)
+            for offset, row in enumerate(new, start=1)
+        ]
+        ids = self._insert_messages(conversation, prepared)
+        self._insert_parts(ids, prepared)
+        self._insert_import_records(conversation, ids, prepared)
+        for pk, message in zip(ids, prepared, strict=True):
+            state.messages[str(message.row["message_id"])] = (
+                pk,
+                message.tokens,
+                message.created_at,
             )
-            metadata_ids = [
-                p.columns["metadata"].get("externalizedFileId")
-                for p in parts
-                if isinstance(p.columns.get("metadata"), dict)
-            ]
-            file_ids = [
-                state.files.get(f, f)
-                for f in dict.fromkeys(
-                    [*(f for f in metadata_ids if isinstance(f, str)), *find_file_ids(mentioned)]
-                )
-            ]
-            file_ids = [f for f in dict.fromkeys(file_ids) if f in known_files]
-            role = row["role"] if row["role"] in _ROLES else Role.USER
-            if role != row["role"]:
-                self.result.problem(
-                    "unknown_role",
-                    f"source message {row['message_id']} has role {row['role']!r}; stored as user",
-                )
-            seq += 1
-            created_at = parse_time(row["created_at"]) or self.now
-            prepared.append((row, parts, content, tokens, file_ids, role, seq, created_at))
-        ids = bulk.allocate_ids(Message, len(prepared))
-        columns = (
-            "conversation_id",
-            "seq",
-            "role",
-            "content",
-            "token_count",
-            "created_at",
-            "external_id",
-            "file_ids",
+        seq = prepared[-1].seq
+        Conversation.objects.filter(pk=conversation.pk).update(last_seq=seq, updated_at=self.now)
+        conversation.last_seq = seq
+
+    def _prepare_message(
+        self, state: _State, row, seq: int, remap: bool, known_files: set[str]
+    ) -> _NewMessage:
+        """One source message as a canonical row: text and tokens by ingest's own rule
+        (`message_text_and_tokens`), file ids our own, an unknown role stored as user."""
+        parts = self.data.parts.get(row["message_id"], [])
+        content = clean_text(str(row["content"] or ""))
+        if remap:
+            parts = [self._remapped_part(state, part) for part in parts]
+            content = self._remap_files(state, content)
+        content, tokens = message_text_and_tokens(content=content, parts=parts)
+        return _NewMessage(
+            row=row,
+            parts=parts,
+            content=content,
+            tokens=tokens,
+            file_ids=self._message_file_ids(state, content, parts, known_files),
+            role=self._message_role(row),
+            seq=seq,
+            created_at=parse_time(row["created_at"]) or self.now,
         )
+
+    def _remapped_part(self, state: _State, part: PartInput) -> PartInput:
+        columns = {
+            k: self._remap_files(state, v) if isinstance(v, str) else v
+            for k, v in part.columns.items()
+        }
+        return PartInput(part.part_type, part.ordinal, columns)
+
+    @staticmethod
+    def _message_file_ids(
+        state: _State, content: str, parts: list[PartInput], known_files: set[str]
+    ) -> list[str]:
+        """The conversation's files the message names: in part metadata, then in its text
+        and tool outputs, in that order, each once."""
+        mentioned = (
+            content
+            + "\n"
+            + "\n".join(
+                str(p.columns.get(k) or "") for p in parts for k in ("tool_output", "text_content")
+            )
+        )
+        metadata_ids = [
+            p.columns["metadata"].get("externalizedFileId")
+            for p in parts
+            if isinstance(p.columns.get("metadata"), dict)
+        ]
+        file_ids = [
+            state.files.get(f, f)
+            for f in dict.fromkeys(
+                [*(f for f in metadata_ids if isinstance(f, str)), *find_file_ids(mentioned)]
+            )
+        ]
+        return [f for f in dict.fromkeys(file_ids) if f in known_files]
+
+    def _message_role(self, row) -> str:
+        role = row["role"] if row["role"] in _ROLES else Role.USER
+        if role != row["role"]:
+            self.result.problem(
+                "unknown_role",
+                f"source message {row['message_id']} has role {row['role']!r}; stored as user",
+            )
+        return role
+
+    @staticmethod
+    def _insert_messages(conversation: Conversation, prepared: list[_NewMessage]) -> list[int]:
+        """Insert the messages; their ids, in order (reserved first where the database can)."""
+        ids = bulk.allocate_ids(Message, len(prepared))
+        columns = _MESSAGE_COLUMNS
         message_rows = [
             (
                 conversation.pk,
-                seq,
-                role,
-                content,
-                tokens,
-                created_at,
-                f"lossless-claw:{row['message_id']}",
-                file_ids,
+                m.seq,
+                m.role,
+                m.content,
+                m.tokens,
+                m.created_at,
+                f"lossless-claw:{m.row['message_id']}",
+                m.file_ids,
             )
-            for row, _, content, tokens, file_ids, role, seq, created_at in prepared
+            for m in prepared
         ]
         if ids is not None:
             columns = ("id", *columns)
             message_rows = [(pk, *r) for pk, r in zip(ids, message_rows, strict=True)]
         bulk.insert_rows(Message, columns, message_rows)
-        if ids is None:
-            by_seq = dict(
-                Message.objects.filter(
-                    conversation=conversation, seq__range=(prepared[0][6], prepared[-1][6])
-                ).values_list("seq", "id")
-            )
-            ids = [by_seq[p[6]] for p in prepared]
-        used = sorted({name for p in prepared for part in p[1] for name in part.columns})
+        if ids is not None:
+            return ids
+        by_seq = dict(
+            Message.objects.filter(
+                conversation=conversation, seq__range=(prepared[0].seq, prepared[-1].seq)
+            ).values_list("seq", "id")
+        )
+        return [by_seq[m.seq] for m in prepared]
+
+    def _insert_parts(self, ids: list[int], prepared: list[_NewMessage]) -> None:
+        used = sorted({name for m in prepared for part in m.parts for name in part.columns})
         part_rows = [
             (pk, self.session_id, part.part_type, part.ordinal, *map(part.columns.get, used))
-            for pk, p in zip(ids, prepared, strict=True)
-            for part in p[1]
+            for pk, m in zip(ids, prepared, strict=True)
+            for part in m.parts
         ]
         if part_rows:
             bulk.insert_rows(MessagePart, (*_PART_KEY, *used), part_rows)
+
+    def _insert_import_records(
+        self, conversation: Conversation, ids: list[int], prepared: list[_NewMessage]
+    ) -> None:
+        """Each message's source id and what lossless-claw kept that we do not model."""
         bulk.insert_rows(
             ImportedMessage,
             ("message_id", "conversation_id", "source_id", "source_token_count", "source"),
@@ -532,22 +648,18 @@ class ConversationImport:
                 (
                     pk,
                     conversation.pk,
-                    str(row["message_id"]),
-                    row["token_count"],
+                    str(m.row["message_id"]),
+                    m.row["token_count"],
                     {
-                        "message_id": row["message_id"],
-                        "seq": row["seq"],
-                        "part_ids": self.data.part_ids.get(row["message_id"], []),
-                        **source_extras(row, _MESSAGE_EXTRAS),
+                        "message_id": m.row["message_id"],
+                        "seq": m.row["seq"],
+                        "part_ids": self.data.part_ids.get(m.row["message_id"], []),
+                        **source_extras(m.row, _MESSAGE_EXTRAS),
                     },
                 )
-                for pk, (row, *_rest) in zip(ids, prepared, strict=True)
+                for pk, m in zip(ids, prepared, strict=True)
             ),
         )
-        for pk, (row, _, _, tokens, _, _, _, created_at) in zip(ids, prepared, strict=True):
-            state.messages[str(row["message_id"])] = (pk, tokens, created_at)
-        Conversation.objects.filter(pk=conversation.pk).update(last_seq=seq, updated_at=self.now)
-        conversation.last_seq = seq
 
     # -- summaries -------------------------------------------------------------------
 
@@ -570,56 +682,15 @@ class ConversationImport:
         depths = {sid: s.depth for sid, s in state.summaries.items()}
         for row in self._ordered_new_summaries(state):
             sid = row["summary_id"]
-            kind = row["kind"]
-            sources_m = self.data.message_edges.get(sid, [])
-            sources_p = self.data.parent_edges.get(sid, [])
-            message_ids, parent_ids = [], []
-            for message_id in sources_m:
-                mapped = state.messages.get(str(message_id))
-                if mapped is None:
-                    self.result.problem(
-                        "unlinked_message",
-                        f"{sid}: source message {message_id} does not exist; edge not linked",
-                        summary_id=sid,
-                        message_id=message_id,
-                    )
-                    continue
-                message_ids.append(mapped[0])
-            for parent_id in sources_p:
-                if parent_id not in available:
-                    self.result.problem(
-                        "unlinked_parent",
-                        f"{sid}: source summary {parent_id} does not exist (or could not be "
-                        "imported); edge not linked",
-                        summary_id=sid,
-                        parent_summary_id=parent_id,
-                    )
-                    continue
-                parent_ids.append(parent_id)
-            problem = None
-            if kind not in SummaryKind.values:
-                problem = f"{sid}: unknown kind {kind!r}"
-            elif message_ids and parent_ids:
-                problem = f"{sid}: links both messages and summaries"
-            elif kind == SummaryKind.LEAF and not message_ids:
-                problem = f"{sid}: a leaf summary with no source message that could be linked"
-            elif kind == SummaryKind.CONDENSED and not parent_ids:
-                problem = f"{sid}: a condensed summary with no source summary that could be linked"
-            elif not sid.startswith("sum_") or len(sid) > 32:
-                problem = f"{sid}: not a summary id of the form sum_<hex>"
+            message_ids = self._linked_messages(state, sid)
+            parent_ids = self._linked_parents(sid, available)
+            problem = _summary_problem(sid, row["kind"], message_ids, parent_ids)
             if problem:
                 self.result.problem(
                     "summary_not_imported", problem + "; not imported", summary_id=sid
                 )
                 continue
-            depth = 0 if kind == SummaryKind.LEAF else 1 + max(depths[p] for p in parent_ids)
-            if row["depth"] is not None and int(row["depth"]) != depth:
-                self.result.problem(
-                    "depth_recomputed",
-                    f"{sid}: source depth {row['depth']} does not match its sources; "
-                    f"stored with depth {depth}",
-                    summary_id=sid,
-                )
+            depth = self._checked_depth(row, parent_ids, depths)
             available.add(sid)
             self.planned_summaries.add(sid)
             depths[sid] = depth
@@ -629,78 +700,64 @@ class ConversationImport:
         self.result.counts["summary_parents"] = sum(len(p[2]) for p in planned)
         return planned
 
+    def _linked_messages(self, state: _State, sid: str) -> list[int]:
+        """Our ids of the summary's source messages; an edge to a missing one is reported."""
+        message_ids = []
+        for message_id in self.data.message_edges.get(sid, []):
+            mapped = state.messages.get(str(message_id))
+            if mapped is None:
+                self.result.problem(
+                    "unlinked_message",
+                    f"{sid}: source message {message_id} does not exist; edge not linked",
+                    summary_id=sid,
+                    message_id=message_id,
+                )
+                continue
+            message_ids.append(mapped[0])
+        return message_ids
+
+    def _linked_parents(self, sid: str, available: set[str]) -> list[str]:
+        """The summary's source summaries that exist (or are planned before it)."""
+        parent_ids = []
+        for parent_id in self.data.parent_edges.get(sid, []):
+            if parent_id not in available:
+                self.result.problem(
+                    "unlinked_parent",
+                    f"{sid}: source summary {parent_id} does not exist (or could not be "
+                    "imported); edge not linked",
+                    summary_id=sid,
+                    parent_summary_id=parent_id,
+                )
+                continue
+            parent_ids.append(parent_id)
+        return parent_ids
+
+    def _checked_depth(self, row, parent_ids: list[str], depths: dict[str, int]) -> int:
+        """The depth its sources give it; a source depth that disagrees is reported."""
+        depth = 0 if row["kind"] == SummaryKind.LEAF else 1 + max(depths[p] for p in parent_ids)
+        if row["depth"] is not None and int(row["depth"]) != depth:
+            self.result.problem(
+                "depth_recomputed",
+                f"{row['summary_id']}: source depth {row['depth']} does not match its sources; "
+                f"stored with depth {depth}",
+                summary_id=row["summary_id"],
+            )
+        return depth
+
     def _write_summaries(self, state: _State) -> None:
         planned = self._plan_summaries(state)
         if not planned:
             return
         conversation = state.conversation
-        ids = [p[0]["summary_id"] for p in planned]
-        taken = list(
-            Summary.objects.filter(pk__in=ids)
-            .exclude(conversation=conversation)
-            .values_list("pk", "conversation_id")[:5]
-        )
-        if taken:
-            raise _Abort(
-                "summary_id_taken",
-                f"summary {taken[0][0]} already belongs to conversation {taken[0][1]} (this "
-                "database was imported before, by another user or under another session id); "
-                "summary ids are kept, so this conversation cannot be imported again",
-                summary_ids=[t[0] for t in taken],
-            )
+        _refuse_taken_summary_ids(conversation, [p[0]["summary_id"] for p in planned])
         known_files = set(state.files.values())
         by_id = dict(state.summaries)
-        message_times = {pk: at for pk, _, at in state.messages.values()}
-        message_tokens = {pk: tokens for pk, tokens, _ in state.messages.values()}
+        messages = {pk: (tokens, at) for pk, tokens, at in state.messages.values()}
         rows, extras, message_edges, parent_edges = [], [], [], []
         for row, message_ids, parent_ids, depth in planned:
             sid = row["summary_id"]
-            content = self._remap_files(state, clean_text(str(row["content"] or "")))
-            if message_ids:
-                times = [message_times[m] for m in message_ids]
-                source_tokens = sum(message_tokens[m] for m in message_ids)
-                descendants = 0
-                below_tokens = source_tokens
-            else:
-                parents = [by_id[p] for p in parent_ids]
-                times = [t for p in parents for t in (p.earliest_at, p.latest_at)]
-                source_tokens = sum(p.token_count for p in parents)
-                descendants = sum(p.descendant_count + 1 for p in parents)
-                below_tokens = sum(p.descendant_token_count for p in parents)
-            earliest = parse_time(row["earliest_at"]) or min(times)
-            latest = parse_time(row["latest_at"]) or max(times)
-            if earliest > latest:
-                earliest, latest = latest, earliest
-            file_ids = []
-            raw_files = row["file_ids"]
-            for file_id in _json_list(raw_files):
-                mapped = state.files.get(file_id, file_id)
-                if mapped in known_files:
-                    file_ids.append(mapped)
-                else:
-                    self.result.problem(
-                        "unknown_file_id",
-                        f"{sid}: file id {file_id} names no large file of the conversation; "
-                        "left out of the summary's file ids",
-                        summary_id=sid,
-                    )
-            summary = Summary(
-                id=sid,
-                conversation=conversation,
-                kind=row["kind"],
-                depth=depth,
-                level=SummaryLevel.FALLBACK if _TRUNCATION_MARK in content else SummaryLevel.NORMAL,
-                content=content,
-                token_count=estimate(content),
-                earliest_at=earliest,
-                latest_at=latest,
-                descendant_count=descendants,
-                descendant_token_count=below_tokens,
-                source_token_count=source_tokens,
-                model=str(row["model"] or "")[:255],
-                file_ids=list(dict.fromkeys(file_ids)),
-                created_at=parse_time(row["created_at"]) or self.now,
-            )
+            summary = self._summary_row(state, row, message_ids, parent_ids, depth, by_id, messages)
+            summary.file_ids = self._summary_file_ids(state, row, known_files)
             by_id[sid] = summary
             rows.append(summary)
             extras.append(
@@ -712,21 +769,69 @@ class ConversationImport:
             )
             message_edges.extend((sid, m, conversation.pk, i) for i, m in enumerate(message_ids))
             parent_edges.extend((sid, p, conversation.pk, i) for i, p in enumerate(parent_ids))
-        Summary.objects.bulk_create(rows, batch_size=500)
-        if message_edges:
-            bulk.insert_rows(
-                SummaryMessage,
-                ("summary_id", "message_id", "conversation_id", "ordinal"),
-                message_edges,
-            )
-        if parent_edges:
-            bulk.insert_rows(
-                SummaryParent,
-                ("summary_id", "parent_summary_id", "conversation_id", "ordinal"),
-                parent_edges,
-            )
-        ImportedSummary.objects.bulk_create(extras, batch_size=500)
+        _insert_summaries(rows, extras, message_edges, parent_edges)
         state.summaries.update({s.id: s for s in rows})
+
+    def _summary_row(
+        self,
+        state: _State,
+        row,
+        message_ids: list[int],
+        parent_ids: list[str],
+        depth: int,
+        by_id: dict[str, Summary],
+        messages: dict[int, tuple[int, object]],
+    ) -> Summary:
+        """The summary with its span and counts taken from its sources (messages, as
+        `messages` {id: (tokens, time)} gives them, or summaries), its text remapped."""
+        content = self._remap_files(state, clean_text(str(row["content"] or "")))
+        if message_ids:
+            times = [messages[m][1] for m in message_ids]
+            source_tokens = sum(messages[m][0] for m in message_ids)
+            descendants, below_tokens = 0, source_tokens
+        else:
+            parents = [by_id[p] for p in parent_ids]
+            times = [t for p in parents for t in (p.earliest_at, p.latest_at)]
+            source_tokens = sum(p.token_count for p in parents)
+            descendants = sum(p.descendant_count + 1 for p in parents)
+            below_tokens = sum(p.descendant_token_count for p in parents)
+        earliest = parse_time(row["earliest_at"]) or min(times)
+        latest = parse_time(row["latest_at"]) or max(times)
+        if earliest > latest:
+            earliest, latest = latest, earliest
+        return Summary(
+            id=row["summary_id"],
+            conversation=state.conversation,
+            kind=row["kind"],
+            depth=depth,
+            level=SummaryLevel.FALLBACK if _TRUNCATION_MARK in content else SummaryLevel.NORMAL,
+            content=content,
+            token_count=estimate(content),
+            earliest_at=earliest,
+            latest_at=latest,
+            descendant_count=descendants,
+            descendant_token_count=below_tokens,
+            source_token_count=source_tokens,
+            model=str(row["model"] or "")[:255],
+            file_ids=[],
+            created_at=parse_time(row["created_at"]) or self.now,
+        )
+
+    def _summary_file_ids(self, state: _State, row, known_files: set[str]) -> list[str]:
+        """Our ids of the files the summary names; an id naming no file is reported."""
+        file_ids = []
+        for file_id in _json_list(row["file_ids"]):
+            mapped = state.files.get(file_id, file_id)
+            if mapped in known_files:
+                file_ids.append(mapped)
+            else:
+                self.result.problem(
+                    "unknown_file_id",
+                    f"{row['summary_id']}: file id {file_id} names no large file of the "
+                    "conversation; left out of the summary's file ids",
+                    summary_id=row["summary_id"],
+                )
+        return list(dict.fromkeys(file_ids))
 
     # -- active context --------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from console.terminal import parse_sse
+from console.terminal.sse import parse_sse
 from tests.console.helpers import make_session
 from tests.support.tokens import issue_token
 from turns.models import Branch, Session, UserTurn

@@ -21,7 +21,9 @@ from memory.turn_retrieval import (
     turn_search,
 )
 from memory.vectors import ScopeFilter
+from providers.config import model_get
 from tests.memory.helpers import append
+from turns.context import budget_for
 
 pytestmark = pytest.mark.django_db
 
@@ -164,7 +166,7 @@ def test_every_item_carries_its_date_and_the_wrapper_shows_it(conversation, sett
         assert 'trust="untrusted"' in header
 
 
-def test_a_turn_packs_within_its_budget(conversation, settings):
+def test_a_turn_packs_within_its_budget(conversation, settings, tmp_path, monkeypatch):
     settings.LCM_RETRIEVAL_SIMILARITY_THRESHOLD = 0.0
     append(
         conversation,
@@ -186,9 +188,15 @@ def test_a_turn_packs_within_its_budget(conversation, settings):
     assert len(large) > len(small)
     # the budget, not top_k, ends the list: a turn asks for as many as its budget holds
     assert len(large) > settings.LCM_RETRIEVAL_TOP_K
-    # the budget never goes past LCM_RETRIEVAL_MAX_TOKENS
-    settings.LCM_RETRIEVAL_MAX_TOKENS = 150
-    _, capped, stats = turn_retrieve(scope=_scope(conversation), query=query, budget_tokens=1000)
+    # the budget never goes past the engine config's [budget] max_retrieval_tokens: a
+    # turn's budget is min(it, a quarter of the input) (turns.context.budget_for)
+    config = tmp_path / "config.toml"
+    config.write_text("[budget]\nmax_retrieval_tokens = 150\n")
+    monkeypatch.setenv("LCM_CONFIG_FILE", str(config))
+    monkeypatch.setenv("LCM_RETRIEVAL_MAX_TOKENS", "5000")  # removed: ignored
+    budget = budget_for(model_get("offline"))["retrieval_budget"]
+    assert budget == 150
+    _, capped, stats = turn_retrieve(scope=_scope(conversation), query=query, budget_tokens=budget)
     assert stats["budget_tokens"] == 150
     assert [i.chunk_id for i in capped] == [i.chunk_id for i in small]
 

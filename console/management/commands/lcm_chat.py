@@ -1,4 +1,4 @@
-"""`manage.py lcm_chat`: the terminal chat client (console/terminal.py) over the HTTP API."""
+"""`manage.py lcm_chat`: the terminal chat client (console/terminal/) over the HTTP API."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
-from console.terminal import main
+from console.terminal.chat import main
 
 
 class Command(BaseCommand):

@@ -1,8 +1,8 @@
-"""The terminal chat client: the console's header, streaming and commands over the HTTP API.
+"""The terminal chat loop: the console's header, streaming and commands over the HTTP API.
 
 Plain lines in, plain lines out (stdin/stdout), so it works in any terminal, over ssh, in a
-pipe and under a test's subprocess. It needs only the standard library: `http.client` for
-the requests, and its own Server-Sent Events reader for the streams. A dropped stream is
+pipe and under a test's subprocess. It needs only the standard library: the requests go
+through `client.py`, the streams through `sse.py`. A dropped stream is
 resumed from the turn's event log with `Last-Event-ID`, skipping nothing and repeating
 nothing (events are applied only once, by id).
 
@@ -14,149 +14,22 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import os
 import shlex
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TextIO
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
+
+from console.terminal.client import ApiClient, ApiError
+from console.terminal.sse import SseEvent
 
 # A server restart takes seconds: keep trying for about a minute, backing off to 2 s.
 RESUME_ATTEMPTS = 40
 RESUME_DELAY_SECONDS = 0.3
 RESUME_MAX_DELAY_SECONDS = 2.0
 TOOLS_MODES = ("disabled", "parse_only", "enabled")
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, extra: dict | None = None):
-        super().__init__(f"{code}: {message}")
-        self.status = status
-        self.code = code
-        self.message = message
-        self.extra = extra or {}
-
-
-@dataclass(frozen=True)
-class SseEvent:
-    id: int | None
-    event: str
-    data: dict
-
-
-class ApiClient:
-    """JSON and event-stream requests to one server with one token."""
-
-    def __init__(self, base_url: str, token: str, *, timeout: float = 60.0) -> None:
-        parts = urlsplit(base_url.rstrip("/"))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"--url must be an http(s) URL, got {base_url!r}")
-        self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port
-        self.prefix = parts.path.rstrip("/") + "/api/v1/"
-        self.token = token
-        self.timeout = timeout
-
-    def relative(self, url: str) -> str:
-        """A `next` link of a paged answer as a path under /api/v1/."""
-        parts = urlsplit(url)
-        path = parts.path[len(self.prefix) :] if parts.path.startswith(self.prefix) else parts.path
-        return path + (f"?{parts.query}" if parts.query else "")
-
-    def _connection(self) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
-        return cls(self.host, self.port, timeout=self.timeout)
-
-    def _headers(self, accept: str) -> dict:
-        return {
-            "Authorization": f"Token {self.token}",
-            "Accept": accept,
-            "Content-Type": "application/json",
-        }
-
-    def request(self, method: str, path: str, body: dict | None = None):
-        conn = self._connection()
-        try:
-            payload = None if body is None else json.dumps(body).encode()
-            conn.request(method, self.prefix + path, payload, self._headers("application/json"))
-            response = conn.getresponse()
-            raw = response.read()
-        finally:
-            conn.close()
-        data = json.loads(raw) if raw else None
-        if response.status >= 400:
-            data = data if isinstance(data, dict) else {}
-            raise ApiError(
-                response.status,
-                data.get("code", f"http_{response.status}"),
-                data.get("message", response.reason),
-                data.get("extra"),
-            )
-        return data
-
-    def stream(
-        self, method: str, path: str, body: dict | None = None, *, last_event_id: int = 0
-    ) -> Iterator[SseEvent]:
-        """The events of one connection, until it closes (a drop simply ends the iterator)."""
-        conn = self._connection()
-        headers = self._headers("text/event-stream")
-        if last_event_id:
-            headers["Last-Event-ID"] = str(last_event_id)
-        try:
-            payload = None if body is None else json.dumps(body).encode()
-            conn.request(method, self.prefix + path, payload, headers)
-            response = conn.getresponse()
-            if response.status >= 400:
-                raw = response.read()
-                data = json.loads(raw) if raw else {}
-                raise ApiError(
-                    response.status,
-                    data.get("code", f"http_{response.status}"),
-                    data.get("message", response.reason),
-                    data.get("extra"),
-                )
-            yield from parse_sse(response)
-        except (OSError, http.client.HTTPException):
-            return  # a dropped connection: the caller resumes
-        finally:
-            conn.close()
-
-
-def parse_sse(lines) -> Iterator[SseEvent]:
-    """Server-Sent Events from an iterable of byte lines (blank line ends an event)."""
-    event_id: int | None = None
-    name = "message"
-    data: list[str] = []
-    for raw in lines:
-        line = raw.decode("utf-8").rstrip("\r\n")
-        if not line:
-            if data or event_id is not None:
-                text = "\n".join(data)
-                try:
-                    parsed = json.loads(text) if text else {}
-                except ValueError:
-                    parsed = {"text": text}
-                yield SseEvent(
-                    event_id, name, parsed if isinstance(parsed, dict) else {"value": parsed}
-                )
-            event_id, name, data = None, "message", []
-            continue
-        if line.startswith(":"):
-            continue
-        field_name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if field_name == "id":
-            try:
-                event_id = int(value)
-            except ValueError:
-                event_id = None
-        elif field_name == "event":
-            name = value
-        elif field_name == "data":
-            data.append(value)
 
 
 def _rows(data) -> list:
@@ -715,7 +588,3 @@ def _input_lines() -> Iterator[str]:
             yield input("> ") + "\n"
         except EOFError:
             return
-
-
-def env_default(name: str) -> str:
-    return os.environ.get(name, "")
