@@ -103,11 +103,6 @@ def decrypt_line(raw: bytes) -> bytes:
         raise DecryptionError("no configured key decrypts this line") from None
 
 
-def is_encrypted_line(raw: bytes) -> bool:
-    raw = raw.strip()
-    return bool(raw) and not raw.startswith(b"{")
-
-
 # Whole objects ----------------------------------------------------------------------------
 
 

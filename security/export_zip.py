@@ -259,13 +259,3 @@ def _journal_lines(path) -> Iterator[bytes]:
             continue  # a torn tail, as every reader skips it
         if clear:
             yield clear + b"\n"
-
-
-def build_archive(
-    *, conversation_ids: set[int], session_ids: set[str], target: tuple[str, str], actor
-) -> tuple[bytes, dict]:
-    """(zip bytes, manifest): the whole archive in memory, for callers that want it so."""
-    plan = archive_plan(conversation_ids=conversation_ids, session_ids=session_ids, target=target)
-    manifest: dict = {}
-    data = b"".join(archive_chunks(plan, actor=actor, manifest=manifest))
-    return data, manifest

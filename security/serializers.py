@@ -18,16 +18,6 @@ class HardDeleteResultSerializer(serializers.Serializer):
         ref_name = "HardDeleteResult"
 
 
-class HardDeleteRequestSerializer(RequestSerializer):
-    confirm = serializers.CharField(
-        required=False,
-        help_text="The id being deleted, repeated (or the `confirm` query parameter).",
-    )
-
-    class Meta:
-        ref_name = "HardDeleteRequest"
-
-
 class ExportRequestSerializer(RequestSerializer):
     conversation_id = serializers.IntegerField(required=False, min_value=1)
     session_id = serializers.CharField(required=False, max_length=64)
