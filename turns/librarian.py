@@ -214,8 +214,8 @@ def _librarian_provider():
         return None
     try:
         from compaction.guard import DatabaseGuard
-        from providers.base import provider_for
         from providers.config import api_key, model_get
+        from providers.registry import provider_for
 
         spec = model_get(name)
     except Exception:  # unknown model or providers not importable: deterministic

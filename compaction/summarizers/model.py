@@ -1,5 +1,5 @@
 """The model summarizer: one non-streaming call per attempt through the provider layer, on
-any configured model (`providers.base.provider_for`: anthropic, openai, openai_chat).
+any configured model (`providers.registry.provider_for`: anthropic, openai, openai_chat).
 
 The provider layer retries 429, 529 and other 5xx with exponential backoff that honours
 `retry-after`; here 401/403 and a missing key (`MissingKey`, which names the variable)
