@@ -173,11 +173,6 @@ def _add_sentence(units: list[str], piece: str) -> None:
         units.append(piece)
 
 
-def signals(sentence: str) -> Signals:
-    """The facts in one sentence and its score."""
-    return score_sentences([sentence])[0]
-
-
 def score_sentences(units: list[str]) -> list[Signals]:
     """The facts in each sentence and its score.
 
