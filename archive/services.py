@@ -44,9 +44,9 @@ from conversations.models import (
     Message,
     MessagePart,
 )
+from core import crypto
 from core.api.errors import Conflict
 from core.bulk_update import update_rows
-from core.crypto import encryption_enabled
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ def _record_and_clear(*, conversation, messages, key, codec, data, raw_bytes, ha
             message_count=len(messages),
             key=key,
             codec=codec,
-            encrypted=encryption_enabled(),
+            encrypted=crypto.encryption_enabled(),
             stored_bytes=len(data),
             raw_bytes=raw_bytes,
             sha256=hashlib.sha256(data).hexdigest(),
@@ -285,18 +285,10 @@ def segment_reencrypt(*, segment: Segment) -> str:
     orphan (`lcm_retention apply` removes orphans); after 4, the old object is the orphan.
     Idempotent: a segment already under the current key is left alone ("current").
     Returns "reencrypted", "current", "unreadable" or "changed"."""
-    from core import crypto
-
     old_key = segment.key
-    try:
-        stored = segments.read(old_key)
-    except segments.SegmentError:
-        fresh = Segment.objects.filter(pk=segment.pk).first()
-        if fresh is None or fresh.key != old_key or fresh.state != SegmentState.ACTIVE:
-            return "changed"  # restored, or re-encrypted by another run, meanwhile
-        raise
-    if hashlib.sha256(stored).hexdigest() != segment.sha256:
-        raise segments.SegmentError(f"segment {old_key} does not match its recorded hash")
+    stored = _stored_object(segment)
+    if stored is None:
+        return "changed"  # restored, or re-encrypted by another run, meanwhile
     if not crypto.needs_rotation(stored):
         return "current"
     try:
@@ -307,25 +299,8 @@ def segment_reencrypt(*, segment: Segment) -> str:
     new_key = segments.write(f"{stem}-{ulid.ULID()}.seg".lower(), data)
     faults.crash_point("reencrypt_written")
     try:
-        if segments.read(new_key) != data:
-            raise segments.SegmentError(
-                f"segment {new_key} read back differs from what was written"
-            )
-        payload = segments.decode(data)
-        hashes = bytes(segment.message_hashes)
-        got = b"".join(segments.form_sha256(form) for form in payload["messages"])
-        listed = b"".join(bytes.fromhex(item["sha256"]) for item in payload["manifest"])
-        if got != hashes or listed != hashes:
-            raise segments.SegmentError(f"segment {new_key} does not verify against its row")
-        with transaction.atomic(durable=True):
-            switched = Segment.objects.filter(
-                pk=segment.pk, key=old_key, state=SegmentState.ACTIVE
-            ).update(
-                key=new_key,
-                sha256=hashlib.sha256(data).hexdigest(),
-                stored_bytes=len(data),
-                encrypted=crypto.is_encrypted_bytes(data),
-            )
+        _verify_reencrypted(segment, new_key, data)
+        switched = _switch_object(segment, old_key, new_key, data)
     except BaseException:
         segments.delete(new_key)
         raise
@@ -336,6 +311,47 @@ def segment_reencrypt(*, segment: Segment) -> str:
     forget(segment.pk)
     segments.delete(old_key)
     return "reencrypted"
+
+
+def _stored_object(segment: Segment) -> bytes | None:
+    """The segment's object, checked against its recorded hash; None when it is gone
+    because the row moved on (restored, or re-encrypted by another run)."""
+    try:
+        stored = segments.read(segment.key)
+    except segments.SegmentError:
+        fresh = Segment.objects.filter(pk=segment.pk).first()
+        if fresh is None or fresh.key != segment.key or fresh.state != SegmentState.ACTIVE:
+            return None
+        raise
+    if hashlib.sha256(stored).hexdigest() != segment.sha256:
+        raise segments.SegmentError(f"segment {segment.key} does not match its recorded hash")
+    return stored
+
+
+def _verify_reencrypted(segment: Segment, new_key: str, data: bytes) -> None:
+    """The new object reads back as written, and its messages hash as the row records."""
+    if segments.read(new_key) != data:
+        raise segments.SegmentError(f"segment {new_key} read back differs from what was written")
+    payload = segments.decode(data)
+    hashes = bytes(segment.message_hashes)
+    got = b"".join(segments.form_sha256(form) for form in payload["messages"])
+    listed = b"".join(bytes.fromhex(item["sha256"]) for item in payload["manifest"])
+    if got != hashes or listed != hashes:
+        raise segments.SegmentError(f"segment {new_key} does not verify against its row")
+
+
+def _switch_object(segment: Segment, old_key: str, new_key: str, data: bytes) -> bool:
+    """Point the row at the new object, only if it still names the old one and is active."""
+    with transaction.atomic(durable=True):
+        switched = Segment.objects.filter(
+            pk=segment.pk, key=old_key, state=SegmentState.ACTIVE
+        ).update(
+            key=new_key,
+            sha256=hashlib.sha256(data).hexdigest(),
+            stored_bytes=len(data),
+            encrypted=crypto.is_encrypted_bytes(data),
+        )
+    return bool(switched)
 
 
 def segments_reencrypt(*, on_segment=None) -> ReencryptResult:

@@ -12,9 +12,10 @@ import time
 
 from benchmarks.harness import BenchContext, BenchRow, benchmark, p50, percentile
 from providers import blocks
-from providers.base import ProviderRequest, TextDelta, provider_for
+from providers.base import ProviderRequest, TextDelta
 from providers.config import ModelSpec, model_get
 from providers.redaction import redact_secrets
+from providers.registry import provider_for
 
 _RUNS = 20
 

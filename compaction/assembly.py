@@ -27,6 +27,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from django.conf import settings
@@ -227,13 +228,16 @@ class _TailRows(Sequence):
         )
 
 
-def _first_fitting(costs: Sequence[int], start: int, used: int, budget: int) -> tuple[int, int]:
+def _first_fitting(
+    cost: Callable[[int], int], start: int, used: int, budget: int
+) -> tuple[int, int]:
     """Walk back from `start` while the items fit: (first included index, tokens used)."""
     first = start
     for index in range(start - 1, -1, -1):
-        if used + costs[index] > budget:
+        step = cost(index)
+        if used + step > budget:
             break
-        used += costs[index]
+        used += step
         first = index
     return first, used
 
@@ -361,6 +365,20 @@ def _decided(items: list[tuple], messages: dict, tail_start: int, first: int, ta
     )
 
 
+@dataclass
+class _Window:
+    """What fits the budget: `items[first:]` of `items` (the whole context, or a newest
+    slice that decides the same), `used` tokens with the system prompt. `messages` holds
+    (seq, role, content) of the messages read so far, by id; `rendered` the renderings of
+    the summaries the walk passed, by id."""
+
+    items: list[tuple]
+    first: int
+    used: int
+    messages: dict[int, tuple]
+    rendered: dict[str, tuple[str, int, str, int]]
+
+
 def assemble_context(
     *,
     conversation: Conversation,
@@ -371,7 +389,8 @@ def assemble_context(
     split_summaries: bool = False,
     exclude_message_ids: frozenset[int] = frozenset(),
 ) -> AssembledContext:
-    """The bounded context of `conversation` (see the module docstring).
+    """The bounded context of `conversation` (see the module docstring): choose the window
+    that fits the budget, then render it.
 
     `split_summaries=True` (the cache-friendly order, docs/cost.md): the leading run of
     summaries is returned apart, as `output["summaries"]` (their XML, oldest first), and
@@ -379,6 +398,33 @@ def assemble_context(
     which change only when compaction runs, before the messages, which grow every turn.
     `exclude_message_ids`: messages left out of the output (the turn engine's own current
     message, which it sends itself); they still count against the budget."""
+    budget = _checked_budget(conversation, token_budget, fmt)
+    window = _choose_window(
+        conversation.pk,
+        budget=budget,
+        system_tokens=estimate(system) if system else 0,
+        newest_first=not describe_dropped,
+    )
+    included = window.items[window.first :]
+    if exclude_message_ids:
+        included = [i for i in included if i[_MESSAGE] not in exclude_message_ids]
+    _read_missing_messages(included, window.messages)
+    output = _render(included, window, fmt=fmt, system=system, split_summaries=split_summaries)
+    dropped = None
+    if describe_dropped:
+        older = window.items[: window.first]
+        dropped = lambda: _describe_all(older, window.messages)  # noqa: E731
+    return AssembledContext(
+        output=output,
+        token_estimate=window.used,
+        token_budget=budget,
+        format=fmt,
+        items=lambda: _describe_included(included, window),
+        dropped=dropped,
+    )
+
+
+def _checked_budget(conversation: Conversation, token_budget: int | None, fmt: str) -> int:
     if fmt not in FORMATS:
         raise InvalidInput(f"format must be one of {', '.join(FORMATS)}", extra={"field": "format"})
     budget = conversation.token_budget if token_budget is None else token_budget
@@ -386,115 +432,126 @@ def assemble_context(
         raise InvalidInput(
             "token_budget must be a positive integer", extra={"field": "token_budget"}
         )
+    return budget
+
+
+def _choose_window(
+    conversation_id: int, *, budget: int, system_tokens: int, newest_first: bool
+) -> _Window:
+    """The fresh tail always, then older items newest first while they fit `budget`.
+
+    `newest_first`: read only the newest items first (a guess from the budget), and the
+    whole context only when that slice was too short to decide what fits."""
     tail_count = settings.LCM_FRESH_TAIL_COUNT
-    system_tokens = estimate(system) if system else 0
-    newest = None
-    if not describe_dropped:
-        newest = budget // _GUESS_TOKENS_PER_ITEM + 2 * tail_count + 16
-    items = _context_items(conversation.pk, newest)
+    newest = budget // _GUESS_TOKENS_PER_ITEM + 2 * tail_count + 16 if newest_first else None
+    items = _context_items(conversation_id, newest)
     messages: dict[int, tuple] = {}  # message id -> (seq, role, content)
     while True:
-        complete = newest is None or len(items) < newest
-        count = len(items)
-        # A first guess at what is included, from the stored token counts (a summary's
-        # rendering only adds to it), so that one lookup usually reads every included
-        # message: the newest `tail_count` messages, then back while they fit.
-        guess, seen = count, 0
-        for index in range(count - 1, -1, -1):
-            if seen >= tail_count:
-                break
-            if items[index][_MESSAGE] is not None:
-                seen += 1
-                guess = index
-        used = system_tokens + sum(items[i][_TOKENS] for i in range(guess, count))
-        guess, _ = _first_fitting([i[_TOKENS] for i in items], guess, used, budget)
-        messages.update(
-            _message_rows(
-                [
-                    i[_MESSAGE]
-                    for i in items[guess:]
-                    if i[_MESSAGE] is not None and i[_MESSAGE] not in messages
-                ],
-                content=True,
-            )
-        )
+        _read_likely_messages(items, messages, tail_count, system_tokens, budget)
         # The real walk: the tail as planning defines it, summaries at their rendered size.
         tail_start = fresh_tail_start(_TailRows(items, messages), tail_count)
         cost = _Costs(items)
-        used = system_tokens + sum(cost(i) for i in range(tail_start, count))
-        first = tail_start
-        for index in range(tail_start - 1, -1, -1):
-            item = items[index]
-            step = item[_TOKENS] if item[_SUMMARY] is None else cost(index)
-            if used + step > budget:
-                break
-            used += step
-            first = index
+        used = system_tokens + sum(cost(i) for i in range(tail_start, len(items)))
+        first, used = _first_fitting(cost, tail_start, used, budget)
+        complete = newest is None or len(items) < newest
         if complete or _decided(items, messages, tail_start, first, tail_count):
-            break
+            return _Window(items, first, used, messages, cost.rendered)
         newest = None  # the newest slice was too short to decide: read the whole context
-        items = _context_items(conversation.pk, None)
+        items = _context_items(conversation_id, None)
 
-    included = items[first:]
-    if exclude_message_ids:
-        included = [i for i in included if i[_MESSAGE] not in exclude_message_ids]
-    lead = 0
-    if split_summaries:
-        while lead < len(included) and included[lead][_SUMMARY] is not None:
-            lead += 1
-    leading, rendered_items = included[:lead], included[lead:]
+
+def _read_likely_messages(
+    items: list[tuple], messages: dict[int, tuple], tail_count: int, system_tokens: int, budget: int
+) -> None:
+    """Read into `messages` the messages a first guess includes, from the stored token
+    counts (a summary's rendering only adds to it), so that one lookup usually reads every
+    included message: the newest `tail_count` messages, then back while they fit."""
+    count = len(items)
+    guess, seen = count, 0
+    for index in range(count - 1, -1, -1):
+        if seen >= tail_count:
+            break
+        if items[index][_MESSAGE] is not None:
+            seen += 1
+            guess = index
+    used = system_tokens + sum(items[i][_TOKENS] for i in range(guess, count))
+    guess, _ = _first_fitting(lambda index: items[index][_TOKENS], guess, used, budget)
+    messages.update(
+        _message_rows(
+            [
+                i[_MESSAGE]
+                for i in items[guess:]
+                if i[_MESSAGE] is not None and i[_MESSAGE] not in messages
+            ],
+            content=True,
+        )
+    )
+
+
+def _read_missing_messages(included: Sequence[tuple], messages: dict[int, tuple]) -> None:
     missing = [
         i[_MESSAGE] for i in included if i[_MESSAGE] is not None and i[_MESSAGE] not in messages
     ]
     if missing:
         messages.update(_message_rows(missing, content=True))
-    rendered = cost.rendered
-    xml = {summary_id: entry[0] for summary_id, entry in rendered.items()}
+
+
+def _render(
+    included: list[tuple], window: _Window, *, fmt: str, system: str | None, split_summaries: bool
+) -> dict:
+    """The model input in `fmt`; with `split_summaries`, the leading summaries apart."""
+    lead = 0
+    if split_summaries:
+        while lead < len(included) and included[lead][_SUMMARY] is not None:
+            lead += 1
+    leading, rendered_items = included[:lead], included[lead:]
+    xml = {summary_id: entry[0] for summary_id, entry in window.rendered.items()}
     if fmt == "neutral":
-        rows = [
-            (i[_MESSAGE], None, *messages[i[_MESSAGE]])
-            if i[_MESSAGE] is not None
-            else (None, i[_SUMMARY], None, None, None)
-            for i in rendered_items
-        ]
-        output = rendering.neutral(rows, xml, system)
+        output = rendering.neutral(_neutral_rows(rendered_items, window.messages), xml, system)
     else:
-        records = [
-            {
-                "item_type": ItemType.MESSAGE,
-                "message_id": i[_MESSAGE],
-                "summary_id": None,
-                "message__seq": messages[i[_MESSAGE]][0],
-                "message__role": messages[i[_MESSAGE]][1],
-                "message__content": messages[i[_MESSAGE]][2],
-            }
-            if i[_MESSAGE] is not None
-            else {"item_type": ItemType.SUMMARY, "summary_id": i[_SUMMARY], "message_id": None}
-            for i in rendered_items
-        ]
         ids = [i[_MESSAGE] for i in rendered_items if i[_MESSAGE] is not None]
-        parts = _parts(ids) if ids else {}
-        output = rendering.render(fmt, records, parts=parts, xml=xml, system=system)
+        output = rendering.render(
+            fmt,
+            _wire_records(rendered_items, window.messages),
+            parts=_parts(ids) if ids else {},
+            xml=xml,
+            system=system,
+        )
     if split_summaries:
         output["summaries"] = [xml[i[_SUMMARY]] for i in leading]
+    return output
 
-    def described() -> list[dict]:
-        return [
-            _describe_message(i, messages[i[_MESSAGE]])
-            if i[_MESSAGE] is not None
-            else _describe_summary(i, rendered[i[_SUMMARY]])
-            for i in included
-        ]
 
-    dropped = None
-    if describe_dropped:
-        older = items[:first]
-        dropped = lambda: _describe_all(older, messages)  # noqa: E731
-    return AssembledContext(
-        output=output,
-        token_estimate=used,
-        token_budget=budget,
-        format=fmt,
-        items=described,
-        dropped=dropped,
-    )
+def _neutral_rows(items: Sequence[tuple], messages: dict[int, tuple]) -> list[tuple]:
+    return [
+        (i[_MESSAGE], None, *messages[i[_MESSAGE]])
+        if i[_MESSAGE] is not None
+        else (None, i[_SUMMARY], None, None, None)
+        for i in items
+    ]
+
+
+def _wire_records(items: Sequence[tuple], messages: dict[int, tuple]) -> list[dict]:
+    """The records `rendering.render` takes for the anthropic and openai formats."""
+    return [
+        {
+            "item_type": ItemType.MESSAGE,
+            "message_id": i[_MESSAGE],
+            "summary_id": None,
+            "message__seq": messages[i[_MESSAGE]][0],
+            "message__role": messages[i[_MESSAGE]][1],
+            "message__content": messages[i[_MESSAGE]][2],
+        }
+        if i[_MESSAGE] is not None
+        else {"item_type": ItemType.SUMMARY, "summary_id": i[_SUMMARY], "message_id": None}
+        for i in items
+    ]
+
+
+def _describe_included(included: Sequence[tuple], window: _Window) -> list[dict]:
+    return [
+        _describe_message(i, window.messages[i[_MESSAGE]])
+        if i[_MESSAGE] is not None
+        else _describe_summary(i, window.rendered[i[_SUMMARY]])
+        for i in included
+    ]

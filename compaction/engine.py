@@ -36,6 +36,7 @@ from compaction.planning import (
     raw_tokens_outside_tail,
 )
 from compaction.store import (
+    Applied,
     CompactionEvent,
     NewSummary,
     RangeChanged,
@@ -329,12 +330,11 @@ class CompactionEngine:
             draft, sources = self._condensed_summary(candidate)
             newest_message_id = None
             target = settings.LCM_CONDENSED_TARGET_TOKENS
-        source_tokens = candidate.source_tokens
         try:
             outcome = escalation.summarize(
                 summarizer=self.summarizer,
                 sources=sources,
-                source_tokens=source_tokens,
+                source_tokens=candidate.source_tokens,
                 depth=candidate.depth,
                 target_tokens=target,
                 previous_context=self._previous_context(candidate.previous_summary_id),
@@ -350,50 +350,78 @@ class CompactionEngine:
             token_count=outcome.token_count,
             model=outcome.model[:255],
         )
-        event = None
-        if newest_message_id is not None:
-            event = CompactionEvent(
-                message_id=newest_message_id,
-                session_id=self.conversation.session_id,
-                automatic=self.reason != Reason.MANUAL,
-                metadata={
-                    "summary_id": summary.id,
-                    "compaction_run_id": self.run.pk if self.run else None,
-                    "trigger_reason": self.reason,
-                    "source_message_count": len(summary.message_ids),
-                    "token_before": source_tokens,
-                    "token_after": summary.token_count,
-                    "level": outcome.level,
-                },
-            )
-        run_id = self.run.pk if self.run else None
-
-        def record(row: Summary) -> None:
-            if run_id is not None:
-                CompactionRun.objects.filter(pk=run_id).update(
-                    summary_ids=[*self.summary_ids, row.pk], passes=self.passes + 1
-                )
-
         try:
             applied = apply_summary(
                 summary=summary,
                 planned_item_ids=[row.item_id for row in candidate.rows],
-                event=event,
-                on_applied=record,
+                event=self._compaction_event(summary, newest_message_id, candidate, outcome),
+                on_applied=self._record_on_run,
             )
         except RangeChanged as error:
-            self._rows = None
-            self.replans += 1
-            self.notes.append(f"re-planned: {error}")
-            if self.replans > _MAX_REPLANS:
-                self.stop_reason = f"the context kept changing under the plan ({error})"
-                return False
-            return True  # nothing written; the next plan sees the current context
+            return self._replan(error)
         self.passes += 1
         if applied.already_applied:
             self._rows = None
             self.notes.append(f"{summary.id} was already applied")
             return True
+        self._remember(candidate, summary, applied, outcome)
+        return True
+
+    def _run_id(self) -> int | None:
+        return self.run.pk if self.run else None
+
+    def _compaction_event(
+        self,
+        summary: NewSummary,
+        newest_message_id: int | None,
+        candidate: Candidate,
+        outcome: escalation.Outcome,
+    ) -> CompactionEvent | None:
+        """The compaction marker a leaf pass leaves on its newest source message."""
+        if newest_message_id is None:
+            return None
+        return CompactionEvent(
+            message_id=newest_message_id,
+            session_id=self.conversation.session_id,
+            automatic=self.reason != Reason.MANUAL,
+            metadata={
+                "summary_id": summary.id,
+                "compaction_run_id": self._run_id(),
+                "trigger_reason": self.reason,
+                "source_message_count": len(summary.message_ids),
+                "token_before": candidate.source_tokens,
+                "token_after": summary.token_count,
+                "level": outcome.level,
+            },
+        )
+
+    def _record_on_run(self, row: Summary) -> None:
+        """In the apply's transaction: the run row lists the summary (a crash keeps it)."""
+        run_id = self._run_id()
+        if run_id is not None:
+            CompactionRun.objects.filter(pk=run_id).update(
+                summary_ids=[*self.summary_ids, row.pk], passes=self.passes + 1
+            )
+
+    def _replan(self, error: RangeChanged) -> bool:
+        """Nothing was written: forget the rows so the next plan sees the current context,
+        unless the context has changed under the plan too often."""
+        self._rows = None
+        self.replans += 1
+        self.notes.append(f"re-planned: {error}")
+        if self.replans > _MAX_REPLANS:
+            self.stop_reason = f"the context kept changing under the plan ({error})"
+            return False
+        return True
+
+    def _remember(
+        self,
+        candidate: Candidate,
+        summary: NewSummary,
+        applied: Applied,
+        outcome: escalation.Outcome,
+    ) -> None:
+        """Keep the in-memory context and the run's tallies in step with what was applied."""
         self._replace_rows(
             candidate,
             Row(
@@ -418,17 +446,16 @@ class CompactionEngine:
             **{
                 "conversation_id": self.conversation.pk,
                 "session_id": self.conversation.session_id,
-                "compaction_id": run_id,
+                "compaction_id": self._run_id(),
                 "summary_id": summary.id,
                 "trigger_reason": self.reason,
-                "token_before": source_tokens,
+                "token_before": candidate.source_tokens,
                 "token_after": summary.token_count,
                 "kind": summary.kind,
                 "depth": summary.depth,
                 "level": outcome.level,
             },
         )
-        return True
 
     # --- modes ----------------------------------------------------------------------
     def _passes_of(self, kind: str, *, max_depth=None, fanout=None, stop_under=None) -> int:
@@ -553,12 +580,7 @@ def compact_conversation(
     """Compact one conversation. Raises `Conflict` if another run holds it, `NotFound`,
     `InvalidInput`; a provider authentication failure is a `failed` result (nothing of the
     failing pass written) with `error_code="summarizer_auth"`."""
-    check_mode_and_reason(mode=mode, reason=reason)
-    if target_tokens is not None and target_tokens < 0:
-        raise InvalidInput("target_tokens must be >= 0", extra={"field": "target_tokens"})
-    conversation = Conversation.objects.filter(pk=conversation_id).first()
-    if conversation is None:
-        raise NotFound(f"conversation {conversation_id} does not exist")
+    conversation = _conversation_to_compact(conversation_id, mode, reason, target_tokens)
     tokens_before = _context_tokens(conversation_id)
     run = _claim_lease(
         conversation, mode=mode, reason=reason, target=target_tokens, tokens_before=tokens_before
@@ -572,23 +594,8 @@ def compact_conversation(
         summarizer=summarizer_from_settings() if owned else summarizer,
     )
     engine.run = run
-    error_code = None
-    alive = CompactionRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING)
     try:
-        # renewed while this process lives (core/leases.py); the after-summary hooks
-        # (memory's indexing job) fire once for the run, not once per pass
-        with lease_kept(alive), after_summary_hooks_once():
-            engine.run_mode()
-        status = RunStatus.COMPACTED if engine.summary_ids else RunStatus.NOTHING_TO_DO
-        detail = _describe(engine)
-    except SummarizerAuthError as error:  # from the pass's summarizer call
-        status, error_code = RunStatus.FAILED, "summarizer_auth"
-        detail = f"summarizer authentication failed, nothing written for that pass: {error}"
-        if engine.summary_ids:
-            detail += f" ({len(engine.summary_ids)} earlier summaries kept)"
-    except BaseException as error:
-        _finish(run, RunStatus.FAILED, engine, tokens_before, f"error: {error!r}")
-        raise
+        status, detail, error_code = _run_passes(engine, run, tokens_before)
     finally:
         if owned and hasattr(engine.summarizer, "close"):
             engine.summarizer.close()
@@ -604,6 +611,41 @@ def compact_conversation(
         error_code=error_code,
         levels=dict(engine.levels),
     )
+
+
+def _conversation_to_compact(
+    conversation_id: int, mode: str, reason: str, target_tokens: int | None
+) -> Conversation:
+    check_mode_and_reason(mode=mode, reason=reason)
+    if target_tokens is not None and target_tokens < 0:
+        raise InvalidInput("target_tokens must be >= 0", extra={"field": "target_tokens"})
+    conversation = Conversation.objects.filter(pk=conversation_id).first()
+    if conversation is None:
+        raise NotFound(f"conversation {conversation_id} does not exist")
+    return conversation
+
+
+def _run_passes(
+    engine: CompactionEngine, run: CompactionRun, tokens_before: int
+) -> tuple[RunStatus, str, str | None]:
+    """Run the engine's mode under the run's lease: (status, detail, error code). Any error
+    but a refused key records the run as failed and propagates."""
+    alive = CompactionRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING)
+    try:
+        # renewed while this process lives (core/leases.py); the after-summary hooks
+        # (memory's indexing job) fire once for the run, not once per pass
+        with lease_kept(alive), after_summary_hooks_once():
+            engine.run_mode()
+        status = RunStatus.COMPACTED if engine.summary_ids else RunStatus.NOTHING_TO_DO
+        return status, _describe(engine), None
+    except SummarizerAuthError as error:  # from the pass's summarizer call
+        detail = f"summarizer authentication failed, nothing written for that pass: {error}"
+        if engine.summary_ids:
+            detail += f" ({len(engine.summary_ids)} earlier summaries kept)"
+        return RunStatus.FAILED, detail, "summarizer_auth"
+    except BaseException as error:
+        _finish(run, RunStatus.FAILED, engine, tokens_before, f"error: {error!r}")
+        raise
 
 
 def _describe(engine: CompactionEngine) -> str:

@@ -35,10 +35,10 @@ from providers.base import (
     TextDelta,
     ToolCallDelta,
     ToolCallStart,
-    provider_for,
 )
 from providers.config import model_get, models, require_key
 from providers.errors import MissingKey, ProviderError, ToolOrderingError, UnknownModel
+from providers.registry import provider_for
 from turns.journal import StreamJournal
 
 logger = logging.getLogger("lcm.dropin")

@@ -1,6 +1,6 @@
 """The summarizer model for text files, when one is configured: the configured model named
-by LCM_SUMMARY_PROVIDER_MODEL (any provider, through `providers.base.provider_for`), else
-LCM_SUMMARY_MODEL on Anthropic when ANTHROPIC_API_KEY is set.
+by LCM_SUMMARY_PROVIDER_MODEL (any provider, through `providers.registry.provider_for`),
+else LCM_SUMMARY_MODEL on Anthropic when ANTHROPIC_API_KEY is set.
 
 A plug-in for `explore(..., summarize_text=...)`: one focused call through the provider
 layer, made before the ingest transaction opens (never under a lock). Any failure (an
@@ -44,8 +44,9 @@ def text_summarizer() -> Callable[[str, int], str] | None:
 
     def summarize_text(text: str, max_tokens: int) -> str:
         from providers import blocks
-        from providers.base import ProviderRequest, provider_for
+        from providers.base import ProviderRequest
         from providers.errors import ModelConfigError
+        from providers.registry import provider_for
 
         try:
             spec = _spec(name, max(64, max_tokens))

@@ -1,10 +1,11 @@
 """The provider interface the turn engine, the librarian, compaction and expansion call.
 
-`provider_for(spec).stream(request)` yields every wire event as `RawEvent` (for the
-journal), visible text as `TextDelta`, tool calls as `ToolCallStart`/`ToolCallDelta`, and
-always ends with one `Finished` carrying the `ProviderResponse`. Errors before the first
-byte raise `ProviderError`; errors after it end the stream with a failed or incomplete
-outcome and keep the partial blocks. `complete(request)` is the same call, drained.
+`provider_for(spec).stream(request)` (the adapter table is `providers.registry`) yields every
+wire event as `RawEvent` (for the journal), visible text as `TextDelta`, tool calls as
+`ToolCallStart`/`ToolCallDelta`, and always ends with one `Finished` carrying the
+`ProviderResponse`. Errors before the first byte raise `ProviderError`; errors after it end
+the stream with a failed or incomplete outcome and keep the partial blocks.
+`complete(request)` is the same call, drained. The types live here, below every adapter.
 """
 
 from __future__ import annotations
@@ -134,25 +135,3 @@ def drain(events: Iterator[StreamEvent]) -> ProviderResponse:
     if finished is None:  # every adapter ends with Finished; a bug otherwise
         raise RuntimeError("provider stream ended without a Finished event")
     return finished
-
-
-def provider_for(spec: ModelSpec, **kwargs) -> Provider:
-    """The adapter for `spec.provider`. Keyword arguments (e.g. `sleep`, `max_retries`,
-    `timeout`, `guard`) go to the adapter; the key is read from the environment per call."""
-    if spec.provider == "offline":
-        from providers.offline import OfflineProvider
-
-        return OfflineProvider(spec, **kwargs)
-    if spec.provider == "anthropic":
-        from providers.anthropic import AnthropicProvider
-
-        return AnthropicProvider(spec, **kwargs)
-    if spec.provider == "openai":
-        from providers.openai import OpenAIProvider
-
-        return OpenAIProvider(spec, **kwargs)
-    if spec.provider == "openai_chat":
-        from providers.openai_chat import OpenAIChatProvider
-
-        return OpenAIChatProvider(spec, **kwargs)
-    raise ValueError(f"no adapter for provider {spec.provider!r}")

@@ -96,10 +96,6 @@ def item_reasoning(encrypted_content: str | None, raw: dict | None) -> dict:
     return {"kind": "reasoning", "encrypted_content": encrypted_content, "raw": raw}
 
 
-def item_metadata(key: str, value: str) -> dict:
-    return {"kind": "metadata", "key": key, "value": value}
-
-
 def item_unknown(provider: str, raw: Any) -> dict:
     return {"kind": "unknown", "provider": provider, "raw": raw}
 

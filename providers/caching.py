@@ -154,10 +154,7 @@ def anthropic_breakpoints(
     """Indexes (into `blocks`) that get `cache_control`: the end of each stable system
     part (and other stable ends in `system_ends`) and of the stable messages, each only when the prefix up to it reaches the
     model's minimum cacheable length; at most four, the latest kept."""
-    cumulative, running = [], 0
-    for _, block in blocks:
-        running += block_tokens(block)
-        cumulative.append(running)
+    cumulative = _cumulative(blocks)
     wanted = sorted({*system_ends, *([stable_end] if stable_end is not None else [])})
     chosen = [i for i in wanted if 0 <= i < len(blocks) and cumulative[i] >= minimum]
     return chosen[-MAX_BREAKPOINTS:]

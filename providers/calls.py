@@ -114,26 +114,12 @@ def call_with_retries(
     for attempt in range(max(0, max_retries) + 1):
         try:
             result = connect()
-        except (sdk.AuthenticationError, sdk.PermissionDeniedError) as error:
-            raise status_error(error, provider=provider, secrets=secrets, prefer=prefer) from None
-        except sdk.APITimeoutError:
-            failure = ProviderUnavailable(
-                "timeout", f"timed out after {timeout:g} s", provider=provider
+        except sdk.APIError as error:
+            failure = _provider_error(
+                error, sdk=sdk, provider=provider, timeout=timeout, secrets=secrets, prefer=prefer
             )
-            guard.failure(provider=provider, error=str(failure))
-            raise failure from None
-        except sdk.APIConnectionError as error:
-            failure = ProviderUnavailable(
-                "connection_error",
-                scrub(f"connection failed: {error}", secrets),
-                provider=provider,
-            )
-            guard.failure(provider=provider, error=str(failure))
-            raise failure from None
-        except sdk.APIStatusError as error:
-            failure = status_error(error, provider=provider, secrets=secrets, prefer=prefer)
-            if not retry.is_retryable(error.status_code) or attempt == max_retries:
-                if isinstance(failure, ProviderUnavailable):
+            if attempt >= max_retries or not _retryable(error, sdk):
+                if isinstance(failure, ProviderUnavailable):  # the circuit breaker counts it
                     guard.failure(provider=provider, error=str(failure))
                 raise failure from None
             wait = retry.backoff_seconds(attempt, failure.retry_after)
@@ -150,16 +136,42 @@ def call_with_retries(
                 },
             )
             sleep(wait)
-        except sdk.APIError as error:  # the SDK's base class: anything else it raises
-            raise ProviderError(
-                "provider_error",
-                scrub(f"{error.__class__.__name__}: {error}", secrets),
-                provider=provider,
-            ) from None
         else:
             guard.success(provider=provider)
             return result
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _retryable(error: Exception, sdk: ModuleType) -> bool:
+    """Only an HTTP answer that says "later" (429, 529, other 5xx) is tried again: a
+    refused key, a timeout or a refused connection is the caller's to decide."""
+    return isinstance(error, sdk.APIStatusError) and retry.is_retryable(error.status_code)
+
+
+def _provider_error(
+    error: Exception,
+    *,
+    sdk: ModuleType,
+    provider: str,
+    timeout: float,
+    secrets: tuple[str, ...] = (),
+    prefer: str = "type",
+) -> ProviderError:
+    """The `ProviderError` for an SDK exception, its message scrubbed of secrets: 401/403
+    are `ProviderAuthError`; timeouts, refused connections and retryable statuses
+    `ProviderUnavailable`."""
+    if isinstance(error, sdk.APITimeoutError):  # before APIConnectionError, its base class
+        return ProviderUnavailable("timeout", f"timed out after {timeout:g} s", provider=provider)
+    if isinstance(error, sdk.APIConnectionError):
+        return ProviderUnavailable(
+            "connection_error", scrub(f"connection failed: {error}", secrets), provider=provider
+        )
+    if isinstance(error, sdk.APIStatusError):
+        return status_error(error, provider=provider, secrets=secrets, prefer=prefer)
+    # the SDK's base class: anything else it raises
+    return ProviderError(
+        "provider_error", scrub(f"{error.__class__.__name__}: {error}", secrets), provider=provider
+    )
 
 
 class WireEvents:

@@ -17,6 +17,7 @@ only the name of the variable that holds one is.
 
 from __future__ import annotations
 
+import logging
 import os
 import tomllib
 from collections.abc import Mapping
@@ -27,6 +28,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from providers.caching import CACHE_MODES, CACHE_TTLS
 from providers.errors import MissingKey, UnknownModel
+
+logger = logging.getLogger("providers")
 
 PROVIDERS = ("anthropic", "openai", "openai_chat", "offline")
 TOOLS_MODES = ("disabled", "parse_only", "enabled")
@@ -107,7 +110,6 @@ DEFAULT_MAX_OUTPUT_TOKENS = 4096
 @dataclass(frozen=True)
 class GeneralConfig:
     default_model: str = ""
-    data_dir: str = ""  # informational: LCM_DATA_DIR is what the server uses
 
 
 @dataclass(frozen=True)
@@ -131,15 +133,6 @@ class ToolsConfig:
 
 
 @dataclass(frozen=True)
-class RetrievalConfig:
-    embedding_model: str = "text-embedding-3-small"
-    top_k: int = 6
-    overfetch_k: int = 16
-    similarity_threshold: float = 0.72
-    enable_mmr: bool = True
-
-
-@dataclass(frozen=True)
 class OpenAIConfig:
     truncation: str = "disabled"  # disabled | auto
     store: bool = False
@@ -160,7 +153,6 @@ class EngineConfig:
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     stream: StreamConfig = field(default_factory=StreamConfig)
     tools: ToolsConfig = field(default_factory=ToolsConfig)
-    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
     anthropic: AnthropicConfig = field(default_factory=AnthropicConfig)
     source: str | None = None  # the file read, if any
@@ -171,10 +163,15 @@ _SECTION_TYPES = {
     "budget": BudgetConfig,
     "stream": StreamConfig,
     "tools": ToolsConfig,
-    "retrieval": RetrievalConfig,
     "openai": OpenAIConfig,
     "anthropic": AnthropicConfig,
 }
+# SRD 18 keys that nothing here reads: `[retrieval]` (a turn's retrieval and memory_search
+# read the LCM_RETRIEVAL_* settings) and `[general] data_dir` (the server uses LCM_DATA_DIR).
+# A file that still has them loads; each is named once in a warning, then ignored.
+_RETIRED_SECTIONS = {"retrieval": "retrieval reads the LCM_RETRIEVAL_* settings"}
+_RETIRED_KEYS = {("general", "data_dir"): "the server uses LCM_DATA_DIR"}
+_warned: set[tuple[str, str]] = set()  # (file, key): the file is read at every call
 _CHOICES = {
     ("tools", "mode"): TOOLS_MODES,
     ("openai", "truncation"): TRUNCATION_MODES,
@@ -184,8 +181,6 @@ _POSITIVE = {
     ("stream", "flush_ms"),
     ("stream", "flush_bytes"),
     ("stream", "fsync_ms"),
-    ("retrieval", "top_k"),
-    ("retrieval", "overfetch_k"),
 }
 
 
@@ -205,6 +200,7 @@ def load(environ: Mapping[str, str] | None = None) -> LoadedConfig:
     path = env.get("LCM_CONFIG_FILE", "").strip()
     data = _read_file(path) if path else {}
     where = path or "the environment"
+    _warn_retired_sections(data, where)
     engine = _engine(data, where, path or None)
     specs = _models(data, env, where)
     default = env.get("LCM_DEFAULT_MODEL", "").strip() or engine.general.default_model
@@ -244,6 +240,7 @@ def _engine(data: dict, where: str, source: str | None) -> EngineConfig:
         table = data.get(section, {})
         if not isinstance(table, dict):
             raise ImproperlyConfigured(f"{where}: [{section}] must be a table")
+        table = _without_retired_keys(section, table, where)
         known = {f.name: f for f in fields(kind)}
         for key in table:
             if key not in known:
@@ -268,6 +265,27 @@ def _engine(data: dict, where: str, source: str | None) -> EngineConfig:
                     )
         values[section] = kind(**parsed)
     return EngineConfig(**values, source=source)
+
+
+def _without_retired_keys(section: str, table: dict, where: str) -> dict:
+    retired = [key for key in table if (section, key) in _RETIRED_KEYS]
+    for key in retired:
+        _warn_ignored(where, f"{section}.{key}", _RETIRED_KEYS[section, key])
+    return {key: value for key, value in table.items() if key not in retired}
+
+
+def _warn_retired_sections(data: dict, where: str) -> None:
+    for section, why in _RETIRED_SECTIONS.items():
+        if section in data:
+            _warn_ignored(where, f"[{section}]", why)
+
+
+def _warn_ignored(where: str, key: str, why: str) -> None:
+    """One warning per file and key in a process, however often the file is read."""
+    if (where, key) in _warned:
+        return
+    _warned.add((where, key))
+    logger.warning("%s: %s is no longer read (%s); ignored, remove it", where, key, why)
 
 
 def _typed(value: Any, expected: type, label: str) -> Any:
@@ -464,6 +482,7 @@ def base_url(spec: ModelSpec) -> str | None:
 
 
 def engine_config() -> EngineConfig:
-    """The [general] [budget] [stream] [tools] [retrieval] [openai] [anthropic]
-    tables with their SRD 18 defaults."""
+    """The [general] [budget] [stream] [tools] [openai] [anthropic] tables with their SRD 18
+    defaults (SRD 18's [retrieval] and general.data_dir are read by nothing: a file that has
+    them loads with a warning, see `_RETIRED_SECTIONS`)."""
     return load().engine

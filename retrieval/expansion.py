@@ -269,7 +269,7 @@ def _run_offline(grant: DelegationGrant, targets: Targets, request: ExpansionReq
 
 
 # ---------------------------------------------------------------------------------------
-# model: a bounded tool loop through the provider layer (providers.base.provider_for)
+# model: a bounded tool loop through the provider layer (providers.registry.provider_for)
 
 
 def _opening(targets: Targets, request: ExpansionRequest) -> str:
@@ -294,7 +294,7 @@ def _run_model(grant: DelegationGrant, targets: Targets, request: ExpansionReque
     # The provider layer builds the client from the environment, retries 429/529/5xx
     # honouring retry-after and maps errors; this loop owns the tools.
     from providers import blocks
-    from providers.base import provider_for
+    from providers.registry import provider_for
 
     max_answer = request.max_answer_tokens or settings.LCM_EXPANSION_MAX_ANSWER_TOKENS
     max_calls = settings.LCM_EXPANSION_MAX_TOOL_CALLS

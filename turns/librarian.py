@@ -29,8 +29,9 @@ from compaction.guard import DatabaseGuard
 from compaction.summarizers.extract import score_sentences, sentences, split_code
 from core.token_estimate import estimate
 from providers import blocks as B
-from providers.base import ProviderRequest, provider_for
+from providers.base import ProviderRequest
 from providers.config import api_key, model_get
+from providers.registry import provider_for
 
 logger = logging.getLogger("lcm.turns")
 

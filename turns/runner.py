@@ -37,12 +37,12 @@ from providers.base import (
     ToolCallDelta,
     ToolCallStart,
     outcome,
-    provider_for,
 )
 from providers.blocks import message as make_message
 from providers.caching import CachePlan, prompt_cache_key
 from providers.config import engine_config, model_get
 from providers.errors import ProviderError
+from providers.registry import provider_for
 from turns import events, metrics, services
 from turns.context import AssembledContext, context_prepare
 from turns.journal import StreamJournal, recover_step

@@ -3,6 +3,9 @@
 The compaction engine builds a `SummaryRequest`, calls `summarizer.summarize(request)` at
 the "normal" then the "aggressive" level, and falls back to `fallback_summary(request)`.
 See docs/summarizers.md.
+
+This package's public names, re-exported for callers outside it. The modules inside import
+from the module that defines a name, never from here (so none imports its own package).
 """
 
 from compaction.summarizers.anthropic import AnthropicSummarizer

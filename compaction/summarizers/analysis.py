@@ -14,8 +14,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from compaction.summarizers import extract
 from compaction.summarizers.budget import Estimator
+from compaction.summarizers.extract import (
+    FACT_LABELS,
+    CodeBlock,
+    error_lines,
+    has_words,
+    normalized,
+    score_sentences,
+    sentences,
+    split_code,
+)
 from compaction.summarizers.markers import EXPAND_PREFIX, FALLBACK_MARKER, HEADER_PREFIX
 from compaction.summarizers.render import source_end
 
@@ -27,7 +36,7 @@ _NOT_FACTS = frozenset({"tool_use", "tool_result", "tool_call", "tool_use_id", "
 _SKIPPED_LINE_PREFIXES = (
     HEADER_PREFIX,
     FALLBACK_MARKER,
-    *(label + ":" for label in extract.FACT_LABELS.values()),
+    *(label + ":" for label in FACT_LABELS.values()),
 )
 
 
@@ -55,7 +64,7 @@ class ToolOutput:
 @dataclass
 class CodeNote:
     ref: str
-    block: extract.CodeBlock
+    block: CodeBlock
 
 
 @dataclass
@@ -68,20 +77,20 @@ class Analysis:
 
 
 def analyze(request: SummaryRequest, estimator: Estimator) -> Analysis:
-    facts: dict[str, Counter[str]] = {kind: Counter() for kind in extract.FACT_LABELS}
+    facts: dict[str, Counter[str]] = {kind: Counter() for kind in FACT_LABELS}
     analysis = Analysis([], facts, [], [], [])
     seen: set[str] = set()
     repeated = _sentence_keys(request.previous_context or "")
     per_source = [_candidate_texts(item, analysis, estimator) for item in request.sources]
-    scored = iter(extract.score_sentences([text for texts in per_source for text in texts]))
+    scored = iter(score_sentences([text for texts in per_source for text in texts]))
     for item, texts in zip(request.sources, per_source, strict=True):
         group = Group(item)
         analysis.groups.append(group)
         for position, text in enumerate(texts):
             found = next(scored)
             _tally(facts, found.entities)
-            key = extract.normalized(text)
-            if key in seen or (found.score == 0 and not extract.has_words(text)):
+            key = normalized(text)
+            if key in seen or (found.score == 0 and not has_words(text)):
                 continue
             seen.add(key)
             score = -1 if key in repeated else found.score
@@ -94,10 +103,10 @@ def _candidate_texts(item: SourceItem, analysis: Analysis, estimator: Estimator)
         return _summary_sentences(item.content, analysis)
     if item.role == "tool":
         analysis.tool_outputs.append(ToolOutput(item.ref, estimator(item.content)))
-        return extract.error_lines(item.content)
-    prose, blocks = extract.split_code(item.content)
+        return error_lines(item.content)
+    prose, blocks = split_code(item.content)
     analysis.code.extend(CodeNote(item.ref, block) for block in blocks if block.lines >= 4)
-    return extract.sentences(prose)
+    return sentences(prose)
 
 
 def _summary_sentences(content: str, analysis: Analysis) -> list[str]:
@@ -110,9 +119,9 @@ def _summary_sentences(content: str, analysis: Analysis) -> list[str]:
             skipped.append(stripped)
         elif stripped:
             kept.append(_strip_label(stripped))
-    for found in extract.score_sentences(skipped) if skipped else ():
+    for found in score_sentences(skipped) if skipped else ():
         _tally(analysis.facts, found.entities)  # key-fact lines: their facts still count
-    return extract.sentences("\n".join(kept))
+    return sentences("\n".join(kept))
 
 
 def _tally(facts: dict[str, Counter[str]], entities: list[tuple[str, str]]) -> None:
@@ -146,7 +155,7 @@ def split_items(text: str) -> list[str]:
 
 
 def _sentence_keys(text: str) -> set[str]:
-    return {extract.normalized(sentence) for sentence in extract.sentences(text)} - {""}
+    return {normalized(sentence) for sentence in sentences(text)} - {""}
 
 
 def time_span(request: SummaryRequest) -> tuple[datetime, datetime]:

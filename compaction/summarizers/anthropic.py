@@ -10,8 +10,8 @@ import os
 import time
 from collections.abc import Callable
 
-from compaction.summarizers import prompts
 from compaction.summarizers.model import ModelSummarizer
+from compaction.summarizers.prompts import MAX_MAX_TOKENS
 from providers.anthropic import AnthropicProvider, make_client
 from providers.config import ModelSpec
 
@@ -44,7 +44,7 @@ class AnthropicSummarizer(ModelSummarizer):
             "anthropic",
             model,
             _CONTEXT_LIMIT,
-            prompts.MAX_MAX_TOKENS,
+            MAX_MAX_TOKENS,
             "ANTHROPIC_API_KEY",
             "ANTHROPIC_BASE_URL",
         )

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from compaction.summarizers import extract
 from compaction.summarizers.analysis import Group, analyze, time_span
 from compaction.summarizers.budget import Estimator, truncate_to_tokens
 from compaction.summarizers.expand import expand_items, expand_line
+from compaction.summarizers.extract import FACT_LABELS
 from compaction.summarizers.markers import HEADER_PREFIX
 from compaction.summarizers.render import format_time, source_end
 
@@ -116,7 +116,7 @@ def _pick_facts(
         for kind, names in ranked.items():
             if rank >= len(names):
                 continue
-            label = estimator(extract.FACT_LABELS[kind] + ": \n") if not chosen[kind] else 0
+            label = estimator(FACT_LABELS[kind] + ": \n") if not chosen[kind] else 0
             cost = label + estimator(names[rank] + ", ")
             if used + cost <= cap:
                 chosen[kind].append(names[rank])
@@ -125,9 +125,7 @@ def _pick_facts(
 
 
 def _fact_lines(facts: dict[str, list[str]]) -> list[str]:
-    return [
-        f"{extract.FACT_LABELS[kind]}: {', '.join(names)}" for kind, names in facts.items() if names
-    ]
+    return [f"{FACT_LABELS[kind]}: {', '.join(names)}" for kind, names in facts.items() if names]
 
 
 def _count(facts: dict[str, list[str]]) -> int:

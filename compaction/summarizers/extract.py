@@ -173,11 +173,6 @@ def _add_sentence(units: list[str], piece: str) -> None:
         units.append(piece)
 
 
-def signals(sentence: str) -> Signals:
-    """The facts in one sentence and its score."""
-    return score_sentences([sentence])[0]
-
-
 def score_sentences(units: list[str]) -> list[Signals]:
     """The facts in each sentence and its score.
 
@@ -185,20 +180,37 @@ def score_sentences(units: list[str]) -> list[Signals]:
     in. A match read as a URL, path or identifier is blanked (same length, so offsets hold)
     before the next pass, so the parts of `src/app_config.py` do not count again.
     """
-    text = "\n".join(units)
-    starts, offset = [], 0
-    for unit in units:
-        starts.append(offset)
-        offset += len(unit) + 1
-    results = [Signals() for _ in units]
+    found = _SentenceScan(units)
+    _scan_entities(found)
+    _scan_numbers_and_phrases(found)
+    for unit, signals_of_unit in zip(units, found.results, strict=True):
+        if unit.endswith(("?", "？")):
+            signals_of_unit.kinds.add("question")
+        signals_of_unit.score = sum(WEIGHTS[kind] for kind in signals_of_unit.kinds)
+    return found.results
 
-    def hit(kind: str, at: int, entity: str | None = None) -> None:
-        found = results[bisect_right(starts, at) - 1]
+
+class _SentenceScan:
+    """The sentences as one text, blanked where a match was read, and what each holds."""
+
+    def __init__(self, units: list[str]) -> None:
+        self.text = "\n".join(units)
+        self.starts: list[int] = []
+        offset = 0
+        for unit in units:
+            self.starts.append(offset)
+            offset += len(unit) + 1
+        self.results = [Signals() for _ in units]
+
+    def hit(self, kind: str, at: int, entity: str | None = None) -> None:
+        """Credit `kind` (and `entity`, if it is a fact) to the sentence holding `at`."""
+        found = self.results[bisect_right(self.starts, at) - 1]
         found.kinds.add(kind)
         if entity and kind in FACT_LABELS:
             found.entities.append((kind, entity))
 
     def scan(
+        self,
         kind: str,
         pattern: re.Pattern[str],
         *,
@@ -207,51 +219,56 @@ def score_sentences(units: list[str]) -> list[Signals]:
         keep: Keep | None = None,
     ) -> None:
         """Credit every match (that `keep` accepts, reclassified by it), then blank them."""
-        nonlocal text
         spans = []
-        for match in pattern.finditer(text):
+        for match in pattern.finditer(self.text):
             entity = match.group(group).strip().rstrip(_TRAILING)
             actual = keep(entity) if keep else kind
             if actual:
-                hit(actual, match.start(), entity)
+                self.hit(actual, match.start(), entity)
                 spans.append(match.span())
         if blank and spans:
-            text = _blanked(text, spans)
+            self.text = _blanked(self.text, spans)
 
-    if "://" in text:
-        scan("url", _URL)
-    if "tool" in text.lower():
-        for match in _TOOL.finditer(text):
-            hit("tool", match.start(), next(group for group in match.groups() if group))
-    if "`" in text:
-        scan("ident", _BACKTICKED, group=1)
-    if "file_" in text:
-        scan("fileref", _FILEREF)
-    if "sum_" in text:
-        scan("sumref", _SUMREF)
-    if "/" in text:
-        scan("path", _SLASHED, keep=_path_kind)
-    if "()" in text:
-        scan("ident", _CALL)
-    if "." in text:
-        scan("path", _DOTTED, keep=_dotted_kind)
-    if any(hint in text for hint in _ERROR_HINTS):
-        scan("error", _ERROR)
-    scan("ident", _WORDISH, blank=False)
-    scan("ident", _HASH, blank=False, keep=_hash_kind)
+
+def _scan_entities(found: _SentenceScan) -> None:
+    """URLs, tools, identifiers, references, paths and errors, in this order: a kind read
+    earlier is blanked before a later pattern could read its parts. Each pattern runs only
+    when a substring test on what is left says it may match."""
+    if "://" in found.text:
+        found.scan("url", _URL)
+    if "tool" in found.text.lower():
+        for match in _TOOL.finditer(found.text):
+            found.hit("tool", match.start(), next(group for group in match.groups() if group))
+    if "`" in found.text:
+        found.scan("ident", _BACKTICKED, group=1)
+    if "file_" in found.text:
+        found.scan("fileref", _FILEREF)
+    if "sum_" in found.text:
+        found.scan("sumref", _SUMREF)
+    if "/" in found.text:
+        found.scan("path", _SLASHED, keep=_path_kind)
+    if "()" in found.text:
+        found.scan("ident", _CALL)
+    if "." in found.text:
+        found.scan("path", _DOTTED, keep=_dotted_kind)
+    if any(hint in found.text for hint in _ERROR_HINTS):
+        found.scan("error", _ERROR)
+    found.scan("ident", _WORDISH, blank=False)
+    found.scan("ident", _HASH, blank=False, keep=_hash_kind)
+
+
+def _scan_numbers_and_phrases(found: _SentenceScan) -> None:
+    """Numbers, then the keyword phrases of decisions, TODOs and errors (found with
+    `str.find` in the lowered text, not with a pattern)."""
+    text = found.text
     for match in _NUMBER.finditer(text):
-        hit("number", match.start())
+        found.hit("number", match.start())
     lowered = text.lower()
     if len(lowered) != len(text):  # a few letters (such as "İ") lower to two characters
         lowered = text.translate(_ASCII_LOWER)
     for kind, phrases in _PHRASES.items():
         for at in _find_phrases(lowered, phrases):
-            hit(kind, at)
-    for unit, found in zip(units, results, strict=True):
-        if unit.endswith(("?", "？")):
-            found.kinds.add("question")
-        found.score = sum(WEIGHTS[kind] for kind in found.kinds)
-    return results
+            found.hit(kind, at)
 
 
 def _blanked(text: str, spans: list[tuple[int, int]]) -> str:

@@ -9,9 +9,9 @@ from compaction.summarizers.anthropic import AnthropicSummarizer
 from compaction.summarizers.base import Summarizer
 from compaction.summarizers.deterministic import DeterministicSummarizer
 from compaction.summarizers.model import MisconfiguredSummarizer, ModelSummarizer
-from providers.base import provider_for
 from providers.config import model_get
 from providers.errors import UnknownModel
+from providers.registry import provider_for
 
 
 def default_summarizer(

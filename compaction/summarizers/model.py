@@ -1,5 +1,5 @@
 """The model summarizer: one non-streaming call per attempt through the provider layer, on
-any configured model (`providers.base.provider_for`: anthropic, openai, openai_chat).
+any configured model (`providers.registry.provider_for`: anthropic, openai, openai_chat).
 
 The provider layer retries 429, 529 and other 5xx with exponential backoff that honours
 `retry-after`; here 401/403 and a missing key (`MissingKey`, which names the variable)
@@ -13,7 +13,6 @@ on a model built from LCM_SUMMARY_MODEL and ANTHROPIC_API_KEY, the default.
 
 from __future__ import annotations
 
-from compaction.summarizers import output, prompts
 from compaction.summarizers.analysis import analyze
 from compaction.summarizers.base import (
     SummarizerAuthError,
@@ -23,6 +22,13 @@ from compaction.summarizers.base import (
 )
 from compaction.summarizers.expand import expand_items, expand_line
 from compaction.summarizers.markers import EXPAND_PREFIX
+from compaction.summarizers.output import (
+    join_expand_line,
+    response_text,
+    split_expand_line,
+    strip_reasoning,
+)
+from compaction.summarizers.prompts import message_params
 from core.token_estimate import estimate_tokens
 from providers import blocks
 from providers.base import Provider, ProviderRequest
@@ -44,7 +50,7 @@ class ModelSummarizer:
         self.name = spec.provider
 
     def summarize(self, request: SummaryRequest) -> SummaryResult:
-        params = prompts.message_params(request, self.model)
+        params = message_params(request, self.model)
         call = ProviderRequest(
             model=self.spec,
             system=params["system"],
@@ -62,11 +68,11 @@ class ModelSummarizer:
             raise SummarizerError(str(error)) from error
         if response.outcome["code"] == "refusal":
             raise SummarizerError("the model refused to summarize")
-        text = output.strip_reasoning(output.response_text(response.blocks))
-        body, named = output.split_expand_line(text)
+        text = strip_reasoning(response_text(response.blocks))
+        body, named = split_expand_line(text)
         if not body:
             raise SummarizerError("empty output")
-        content = output.join_expand_line(body, named or _derived_expand_items(request))
+        content = join_expand_line(body, named or _derived_expand_items(request))
         return SummaryResult(
             content=content,
             model=response.model or self.model,

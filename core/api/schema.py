@@ -96,51 +96,6 @@ def _close_request_components(result: dict) -> None:
     """`additionalProperties: false` on every object a request body can hold: request
     serializers refuse unknown fields (core/api/requests.py)."""
     components = result.get("components", {}).get("schemas", {})
-    seen: set[str] = set()
-
-    def close(node) -> None:
-        if isinstance(node, list):
-            for item in node:
-                close(item)
-            return
-        if not isinstance(node, dict):
-            return
-        ref = node.get("$ref")
-        if ref:
-            name = ref.rsplit("/", 1)[1]
-            if name not in seen and name in components:
-                seen.add(name)
-                close(components[name])
-            return
-        if not node:  # any JSON value (a JSONField): the parser's rules, by reference
-            node["$ref"] = _JSON_VALUE_REF
-            return
-        extra = node.get("additionalProperties")
-        if extra is True or extra == {}:
-            node["additionalProperties"] = {"$ref": _JSON_VALUE_REF}
-        if extra is not None and extra is not False:
-            # A free-form object (metadata, a tool's input, provider fields of a block):
-            # its keys, like every string, hold no NUL (core/api/parsers.py refuses it).
-            node.setdefault("propertyNames", {"pattern": NO_NUL_PATTERN})
-            if isinstance(extra, dict) and extra:
-                close(extra)
-        kind = node.get("type")
-        is_string = kind == "string" or (isinstance(kind, list) and "string" in kind)
-        if is_string and "format" not in node and "enum" not in node:
-            # PostgreSQL text cannot hold NUL (core/api/parsers.py refuses it): say so.
-            node.setdefault("pattern", NO_NUL_PATTERN)
-        if "properties" in node:
-            # An object that states its own additionalProperties (a content block that
-            # carries provider fields) keeps it; anyOf/oneOf beside properties are rules
-            # over the same fields (RequestSerializer.schema_rules), not other objects.
-            node.setdefault("additionalProperties", False)
-            close(list(node["properties"].values()))
-            close(node.get("items"))
-            return
-        for key in ("items", "oneOf", "anyOf", "allOf"):
-            if key in node:
-                close(node[key])
-
     components[_JSON_VALUE] = {
         "description": "Any JSON value. Strings and object keys hold no NUL character, at "
         "any depth (PostgreSQL text and jsonb cannot store it): such a request is a 400 "
@@ -150,15 +105,75 @@ def _close_request_components(result: dict) -> None:
         "additionalProperties": {"$ref": _JSON_VALUE_REF},
         "items": {"$ref": _JSON_VALUE_REF},
     }
+    closer = _RequestSchemaCloser(components)
     for methods in result.get("paths", {}).values():
         for operation in methods.values():
             body = operation.get("requestBody", {}) if isinstance(operation, dict) else {}
             for media in body.get("content", {}).values():
-                close(media.get("schema"))
+                closer.close(media.get("schema"))
                 ref = media.get("schema", {}).get("$ref", "")
                 component = components.get(ref.rsplit("/", 1)[-1], {})
                 if component.get("required") or "oneOf" in component or "anyOf" in component:
                     body["required"] = True  # an empty body cannot satisfy it
+
+
+class _RequestSchemaCloser:
+    """Closes request schemas in place, following each `$ref` into the components once."""
+
+    def __init__(self, components: dict) -> None:
+        self.components = components
+        self.seen: set[str] = set()
+
+    def close(self, node) -> None:
+        if isinstance(node, list):
+            for item in node:
+                self.close(item)
+            return
+        if not isinstance(node, dict):
+            return
+        ref = node.get("$ref")
+        if ref:
+            name = ref.rsplit("/", 1)[1]
+            if name not in self.seen and name in self.components:
+                self.seen.add(name)
+                self.close(self.components[name])
+            return
+        if not node:  # any JSON value (a JSONField): the parser's rules, by reference
+            node["$ref"] = _JSON_VALUE_REF
+            return
+        self._close_free_form(node)
+        _forbid_nul_in_strings(node)
+        if "properties" in node:
+            # An object that states its own additionalProperties (a content block that
+            # carries provider fields) keeps it; anyOf/oneOf beside properties are rules
+            # over the same fields (RequestSerializer.schema_rules), not other objects.
+            node.setdefault("additionalProperties", False)
+            self.close(list(node["properties"].values()))
+            self.close(node.get("items"))
+            return
+        for key in ("items", "oneOf", "anyOf", "allOf"):
+            if key in node:
+                self.close(node[key])
+
+    def _close_free_form(self, node: dict) -> None:
+        """A free-form object (metadata, a tool's input, provider fields of a block): its
+        values are JSON values, and its keys, like every string, hold no NUL
+        (core/api/parsers.py refuses it)."""
+        extra = node.get("additionalProperties")
+        if extra is True or extra == {}:
+            node["additionalProperties"] = {"$ref": _JSON_VALUE_REF}
+        if extra is not None and extra is not False:
+            node.setdefault("propertyNames", {"pattern": NO_NUL_PATTERN})
+            if isinstance(extra, dict) and extra:
+                self.close(extra)
+
+
+def _forbid_nul_in_strings(node: dict) -> None:
+    """PostgreSQL text cannot hold NUL (core/api/parsers.py refuses it): say so."""
+    kind = node.get("type")
+    is_string = kind == "string" or (isinstance(kind, list) and "string" in kind)
+    if is_string and "format" not in node and "enum" not in node:
+        node.setdefault("pattern", NO_NUL_PATTERN)
 
 
 def contract_hook(result, generator, request, public):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from . import structure
 from .budget import Outline, clip
+from .structure import Scan, render, scan, type_name
 
 
 class NotJson(ValueError):
@@ -15,10 +15,10 @@ class NotJson(ValueError):
 
 def explore_json(content: str) -> str:
     value, lines_mode = _parse(content)
-    scanned = structure.scan(value)
+    scanned = scan(value)
     outline = Outline()
     outline.add(_headline(value, scanned, lines_mode))
-    structure.render(scanned, outline)
+    render(scanned, outline)
     return outline.text()
 
 
@@ -43,7 +43,7 @@ def _parse(content: str) -> tuple[Any, bool]:
     return records, True
 
 
-def _headline(value: Any, scanned: structure.Scan, lines_mode: bool) -> str:
+def _headline(value: Any, scanned: Scan, lines_mode: bool) -> str:
     depth = f"nesting depth {scanned.depth}"
     if lines_mode:
         return f"JSON Lines: {len(value):,} records; {depth}."
@@ -52,4 +52,4 @@ def _headline(value: Any, scanned: structure.Scan, lines_mode: bool) -> str:
     if isinstance(value, dict):
         return f"JSON: top-level object with {len(value):,} keys; {depth}."
     rendered = json.dumps(value, ensure_ascii=False)
-    return f"JSON: a single {structure.type_name(value)} value: {clip(rendered, 600)}"
+    return f"JSON: a single {type_name(value)} value: {clip(rendered, 600)}"

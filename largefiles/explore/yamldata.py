@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from . import structure
 from .budget import Outline, clip, join_limited
+from .structure import render, scan, type_name
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MAX_DOCUMENTS = 1000
@@ -36,7 +36,7 @@ def explore_yaml(content: str) -> str:
         outline.add("YAML: no documents (empty or comments only).")
         return outline.text()
     value: Any = documents[0] if len(documents) == 1 else documents
-    scanned = structure.scan(value)
+    scanned = scan(value)
     if len(documents) > 1:
         head = f"YAML: {len(documents):,} documents ($[*] is one document)"
     elif isinstance(value, dict):
@@ -44,11 +44,11 @@ def explore_yaml(content: str) -> str:
     elif isinstance(value, list):
         head = f"YAML: one document, a sequence of {len(value):,} items"
     else:
-        head = f"YAML: one document, a single {structure.type_name(value)}: {clip(str(value), 300)}"
+        head = f"YAML: one document, a single {type_name(value)}: {clip(str(value), 300)}"
     outline.add(f"{head}; nesting depth {scanned.depth}.")
     if isinstance(value, dict):
         outline.add(f"Top-level keys: {join_limited([str(key) for key in value], 600)}")
-    structure.render(scanned, outline)
+    render(scanned, outline)
     return outline.text()
 
 

@@ -8,13 +8,7 @@ import logging
 import pytest
 
 from providers import blocks
-from providers.base import (
-    RawEvent,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallStart,
-    provider_for,
-)
+from providers.base import RawEvent, TextDelta, ToolCallDelta, ToolCallStart
 from providers.config import model_get
 from providers.errors import (
     MissingKey,
@@ -23,6 +17,7 @@ from providers.errors import (
     ProviderUnavailable,
     ToolOrderingError,
 )
+from providers.registry import provider_for
 from tests.providers.helpers import TOOL, finished, make_request
 from tests.support.fake_messages_api import (
     FakeMessagesAPI,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import subprocess
 import sys
@@ -121,10 +123,43 @@ def test_the_srd_example_file_is_read_whole(config_file):
     assert engine.budget == config.BudgetConfig(4000, 1500, 6000)
     assert engine.stream == config.StreamConfig(250, 8192, 2000)
     assert engine.tools == config.ToolsConfig("disabled", False)
-    assert engine.retrieval.similarity_threshold == 0.72 and engine.retrieval.enable_mmr is True
+    assert engine.general == config.GeneralConfig("sonnet")  # data_dir: read, then ignored
     assert engine.openai == config.OpenAIConfig("disabled", False, False, True)
     assert engine.anthropic.disable_parallel_tool_use is True
     assert engine.source is not None and engine.source.endswith("config.toml")
+
+
+def test_the_retired_srd_keys_still_load_and_each_is_named_once_in_a_warning(config_file, caplog):
+    path = config_file(FULL_EXAMPLE)
+    with caplog.at_level(logging.WARNING, logger="providers"):
+        engine = engine_config()
+        assert engine_config() == engine  # the file is read again: no second warning
+        assert names() == ["offline", "sonnet", "gpt"]
+    assert [r.getMessage() for r in caplog.records if r.name == "providers"] == [
+        f"{path}: [retrieval] is no longer read (retrieval reads the LCM_RETRIEVAL_* "
+        "settings); ignored, remove it",
+        f"{path}: general.data_dir is no longer read (the server uses LCM_DATA_DIR); "
+        "ignored, remove it",
+    ]
+    assert not hasattr(engine, "retrieval")
+    assert "data_dir" not in {f.name for f in dataclasses.fields(config.GeneralConfig)}
+
+
+def test_a_retired_key_is_ignored_whatever_it_holds(config_file, caplog):
+    path = config_file('[general]\ndata_dir = 7\n\n[retrieval]\ntop_k = 0\nnew_key = "x"\n')
+    with caplog.at_level(logging.WARNING, logger="providers"):
+        assert engine_config() == config.EngineConfig(source=str(path))
+    assert [r.getMessage().split(" is no longer read")[0] for r in caplog.records] == [
+        f"{path}: [retrieval]",
+        f"{path}: general.data_dir",
+    ]
+
+
+def test_a_file_without_retired_keys_logs_no_warning(config_file, caplog):
+    config_file('[general]\ndefault_model = "gpt"\n')
+    with caplog.at_level(logging.WARNING, logger="providers"):
+        assert default_model().name == "gpt"
+    assert caplog.records == []
 
 
 def test_environment_overrides_win(config_file, monkeypatch):

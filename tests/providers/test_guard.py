@@ -6,9 +6,9 @@ import pytest
 
 from compaction.guard import DatabaseGuard
 from compaction.models import CircuitBreaker, SummarizerCall
-from providers.base import provider_for
 from providers.config import model_get
 from providers.errors import ProviderUnavailable
+from providers.registry import provider_for
 from tests.factories import ConversationFactory
 from tests.providers.helpers import finished, make_request
 from tests.support.fake_messages_api import anthropic_text_stream, overloaded

@@ -4,9 +4,10 @@ state summary and the best memory item of the assembled context."""
 from __future__ import annotations
 
 from providers import blocks
-from providers.base import RawEvent, TextDelta, provider_for
+from providers.base import RawEvent, TextDelta
 from providers.config import model_get
 from providers.offline import LABEL
+from providers.registry import provider_for
 from tests.providers.helpers import finished, make_request
 
 SYSTEM = (

@@ -9,9 +9,10 @@ import logging
 import pytest
 
 from providers import blocks
-from providers.base import RawEvent, TextDelta, ToolCallDelta, ToolCallStart, provider_for
+from providers.base import RawEvent, TextDelta, ToolCallDelta, ToolCallStart
 from providers.config import model_get
 from providers.errors import ProviderAuthError, ProviderUnavailable, ToolOrderingError
+from providers.registry import provider_for
 from tests.providers.helpers import TOOL, finished, make_request
 from tests.support.fake_responses_api import (
     function_call_item,

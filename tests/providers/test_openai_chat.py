@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from providers import blocks
-from providers.base import RawEvent, TextDelta, ToolCallDelta, ToolCallStart, provider_for
+from providers.base import RawEvent, TextDelta, ToolCallDelta, ToolCallStart
 from providers.config import model_get
 from providers.errors import MissingKey, ProviderAuthError, ToolOrderingError
+from providers.registry import provider_for
 from providers.replay import response_from_raw_events
 from tests.providers.helpers import TOOL, finished, make_request
 from tests.support.fake_chat_completions_api import (

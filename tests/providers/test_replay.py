@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from providers.base import RawEvent, provider_for
+from providers.base import RawEvent
 from providers.config import model_get
+from providers.registry import provider_for
 from providers.replay import response_from_raw_events
 from tests.providers.helpers import TOOL, finished, make_request
 from tests.support.fake_messages_api import anthropic_text_stream, anthropic_tool_use_stream

@@ -9,10 +9,10 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from providers import blocks
-from providers.base import provider_for
 from providers.config import model_get
 from providers.errors import ProviderError
 from providers.redaction import redact_secrets
+from providers.registry import provider_for
 from tests.providers.helpers import TOOL, finished, make_request
 from tests.support.fake_messages_api import (
     anthropic_error_stream,
