@@ -62,6 +62,111 @@ def _source_url(source: dict) -> str | None:
     return None
 
 
+def _text(block: dict, tool_names: dict[str, str]) -> dict | None:
+    if not isinstance(block.get("text"), str):
+        return None
+    return {
+        "part_type": "text",
+        "text_content": block["text"],
+        "metadata": _meta("text", _extra(block, _TEXT_KEYS)),
+    }
+
+
+def _thinking(block: dict, tool_names: dict[str, str]) -> dict:
+    return {
+        "part_type": "reasoning",
+        "text_content": block.get("thinking") or "",
+        "metadata": _meta(
+            "thinking",
+            _extra(block, {"type", "thinking", "signature"}),
+            signature=block.get("signature"),
+        ),
+    }
+
+
+def _redacted_thinking(block: dict, tool_names: dict[str, str]) -> dict:
+    return {
+        "part_type": "reasoning",
+        "metadata": _meta(
+            "redacted_thinking", _extra(block, {"type", "data"}), redacted=block.get("data")
+        ),
+    }
+
+
+def _tool_use(block: dict, tool_names: dict[str, str]) -> dict | None:
+    if not block.get("id"):
+        return None
+    tool_names[block["id"]] = block.get("name") or ""
+    return {
+        "part_type": "tool",
+        "tool_call_id": block["id"],
+        "tool_name": block.get("name") or "",
+        "tool_input": block.get("input") if block.get("input") is not None else {},
+        "metadata": _meta(block["type"], _extra(block, {"type", "id", "name", "input"})),
+    }
+
+
+def _tool_result(block: dict, tool_names: dict[str, str]) -> dict | None:
+    if not block.get("tool_use_id"):
+        return None
+    text, rich = result_text(block.get("content"))
+    part = {
+        "part_type": "tool",
+        "tool_call_id": block["tool_use_id"],
+        "tool_output": text,
+        "metadata": _meta(
+            "tool_result",
+            _extra(block, {"type", "tool_use_id", "content", "is_error"}),
+            content=rich,
+            content_is_string=isinstance(block.get("content"), str) or None,
+            is_error=block.get("is_error"),
+        ),
+    }
+    name = tool_names.get(block["tool_use_id"])
+    if name:
+        part["tool_name"] = name
+    if block.get("is_error"):
+        part["tool_status"] = "error"
+    return part
+
+
+def _file(block: dict, tool_names: dict[str, str]) -> dict | None:
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return None
+    part = {
+        "part_type": "file",
+        "file_mime": source.get("media_type")
+        or ("text/plain" if source.get("type") == "text" else None),
+        "metadata": _meta(
+            block["type"],
+            _extra(block, {"type", "source", "title"}),
+            source_type=source.get("type"),
+        ),
+    }
+    if source.get("type") == "text":
+        part["text_content"] = source.get("data") or ""
+    else:
+        part["file_url"] = _source_url(source)
+    if block.get("title"):
+        part["file_name"] = block["title"]
+    return {k: v for k, v in part.items() if v is not None}
+
+
+# A block's `type` -> its part; a handler returns None when the block lacks what its type
+# needs (then it is kept whole as an unknown block, like a type not listed here).
+_BLOCK_PARTS = {
+    "text": _text,
+    "thinking": _thinking,
+    "redacted_thinking": _redacted_thinking,
+    "tool_use": _tool_use,
+    "server_tool_use": _tool_use,
+    "tool_result": _tool_result,
+    "image": _file,
+    "document": _file,
+}
+
+
 def block_to_part(block: Any, tool_names: dict[str, str]) -> dict:
     """One content block as a raw part dict (validated later by `parse_part`)."""
     if isinstance(block, str):
@@ -69,78 +174,9 @@ def block_to_part(block: Any, tool_names: dict[str, str]) -> dict:
     if not isinstance(block, dict):
         return {"part_type": "text", "metadata": {"unknown_block": block}}
     kind = block.get("type")
-    if kind == "text" and isinstance(block.get("text"), str):
-        return {
-            "part_type": "text",
-            "text_content": block["text"],
-            "metadata": _meta("text", _extra(block, _TEXT_KEYS)),
-        }
-    if kind == "thinking":
-        return {
-            "part_type": "reasoning",
-            "text_content": block.get("thinking") or "",
-            "metadata": _meta(
-                "thinking",
-                _extra(block, {"type", "thinking", "signature"}),
-                signature=block.get("signature"),
-            ),
-        }
-    if kind == "redacted_thinking":
-        return {
-            "part_type": "reasoning",
-            "metadata": _meta(
-                "redacted_thinking", _extra(block, {"type", "data"}), redacted=block.get("data")
-            ),
-        }
-    if kind in ("tool_use", "server_tool_use") and block.get("id"):
-        tool_names[block["id"]] = block.get("name") or ""
-        return {
-            "part_type": "tool",
-            "tool_call_id": block["id"],
-            "tool_name": block.get("name") or "",
-            "tool_input": block.get("input") if block.get("input") is not None else {},
-            "metadata": _meta(kind, _extra(block, {"type", "id", "name", "input"})),
-        }
-    if kind == "tool_result" and block.get("tool_use_id"):
-        text, rich = result_text(block.get("content"))
-        part = {
-            "part_type": "tool",
-            "tool_call_id": block["tool_use_id"],
-            "tool_output": text,
-            "metadata": _meta(
-                "tool_result",
-                _extra(block, {"type", "tool_use_id", "content", "is_error"}),
-                content=rich,
-                content_is_string=isinstance(block.get("content"), str) or None,
-                is_error=block.get("is_error"),
-            ),
-        }
-        name = tool_names.get(block["tool_use_id"])
-        if name:
-            part["tool_name"] = name
-        if block.get("is_error"):
-            part["tool_status"] = "error"
-        return part
-    if kind in ("image", "document") and isinstance(block.get("source"), dict):
-        source = block["source"]
-        part = {
-            "part_type": "file",
-            "file_mime": source.get("media_type")
-            or ("text/plain" if source.get("type") == "text" else None),
-            "metadata": _meta(
-                kind,
-                _extra(block, {"type", "source", "title"}),
-                source_type=source.get("type"),
-            ),
-        }
-        if source.get("type") == "text":
-            part["text_content"] = source.get("data") or ""
-        else:
-            part["file_url"] = _source_url(source)
-        if block.get("title"):
-            part["file_name"] = block["title"]
-        return {k: v for k, v in part.items() if v is not None}
-    return {"part_type": "text", "metadata": {"unknown_block": block}}
+    handler = _BLOCK_PARTS.get(kind) if isinstance(kind, str) else None  # a list is no key
+    part = handler(block, tool_names) if handler else None
+    return part if part is not None else {"part_type": "text", "metadata": {"unknown_block": block}}
 
 
 def blocks_to_parts(content: Any, tool_names: dict[str, str]) -> list[dict]:

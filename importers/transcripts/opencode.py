@@ -162,69 +162,67 @@ def _tool(part: dict) -> dict:
     return out
 
 
+def _step_finish(part: dict) -> dict:
+    tokens = part.get("tokens") or {}
+    return {
+        "part_type": "step_finish",
+        "step_reason": part.get("reason"),
+        "step_cost": part.get("cost"),
+        "step_tokens_in": tokens.get("input"),
+        "step_tokens_out": tokens.get("output"),
+        "snapshot_hash": part.get("snapshot"),
+        "metadata": {"tokens": tokens},
+    }
+
+
+# One OpenCode part type -> its raw part dict, in the order of the module docstring's table.
+_PART_MAPS = {
+    "text": lambda part: {
+        "part_type": "text",
+        "text_content": part.get("text") or "",
+        "is_synthetic": part.get("synthetic"),
+        "is_ignored": part.get("ignored"),
+    },
+    "reasoning": lambda part: {"part_type": "reasoning", "text_content": part.get("text") or ""},
+    "tool": _tool,
+    "step-start": lambda part: {"part_type": "step_start", "snapshot_hash": part.get("snapshot")},
+    "step-finish": _step_finish,
+    "file": lambda part: {
+        "part_type": "file",
+        "file_mime": part.get("mime"),
+        "file_name": part.get("filename"),
+        "file_url": part.get("url"),
+    },
+    "patch": lambda part: {
+        "part_type": "patch",
+        "patch_hash": part.get("hash"),
+        "patch_files": part.get("files"),
+    },
+    "snapshot": lambda part: {"part_type": "snapshot", "snapshot_hash": part.get("snapshot")},
+    "subtask": lambda part: {
+        "part_type": "subtask",
+        "subtask_prompt": part.get("prompt"),
+        "subtask_desc": part.get("description"),
+        "subtask_agent": part.get("agent"),
+    },
+    "agent": lambda part: {"part_type": "agent", "text_content": part.get("name")},
+    "retry": lambda part: {"part_type": "retry"},
+    "compaction": lambda part: {
+        "part_type": "compaction",
+        "compaction_auto": part.get("auto"),
+        "is_synthetic": True,
+    },
+}
+
+
 def _map_part(part: dict) -> dict:
-    """One OpenCode part as a raw part dict: one branch per part type, kept together so the
-    mapping reads top to bottom like the table in the module docstring."""
+    """One OpenCode part as a raw part dict (an unknown type is kept whole)."""
     kind = part.get("type")
-    if kind == "text":
-        out = {"part_type": "text", "text_content": part.get("text") or "", "metadata": {}}
-        out["is_synthetic"] = part.get("synthetic")
-        out["is_ignored"] = part.get("ignored")
-    elif kind == "reasoning":
-        out = {"part_type": "reasoning", "text_content": part.get("text") or "", "metadata": {}}
-    elif kind == "tool":
-        out = _tool(part)
-    elif kind == "step-start":
-        out = {"part_type": "step_start", "snapshot_hash": part.get("snapshot"), "metadata": {}}
-    elif kind == "step-finish":
-        tokens = part.get("tokens") or {}
-        out = {
-            "part_type": "step_finish",
-            "step_reason": part.get("reason"),
-            "step_cost": part.get("cost"),
-            "step_tokens_in": tokens.get("input"),
-            "step_tokens_out": tokens.get("output"),
-            "snapshot_hash": part.get("snapshot"),
-            "metadata": {"tokens": tokens},
-        }
-    elif kind == "file":
-        out = {
-            "part_type": "file",
-            "file_mime": part.get("mime"),
-            "file_name": part.get("filename"),
-            "file_url": part.get("url"),
-            "metadata": {},
-        }
-    elif kind == "patch":
-        out = {
-            "part_type": "patch",
-            "patch_hash": part.get("hash"),
-            "patch_files": part.get("files"),
-            "metadata": {},
-        }
-    elif kind == "snapshot":
-        out = {"part_type": "snapshot", "snapshot_hash": part.get("snapshot"), "metadata": {}}
-    elif kind == "subtask":
-        out = {
-            "part_type": "subtask",
-            "subtask_prompt": part.get("prompt"),
-            "subtask_desc": part.get("description"),
-            "subtask_agent": part.get("agent"),
-            "metadata": {},
-        }
-    elif kind == "agent":
-        out = {"part_type": "agent", "text_content": part.get("name"), "metadata": {}}
-    elif kind == "retry":
-        out = {"part_type": "retry", "metadata": {}}
-    elif kind == "compaction":
-        out = {
-            "part_type": "compaction",
-            "compaction_auto": part.get("auto"),
-            "is_synthetic": True,
-            "metadata": {},
-        }
-    else:
+    mapper = _PART_MAPS.get(kind) if isinstance(kind, str) else None
+    if mapper is None:
         return {"part_type": "text", "metadata": {"unknown_block": part}}
+    out = mapper(part)
+    out.setdefault("metadata", {})
     out["metadata"].update(
         {
             "block": kind,
