@@ -59,6 +59,9 @@ class MiniLMOnnx:
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
+            # No memory arena: it keeps a 32 x 256-token batch's activations for the life of
+            # the process (+425 MB measured; +175 MB without it, at the same speed).
+            options.enable_cpu_mem_arena = False
             # Idle threads sleep rather than spin: the cores are shared.
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             self._tokenizer = load_tokenizer()
