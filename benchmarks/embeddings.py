@@ -171,9 +171,9 @@ def _recall_rows(variants, ctx: BenchContext) -> list[BenchRow]:
         rows.append(
             BenchRow(
                 f"recall@{TOP_K} (vectors only): {name.split(',')[0]}",
-                hits / len(planted),
-                "fraction",
-                detail=f"{len(planted)} facts in {len(texts)} messages",
+                100 * hits / len(planted),
+                "%",
+                detail=f"{hits} of {len(planted)} facts in {len(texts)} messages",
             )
         )
     fp32 = vectors["onnx fp32, 1 thread"]
@@ -182,9 +182,9 @@ def _recall_rows(variants, ctx: BenchContext) -> list[BenchRow]:
         rows.append(
             BenchRow(
                 f"cosine to onnx fp32: {name.split(',')[0]}",
-                float(cosines.min()),
-                "min cosine",
-                detail=f"mean {cosines.mean():.5f} over {len(texts)} messages",
+                1000 * (1 - float(cosines.min())),
+                "1e-3 (1 - min cosine)",
+                detail=f"min {cosines.min():.5f}, mean {cosines.mean():.5f} over {len(texts)} messages",
             )
         )
     return rows

@@ -14,6 +14,8 @@ tolerance tests/memory/test_minilm_onnx.py checks, under the same name.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import threading
 
 import numpy as np
@@ -27,6 +29,20 @@ from memory.embeddings.minilm_files import (
 )
 
 BATCH = 32
+
+
+def _libc_trim():
+    """glibc's malloc_trim, or None elsewhere. Without the arena the runtime's activations
+    come from malloc, and glibc keeps a long batch's freed buffers in the heap for the life
+    of the process (measured: +270 MB resident after one batch of 32 x 256 tokens, +143 MB
+    once trimmed); trimming after each call hands them back."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _libc_trim()
 
 
 def model_name(variant: str) -> str:
@@ -81,4 +97,6 @@ class MiniLMOnnx:
                 ["embedding"], {"input_ids": ids, "attention_mask": mask}
             )[0]
         out[[i for i, text in enumerate(texts) if not text.strip()]] = 0.0  # no content
+        if _TRIM is not None:
+            _TRIM(0)
         return out
