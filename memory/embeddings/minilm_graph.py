@@ -3,7 +3,9 @@
 Built once from the tensors in model.safetensors with the `onnx` package's helper API, so
 no model file is downloaded: embeddings (word + position + token type 0, LayerNorm), six
 post-LayerNorm BERT layers (12-head self-attention, exact erf GELU), attention-masked mean
-pooling and L2 normalisation -- sentence-transformers' pipeline for this model.
+pooling and L2 normalisation -- sentence-transformers' pipeline for this model. The layers
+use onnxruntime's fused CPU kernels (com.microsoft `Attention`, `SkipLayerNormalization`,
+`BiasGelu`), so the graph is for onnxruntime, the runtime that loads it.
 
 Inputs `input_ids` and `attention_mask` (int64, batch x tokens, both dimensions dynamic);
 output `embedding` (float32, batch x 384, unit rows; a fully padded row is all zeros).
@@ -13,14 +15,12 @@ nodes are added in a fixed order; no timestamps), which the cache's hash relies 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from memory.embeddings.minilm_files import DIM, EPS, HEADS, LAYERS
 
 OPSET = 18  # LayerNormalization (17); reductions take their axes as an input (18)
-GRAPH_VERSION = 1  # bump when the graph below changes (the cache key includes it)
+GRAPH_VERSION = 2  # bump when the graph below changes (the cache key includes it)
 
 
 class _Graph:
@@ -48,57 +48,14 @@ class _Graph:
         return output
 
 
-def _dense(g: _Graph, x: str, w: dict[str, np.ndarray], prefix: str) -> str:
-    # torch's Linear is x @ W.T + b: the transposed weight is stored once.
-    weight = g.const(prefix + ".weight", w[prefix + ".weight"].T)
-    return g.op("Add", g.op("MatMul", x, weight), g.const(prefix + ".bias", w[prefix + ".bias"]))
-
-
 def _layer_norm(g: _Graph, x: str, w: dict[str, np.ndarray], prefix: str) -> str:
     scale = g.const(prefix + ".weight", w[prefix + ".weight"])
     bias = g.const(prefix + ".bias", w[prefix + ".bias"])
     return g.op("LayerNormalization", x, scale, bias, axis=-1, epsilon=EPS)
 
 
-def _attention(g: _Graph, x: str, mask_bias: str, w: dict[str, np.ndarray], p: str) -> str:
-    head = DIM // HEADS
-    split = g.const(p + "split_shape", np.array([0, 0, HEADS, head], dtype=np.int64))
-    merge = g.const(p + "merge_shape", np.array([0, 0, DIM], dtype=np.int64))
-
-    def heads(name: str, perm: list[int]) -> str:
-        projected = _dense(g, x, w, p + "attention.self." + name)
-        return g.op("Transpose", g.op("Reshape", projected, split), perm=perm)
-
-    q = heads("query", [0, 2, 1, 3])  # batch, head, token, 32
-    k = heads("key", [0, 2, 3, 1])  # batch, head, 32, token
-    v = heads("value", [0, 2, 1, 3])
-    scale = g.const(p + "score_scale", np.array(math.sqrt(head), dtype=np.float32))
-    scores = g.op("Add", g.op("Div", g.op("MatMul", q, k), scale), mask_bias)
-    context = g.op("MatMul", g.op("Softmax", scores, axis=-1), v)
-    context = g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]), merge)
-    out = _dense(g, context, w, p + "attention.output.dense")
-    return _layer_norm(g, g.op("Add", out, x), w, p + "attention.output.LayerNorm")
-
-
-def _gelu(g: _Graph, x: str, p: str) -> str:
-    """BERT's exact GELU: x * 0.5 * (1 + erf(x / sqrt 2))."""
-    root2 = g.const(p + "gelu_sqrt2", np.array(math.sqrt(2.0), dtype=np.float32))
-    one = g.const(p + "gelu_one", np.array(1.0, dtype=np.float32))
-    half = g.const(p + "gelu_half", np.array(0.5, dtype=np.float32))
-    erf = g.op("Erf", g.op("Div", x, root2))
-    return g.op("Mul", g.op("Mul", x, g.op("Add", erf, one)), half)
-
-
-def _layer(g: _Graph, x: str, mask_bias: str, w: dict[str, np.ndarray], index: int) -> str:
-    p = f"encoder.layer.{index}."
-    x = _attention(g, x, mask_bias, w, p)
-    hidden = _gelu(g, _dense(g, x, w, p + "intermediate.dense"), p)
-    out = _dense(g, hidden, w, p + "output.dense")
-    return _layer_norm(g, g.op("Add", out, x), w, p + "output.LayerNorm")
-
-
-def _fused_layer(g: _Graph, x: str, mask: str, w: dict[str, np.ndarray], index: int) -> str:
-    """The same layer through onnxruntime's fused CPU kernels (com.microsoft domain):
+def _layer(g: _Graph, x: str, mask: str, w: dict[str, np.ndarray], index: int) -> str:
+    """One BERT layer through onnxruntime's fused CPU kernels (com.microsoft domain):
     one Attention op (packed Q/K/V projection, masked softmax), SkipLayerNormalization
     (residual + bias + LayerNorm) and BiasGelu (exact erf GELU)."""
     p = f"encoder.layer.{index}."
@@ -158,16 +115,11 @@ def _embeddings(g: _Graph, w: dict[str, np.ndarray]) -> str:
     return _layer_norm(g, x, w, "embeddings.LayerNorm")
 
 
-def _mask(g: _Graph) -> tuple[str, str]:
-    """The mask as float (batch, tokens, 1) for pooling, and the attention's additive bias
-    (batch, 1, 1, tokens): 0 for a token, -10000 for padding (softmax makes it 0)."""
+def _pooling_mask(g: _Graph) -> str:
+    """The mask as float (batch, tokens, 1), to average over real tokens only."""
     mask = g.op("Cast", "attention_mask", to=1)  # float32
-    axes = g.const("mask_axes", np.array([1, 2], dtype=np.int64))
-    one = g.const("float_one", np.array(1.0, dtype=np.float32))
-    big = g.const("mask_fill", np.array(-10000.0, dtype=np.float32))
-    bias = g.op("Mul", g.op("Sub", one, g.op("Unsqueeze", mask, axes)), big)
     last = g.const("last_axis", np.array([-1], dtype=np.int64))
-    return g.op("Unsqueeze", mask, last), bias
+    return g.op("Unsqueeze", mask, last)
 
 
 def _pool_and_normalise(g: _Graph, x: str, mask: str) -> str:
@@ -182,20 +134,17 @@ def _pool_and_normalise(g: _Graph, x: str, mask: str) -> str:
     return g.op("Div", mean, g.op("Max", norm, tiny))
 
 
-def build_model(weights: dict[str, np.ndarray], *, fused: bool = True):
-    """The ONNX ModelProto of the forward pass (see the module docstring). `fused`: the
-    layers use onnxruntime's fused kernels; else standard ONNX ops only."""
+def build_model(weights: dict[str, np.ndarray]):
+    """The ONNX ModelProto of the forward pass (see the module docstring)."""
     from onnx import TensorProto, checker, helper
 
     g = _Graph()
-    mask, mask_bias = _mask(g)
+    mask = _pooling_mask(g)
     x = _embeddings(g, weights)
-    raw_mask = g.op("Cast", "attention_mask", to=6)  # int32, what Attention takes
+    # Attention takes the 0/1 mask as int32 (padding gets -10000 before its softmax).
+    raw_mask = g.op("Cast", "attention_mask", to=6)
     for index in range(LAYERS):
-        if fused:
-            x = _fused_layer(g, x, raw_mask, weights, index)
-        else:
-            x = _layer(g, x, mask_bias, weights, index)
+        x = _layer(g, x, raw_mask, weights, index)
     embedding = _pool_and_normalise(g, x, mask)
     g.nodes.append(helper.make_node("Identity", [embedding], ["embedding"], name="output"))
     graph = helper.make_graph(
