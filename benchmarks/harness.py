@@ -45,6 +45,7 @@ BENCH_MODULES = [
     "benchmarks.explorer",
     "benchmarks.console",
     "benchmarks.memory",
+    "benchmarks.embeddings",
     "benchmarks.recall_search",
     "benchmarks.importers",
     "benchmarks.mcpserver",

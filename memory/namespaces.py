@@ -31,6 +31,8 @@ def backend_for_namespace(namespace: EmbeddingNamespace) -> EmbeddingBackend:
         return backend_for("hashing", name.rsplit("-", 1)[1])
     if name == "all-MiniLM-L6-v2":
         return backend_for("minilm", "")
+    if name.startswith("all-MiniLM-L6-v2-"):  # a quantized graph: all-MiniLM-L6-v2-int8
+        return backend_for("minilm", name.rsplit("-", 1)[1])
     return backend_for("static", "")
 
 

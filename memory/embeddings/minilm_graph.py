@@ -1,0 +1,168 @@
+"""The all-MiniLM-L6-v2 forward pass written as an ONNX graph from the named weights.
+
+Built once from the tensors in model.safetensors with the `onnx` package's helper API, so
+no model file is downloaded: embeddings (word + position + token type 0, LayerNorm), six
+post-LayerNorm BERT layers (12-head self-attention, exact erf GELU), attention-masked mean
+pooling and L2 normalisation -- sentence-transformers' pipeline for this model. The layers
+use onnxruntime's fused CPU kernels (com.microsoft `Attention`, `SkipLayerNormalization`,
+`BiasGelu`), so the graph is for onnxruntime, the runtime that loads it.
+
+Inputs `input_ids` and `attention_mask` (int64, batch x tokens, both dimensions dynamic);
+output `embedding` (float32, batch x 384, unit rows; a fully padded row is all zeros).
+The same weights and the same `onnx` version give byte-identical files (initializers and
+nodes are added in a fixed order; no timestamps), which the cache's hash relies on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from memory.embeddings.minilm_files import DIM, EPS, HEADS, LAYERS
+
+OPSET = 18  # LayerNormalization (17); reductions take their axes as an input (18)
+GRAPH_VERSION = 2  # bump when the graph below changes (the cache key includes it)
+
+
+class _Graph:
+    """Accumulates nodes and initializers; names are made unique by a counter."""
+
+    def __init__(self) -> None:
+        self.nodes: list = []
+        self.initializers: list = []
+        self._count = 0
+
+    def const(self, name: str, value: np.ndarray) -> str:
+        from onnx import numpy_helper
+
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def op(self, op_type: str, *inputs: str, **attributes) -> str:
+        from onnx import helper
+
+        self._count += 1
+        output = f"{op_type.lower()}_{self._count}"
+        self.nodes.append(
+            helper.make_node(op_type, list(inputs), [output], name=output, **attributes)
+        )
+        return output
+
+
+def _layer_norm(g: _Graph, x: str, w: dict[str, np.ndarray], prefix: str) -> str:
+    scale = g.const(prefix + ".weight", w[prefix + ".weight"])
+    bias = g.const(prefix + ".bias", w[prefix + ".bias"])
+    return g.op("LayerNormalization", x, scale, bias, axis=-1, epsilon=EPS)
+
+
+def _layer(g: _Graph, x: str, mask: str, w: dict[str, np.ndarray], index: int) -> str:
+    """One BERT layer through onnxruntime's fused CPU kernels (com.microsoft domain):
+    one Attention op (packed Q/K/V projection, masked softmax), SkipLayerNormalization
+    (residual + bias + LayerNorm) and BiasGelu (exact erf GELU)."""
+    p = f"encoder.layer.{index}."
+    s = p + "attention.self."
+    qkv_weight = np.concatenate(
+        [w[s + name + ".weight"].T for name in ("query", "key", "value")], axis=1
+    )
+    qkv_bias = np.concatenate([w[s + name + ".bias"] for name in ("query", "key", "value")])
+    context = g.op(
+        "Attention",
+        x,
+        g.const(s + "qkv.weight", qkv_weight),
+        g.const(s + "qkv.bias", qkv_bias),
+        mask,
+        domain="com.microsoft",
+        num_heads=HEADS,
+    )
+
+    def skip_norm(v: str, residual: str, dense: str, norm: str) -> str:
+        projected = g.op("MatMul", v, g.const(dense + ".weight", w[dense + ".weight"].T))
+        return g.op(
+            "SkipLayerNormalization",
+            projected,
+            residual,
+            g.const(norm + ".weight", w[norm + ".weight"]),
+            g.const(norm + ".bias", w[norm + ".bias"]),
+            g.const(dense + ".bias", w[dense + ".bias"]),
+            domain="com.microsoft",
+            epsilon=EPS,
+        )
+
+    x = skip_norm(context, x, p + "attention.output.dense", p + "attention.output.LayerNorm")
+    inner = p + "intermediate.dense"
+    hidden = g.op(
+        "BiasGelu",
+        g.op("MatMul", x, g.const(inner + ".weight", w[inner + ".weight"].T)),
+        g.const(inner + ".bias", w[inner + ".bias"]),
+        domain="com.microsoft",
+    )
+    return skip_norm(hidden, x, p + "output.dense", p + "output.LayerNorm")
+
+
+def _embeddings(g: _Graph, w: dict[str, np.ndarray]) -> str:
+    words = g.const("embeddings.word_embeddings.weight", w["embeddings.word_embeddings.weight"])
+    # Token type is always 0: its row is folded into the position table once.
+    positions = g.const(
+        "embeddings.position_plus_token_type",
+        w["embeddings.position_embeddings.weight"]
+        + w["embeddings.token_type_embeddings.weight"][0][None, :],
+    )
+    # The first `tokens` rows of the position table (a 1-D Slice: the runtime rewrites a
+    # Range + Gather into a Slice with scalar bounds that it then rejects).
+    zero = g.const("slice_start", np.array([0], dtype=np.int64))
+    length = g.op("Shape", "input_ids", start=1, end=2)
+    used_positions = g.op("Slice", positions, zero, length, zero)
+    x = g.op("Add", g.op("Gather", words, "input_ids"), used_positions)
+    return _layer_norm(g, x, w, "embeddings.LayerNorm")
+
+
+def _pooling_mask(g: _Graph) -> str:
+    """The mask as float (batch, tokens, 1), to average over real tokens only."""
+    mask = g.op("Cast", "attention_mask", to=1)  # float32
+    last = g.const("last_axis", np.array([-1], dtype=np.int64))
+    return g.op("Unsqueeze", mask, last)
+
+
+def _pool_and_normalise(g: _Graph, x: str, mask: str) -> str:
+    tokens = g.const("token_axis", np.array([1], dtype=np.int64))
+    last = g.const("feature_axis", np.array([-1], dtype=np.int64))
+    summed = g.op("ReduceSum", g.op("Mul", x, mask), tokens, keepdims=0)
+    count = g.op("ReduceSum", mask, tokens, keepdims=0)
+    floor = g.const("count_floor", np.array(1.0, dtype=np.float32))
+    mean = g.op("Div", summed, g.op("Max", count, floor))
+    norm = g.op("ReduceL2", mean, last, keepdims=1)
+    tiny = g.const("norm_floor", np.array(1e-12, dtype=np.float32))
+    return g.op("Div", mean, g.op("Max", norm, tiny))
+
+
+def build_model(weights: dict[str, np.ndarray]):
+    """The ONNX ModelProto of the forward pass (see the module docstring)."""
+    from onnx import TensorProto, checker, helper
+
+    g = _Graph()
+    mask = _pooling_mask(g)
+    x = _embeddings(g, weights)
+    # Attention takes the 0/1 mask as int32 (padding gets -10000 before its softmax).
+    raw_mask = g.op("Cast", "attention_mask", to=6)
+    for index in range(LAYERS):
+        x = _layer(g, x, raw_mask, weights, index)
+    embedding = _pool_and_normalise(g, x, mask)
+    g.nodes.append(helper.make_node("Identity", [embedding], ["embedding"], name="output"))
+    graph = helper.make_graph(
+        g.nodes,
+        "all-MiniLM-L6-v2",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "tokens"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "tokens"]),
+        ],
+        [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", DIM])],
+        initializer=g.initializers,
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", 1)],
+        producer_name="lcm-server",
+        producer_version=str(GRAPH_VERSION),
+    )
+    model.ir_version = 8  # what every onnxruntime since 1.14 reads
+    checker.check_model(model)
+    return model
