@@ -22,11 +22,6 @@ pytestmark = pytest.mark.django_db
 FACT = "Note for later: the automobile is stored in the green crate beside the boiler."
 
 
-@pytest.fixture
-def chat(user):
-    return services.session_create(owner=user, title="chat")
-
-
 def test_index_turn_chunks_the_mirrored_turn_once(chat):
     turn = run_turn(chat, FACT)
     first = index_turn(turn_id=turn.id)
@@ -43,6 +38,7 @@ def test_index_turn_chunks_the_mirrored_turn_once(chat):
     assert Chunk.objects.filter(source_turn=turn).count() == len(chunks)
 
 
+@pytest.mark.embedding_model
 def test_retrieve_for_turn_finds_an_earlier_turn_and_stores_rows_and_stats(chat):
     first = run_turn(chat, FACT)
     index_turn(turn_id=first.id)
@@ -126,6 +122,7 @@ def test_attached_chunks_are_items_in_the_order_given_and_owner_checked(chat, ot
         items_for_chunk_ids(["nope"], chat.owner)
 
 
+@pytest.mark.embedding_model
 def test_the_turn_context_carries_retrieved_memory(chat):
     first = run_turn(chat, FACT)
     index_turn(turn_id=first.id)
