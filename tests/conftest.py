@@ -3,18 +3,60 @@ conversations built through the real ingest service."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.db import connection
+from django.test import override_settings
 from rest_framework.test import APIClient
 
+from core.config import SETTINGS_BY_NAME
 from tests.factories import ConversationFactory, UserFactory, append_messages
+from tests.support import suite
 from tests.support.tokens import issue_token
 
 pytest_plugins = ["tests.support.fixtures", "tests.support.browser"]
 
+# Tests embed with the lexical `hashing` backend: no 91 MB model to load, in this process
+# or in the servers and workers the process tests start (they inherit this environment).
+# Tests of embeddings and recall quality ask for the real model with
+# `@pytest.mark.embedding_model`. Django's settings are loaded before this file, so the
+# session fixture below sets them too.
+os.environ["LCM_EMBEDDING_BACKEND"] = "hashing"
+TEST_SETTINGS = {
+    "LCM_EMBEDDING_BACKEND": "hashing",
+    # Tests create many users; the production hasher is deliberately slow.
+    "PASSWORD_HASHERS": ["django.contrib.auth.hashers.MD5PasswordHasher"],
+}
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("lcm", "LCM test suite (docs/testing.md)")
+    group.addoption(
+        "--slow",
+        action="store_true",
+        help="crash tests make their full number of kills (also: LCM_TEST_SLOW=1)",
+    )
+    group.addoption(
+        "--no-process-tests",
+        action="store_true",
+        help="leave out the `process` tests (scripts/test: another run executes them)",
+    )
+
+
+def pytest_configure(config):
+    if config.getoption("--slow"):  # before any test module reads it at import
+        os.environ[suite.SLOW_ENV] = "1"
+
+
+def pytest_report_header(config):
+    mode = "slow (full kill counts)" if suite.slow() else "default (LCM_TEST_SLOW=1 for full)"
+    return [f"lcm: database {_vendor()}; crash tests {mode}"]
+
 
 def pytest_collection_modifyitems(config, items):
-    """`postgres` tests are skipped on SQLite runs; the PostgreSQL run executes them."""
+    """`postgres` tests are skipped on SQLite runs; the PostgreSQL run executes them. The
+    run's share of the suite: tests/support/suite.py."""
     for item in items:
         if "postgres" in item.keywords:
             item.add_marker(
@@ -23,16 +65,41 @@ def pytest_collection_modifyitems(config, items):
                     reason="PostgreSQL-only behaviour (runs in the PostgreSQL suite)",
                 )
             )
+    kept, deselected = suite.split(
+        items, vendor=_vendor(), process_tests=not config.getoption("--no-process-tests")
+    )
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 def _vendor() -> str:
     return connection.vendor
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _test_settings():
+    with override_settings(**TEST_SETTINGS):
+        yield
+
+
 @pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    """Tests create many users; the production hasher is deliberately slow."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def _embedding_model(request):
+    """`@pytest.mark.embedding_model`: this test (and any process it starts) embeds with the
+    configured model, as production does."""
+    if request.node.get_closest_marker("embedding_model") is None:
+        return
+    default = SETTINGS_BY_NAME["LCM_EMBEDDING_BACKEND"].default
+    request.getfixturevalue("settings").LCM_EMBEDDING_BACKEND = default
+    request.getfixturevalue("monkeypatch").setenv("LCM_EMBEDDING_BACKEND", default)
+
+
+@pytest.fixture(scope="session")
+def openapi_schema():
+    """The OpenAPI schema, generated once per run (read it, do not change it)."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    return SchemaGenerator().get_schema(request=None, public=True)
 
 
 @pytest.fixture(autouse=True)
@@ -99,6 +166,55 @@ def make_conversation(user):
         return conv
 
     return make
+
+
+@pytest.fixture
+def data_dir(settings, tmp_path):
+    """Stream journals, event logs and other files under LCM_DATA_DIR go to this test's own
+    directory."""
+    settings.DATA_DIR = tmp_path / "data"
+    settings.DATA_DIR.mkdir()
+    return settings.DATA_DIR
+
+
+@pytest.fixture
+def offline_engine(settings, monkeypatch, data_dir):
+    """Turns run offline: no model config or keys from the environment (the offline provider,
+    no network), the deterministic librarian, journals under a fresh data directory. Autouse
+    in tests/turns and tests/memory."""
+    for name in ("LCM_CONFIG_FILE", "LCM_DEFAULT_MODEL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    settings.LCM_LIBRARIAN_MODEL = "haiku"  # no key set: the deterministic librarian
+
+
+@pytest.fixture
+def fresh_vector_caches():
+    """Empty per-process vector matrices: summary ids are derived from their sources, so a
+    rolled-back test's summary id comes back in the next test with other content, which the
+    cache's staleness check (by id) cannot see. Autouse in tests/memory."""
+    from memory.vectors.numpy_exact import INDEX, SUMMARY_INDEX
+
+    INDEX.reset()
+    SUMMARY_INDEX.reset()
+
+
+@pytest.fixture
+def chat(user):
+    """A chat session of the owner, made through the real turn service."""
+    from turns import services
+
+    return services.session_create(owner=user, title="chat")
+
+
+@pytest.fixture
+def compacted(conversation):
+    """48 messages: 4 leaves of 10 under one depth-1 summary, and an 8-message tail (seq 41-48
+    stay in the active context); returns (conversation, the BuiltDag). Explorer and integrity
+    tests and two retrieval modules override it with their own shapes."""
+    from tests.retrieval.dag_builder import build_dag
+
+    append_messages(conversation, 48)
+    return conversation, build_dag(conversation, leaf_size=10, fanout=4, max_depth=1, tail=8)
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from tests.factories import append_messages
 from tests.retrieval.dag_builder import build_dag
 from tests.turns.live import ROOT, child_env
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
 
 def _run(tmp_path, conversation, action: str, crash_at: str | None = None):

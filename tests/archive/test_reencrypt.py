@@ -155,6 +155,7 @@ def _rotate(tmp_path, crash_at: str | None = None):
                           env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
 
 
+@pytest.mark.process
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("step", ["reencrypt_written", "reencrypt_switched"])
 def test_a_rotation_killed_in_the_middle_loses_nothing(conversation, settings, tmp_path,

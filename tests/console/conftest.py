@@ -6,11 +6,9 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _data_dir(settings, tmp_path):
-    """Stream journals and event logs under this test's own directory."""
-    settings.DATA_DIR = tmp_path / "data"
-    settings.DATA_DIR.mkdir()
-    return settings.DATA_DIR
+def _data_dir(data_dir):
+    """Stream journals and event logs under this test's own directory (tests/conftest.py)."""
+    return data_dir
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture(scope="session")
 def lcm_client(contract_server, tmp_path_factory):

@@ -18,6 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.process
+
 EXAMPLES_PER_OPERATION = 3
 SEED = "20261125"
 ROOT = Path(__file__).resolve().parents[2]

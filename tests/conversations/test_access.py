@@ -31,12 +31,6 @@ def _call(client, method, conversation_id, tail, body):
     return client.post(url, body, format="json")
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    # The default hasher costs ~0.5 s per user; these tests create several per test.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def owned(make_conversation):
     return make_conversation(messages=3)

@@ -30,11 +30,6 @@ CANONICAL = [Message, MessagePart, Summary, SummaryMessage, SummaryParent, Conte
 ALL_MODELS = [Conversation, *CANONICAL]
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def superuser(db):
     return UserFactory(username="root", is_staff=True, is_superuser=True)

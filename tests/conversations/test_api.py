@@ -17,12 +17,6 @@ from conversations.models import ContextItem, Conversation, Message, MessagePart
 from tests.factories import append_messages, message_payload
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    # The default hasher costs ~0.5 s per user; these tests create several per test.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _url(conversation_id, tail: str = "") -> str:
     return f"/api/v1/conversations/{conversation_id}/{tail}"
 

@@ -19,11 +19,6 @@ from conversations.services import conversation_create, messages_append
 from tests.factories import ConversationFactory, UserFactory
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _run_in_threads(count: int, work) -> list:
     """Run work(index) in `count` threads started together; re-raise the first error."""
     barrier = threading.Barrier(count)

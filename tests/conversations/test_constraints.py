@@ -28,12 +28,6 @@ from tests.factories import ConversationFactory, UserFactory
 NOW = timezone.now()
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    # The default hasher costs ~0.5 s per user; these tests create several per test.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _message(conversation, seq, **kwargs):
     fields = {
         "role": "user",

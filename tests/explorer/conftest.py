@@ -25,8 +25,9 @@ def file_storage(settings, tmp_path):
 
 
 @pytest.fixture
-def compacted(user, small_chunks):
-    """120 messages compacted into leaves and at least one condensed summary."""
+def compacted_by_engine(user, small_chunks):
+    """120 messages compacted by the real engine into leaves and at least one condensed
+    summary (tests/conftest.py's `compacted` is a hand-built DAG)."""
     conversation = ConversationFactory(owner=user, session_id="compacted", title="Compacted")
     append_messages(conversation, 120)
     result = compact(conversation)

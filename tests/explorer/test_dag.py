@@ -31,23 +31,25 @@ def dag_data(body: str) -> dict:
     return json.loads(match.group(1))
 
 
-def test_the_dag_page_carries_every_summary_and_edge(user, compacted):
-    body = text_of(user, f"/conversations/{compacted.pk}/dag/")
+def test_the_dag_page_carries_every_summary_and_edge(user, compacted_by_engine):
+    body = text_of(user, f"/conversations/{compacted_by_engine.pk}/dag/")
     data = dag_data(body)
-    summaries = set(Summary.objects.filter(conversation=compacted).values_list("id", flat=True))
+    summaries = set(
+        Summary.objects.filter(conversation=compacted_by_engine).values_list("id", flat=True)
+    )
     assert {n["id"] for n in data["nodes"]} == summaries
     assert len(summaries) >= 3
     edges = set(
-        SummaryParent.objects.filter(conversation=compacted).values_list(
+        SummaryParent.objects.filter(conversation=compacted_by_engine).values_list(
             "parent_summary_id", "summary_id"
         )
     )
     assert {(e["source"], e["target"]) for e in data["edges"]} == edges
     assert edges, "a full sweep of 120 messages condenses"
     in_context = set(
-        ContextItem.objects.filter(conversation=compacted, summary__isnull=False).values_list(
-            "summary_id", flat=True
-        )
+        ContextItem.objects.filter(
+            conversation=compacted_by_engine, summary__isnull=False
+        ).values_list("summary_id", flat=True)
     )
     assert {n["id"] for n in data["nodes"] if n["inContext"]} == in_context
     leaf = next(n for n in data["nodes"] if n["kind"] == "leaf")
@@ -63,19 +65,19 @@ def test_the_dag_page_carries_every_summary_and_edge(user, compacted):
     assert '<script src="/static/explorer/vendor/cytoscape-dagre.min.js"></script>' in body
 
 
-def test_a_message_link_highlights_its_path_to_the_covering_summary(user, compacted):
-    message = Message.objects.get(conversation=compacted, seq=3)
-    covering = covering_summaries(conversation_id=compacted.pk, message_ids=[message.pk])
+def test_a_message_link_highlights_its_path_to_the_covering_summary(user, compacted_by_engine):
+    message = Message.objects.get(conversation=compacted_by_engine, seq=3)
+    covering = covering_summaries(conversation_id=compacted_by_engine.pk, message_ids=[message.pk])
     assert covering[message.pk] is not None
     leaf = SummaryMessage.objects.get(message=message).summary_id
-    body = text_of(user, f"/conversations/{compacted.pk}/dag/?message=3")
+    body = text_of(user, f"/conversations/{compacted_by_engine.pk}/dag/?message=3")
     data = dag_data(body)
     assert data["covering"] == covering[message.pk]
     assert data["selected"] == covering[message.pk]
     assert leaf in data["path"] and covering[message.pk] in data["path"]
     # every summary on the path is an ancestor of the leaf (checked edge by edge)
     parents = dict(
-        SummaryParent.objects.filter(conversation=compacted).values_list(
+        SummaryParent.objects.filter(conversation=compacted_by_engine).values_list(
             "parent_summary_id", "summary_id"
         )
     )
@@ -86,63 +88,71 @@ def test_a_message_link_highlights_its_path_to_the_covering_summary(user, compac
     assert sorted(walk) == data["path"]
 
 
-def test_the_timeline_links_compacted_messages_to_their_lineage(user, compacted):
-    body = text_of(user, f"/conversations/{compacted.pk}/?from=1")
-    message = Message.objects.get(conversation=compacted, seq=1)
-    covering = covering_summaries(conversation_id=compacted.pk, message_ids=[message.pk])
+def test_the_timeline_links_compacted_messages_to_their_lineage(user, compacted_by_engine):
+    body = text_of(user, f"/conversations/{compacted_by_engine.pk}/?from=1")
+    message = Message.objects.get(conversation=compacted_by_engine, seq=1)
+    covering = covering_summaries(conversation_id=compacted_by_engine.pk, message_ids=[message.pk])
     assert (
-        f'<a class="cover covered" href="/conversations/{compacted.pk}/dag/?message=1" '
+        f'<a class="cover covered" href="/conversations/{compacted_by_engine.pk}/dag/?message=1" '
         f'data-covering="{covering[message.pk]}">covered by {covering[message.pk]}</a>'
     ) in body
 
 
-def test_summary_detail_shows_sources_and_what_is_built_on_it(user, compacted):
-    condensed = Summary.objects.filter(conversation=compacted, kind=SummaryKind.CONDENSED).first()
+def test_summary_detail_shows_sources_and_what_is_built_on_it(user, compacted_by_engine):
+    condensed = Summary.objects.filter(
+        conversation=compacted_by_engine, kind=SummaryKind.CONDENSED
+    ).first()
     sources = list(
         SummaryParent.objects.filter(summary=condensed)
         .order_by("ordinal")
         .values_list("parent_summary_id", flat=True)
     )
     client = client_for(user)
-    body = client.get(f"/conversations/{compacted.pk}/summaries/{condensed.pk}/").content.decode()
+    body = client.get(
+        f"/conversations/{compacted_by_engine.pk}/summaries/{condensed.pk}/"
+    ).content.decode()
     links = re.findall(r'<dd class="sources">(.*?)</dd>', body, re.S)[0]
     assert re.findall(r'data-summary="(sum_[0-9a-f]+)"', links) == sources
     leaf_body = client.get(
-        f"/conversations/{compacted.pk}/summaries/{sources[0]}/"
+        f"/conversations/{compacted_by_engine.pk}/summaries/{sources[0]}/"
     ).content.decode()
     built_on = re.findall(r'<dd class="built-on">(.*?)</dd>', leaf_body, re.S)[0]
     assert re.findall(r'data-summary="(sum_[0-9a-f]+)"', built_on) == [condensed.pk]
 
 
-def test_expanding_a_leaf_shows_its_source_messages_in_order(user, compacted):
-    leaf = Summary.objects.filter(conversation=compacted, kind=SummaryKind.LEAF).first()
+def test_expanding_a_leaf_shows_its_source_messages_in_order(user, compacted_by_engine):
+    leaf = Summary.objects.filter(conversation=compacted_by_engine, kind=SummaryKind.LEAF).first()
     seqs = list(
         SummaryMessage.objects.filter(summary=leaf)
         .order_by("ordinal")
         .values_list("message__seq", flat=True)
     )
-    body = text_of(user, f"/conversations/{compacted.pk}/summaries/{leaf.pk}/expand/")
+    body = text_of(user, f"/conversations/{compacted_by_engine.pk}/summaries/{leaf.pk}/expand/")
     assert [int(s) for s in re.findall(r'<article [^>]*data-seq="(\d+)"', body)] == seqs
 
 
-def test_expanding_a_condensed_summary_shows_its_sources(user, compacted):
-    condensed = Summary.objects.filter(conversation=compacted, kind=SummaryKind.CONDENSED).first()
+def test_expanding_a_condensed_summary_shows_its_sources(user, compacted_by_engine):
+    condensed = Summary.objects.filter(
+        conversation=compacted_by_engine, kind=SummaryKind.CONDENSED
+    ).first()
     sources = list(
         SummaryParent.objects.filter(summary=condensed)
         .order_by("ordinal")
         .values_list("parent_summary_id", flat=True)
     )
-    body = text_of(user, f"/conversations/{compacted.pk}/summaries/{condensed.pk}/expand/")
+    body = text_of(
+        user, f"/conversations/{compacted_by_engine.pk}/summaries/{condensed.pk}/expand/"
+    )
     assert (
         re.findall(r'<div class="source-summary" data-summary="(sum_[0-9a-f]+)">', body) == sources
     )
 
 
 def test_summary_fragments_follow_the_checkpoint(
-    user, other_user, staff_user, compacted, make_conversation
+    user, other_user, staff_user, compacted_by_engine, make_conversation
 ):
-    summary = Summary.objects.filter(conversation=compacted).first()
-    url = f"/conversations/{compacted.pk}/summaries/{summary.pk}/"
+    summary = Summary.objects.filter(conversation=compacted_by_engine).first()
+    url = f"/conversations/{compacted_by_engine.pk}/summaries/{summary.pk}/"
     assert client_for(other_user).get(url).status_code == 404
     assert client_for(other_user).get(f"{url}expand/").status_code == 404
     assert client_for(staff_user).get(url).status_code == 200
@@ -155,34 +165,34 @@ def test_summary_fragments_follow_the_checkpoint(
     assert Client().get(url).status_code == 302
 
 
-def test_the_dag_page_query_count_is_fixed(user, compacted, django_assert_num_queries):
+def test_the_dag_page_query_count_is_fixed(user, compacted_by_engine, django_assert_num_queries):
     client = client_for(user)
-    client.get(f"/conversations/{compacted.pk}/dag/")
+    client.get(f"/conversations/{compacted_by_engine.pk}/dag/")
     # session, user, conversation, summaries, message ranges, edges, context summaries,
     # then the focused message and its lineage (2 CTEs)
     with django_assert_num_queries(7):
-        client.get(f"/conversations/{compacted.pk}/dag/")
+        client.get(f"/conversations/{compacted_by_engine.pk}/dag/")
     with django_assert_num_queries(10):
-        client.get(f"/conversations/{compacted.pk}/dag/?message=5")
+        client.get(f"/conversations/{compacted_by_engine.pk}/dag/?message=5")
 
 
 def test_the_compacted_conversation_page_query_count_is_fixed(
-    user, compacted, django_assert_max_num_queries
+    user, compacted_by_engine, django_assert_max_num_queries
 ):
     client = client_for(user)
-    client.get(f"/conversations/{compacted.pk}/")
+    client.get(f"/conversations/{compacted_by_engine.pk}/")
     # as for a raw conversation, plus at most the assembler's read of the summaries it
     # renders (it caches renderings, so a warm page may skip that read), and its lookup of
     # the included messages by primary key
     with django_assert_max_num_queries(11):
-        assert client.get(f"/conversations/{compacted.pk}/?from=1").status_code == 200
+        assert client.get(f"/conversations/{compacted_by_engine.pk}/?from=1").status_code == 200
 
 
 @pytest.mark.parametrize("mode", ["full_text", "regex"])
-def test_search_finds_messages_and_links_into_timeline_and_dag(user, compacted, mode):
+def test_search_finds_messages_and_links_into_timeline_and_dag(user, compacted_by_engine, mode):
     body = text_of(
         user,
-        f"/conversations/{compacted.pk}/search/",
+        f"/conversations/{compacted_by_engine.pk}/search/",
         {
             "q": "case_8" if mode == "full_text" else "case_8 ",
             "mode": mode,
@@ -190,26 +200,28 @@ def test_search_finds_messages_and_links_into_timeline_and_dag(user, compacted, 
         },
     )
     # message i of the factory is seq i + 1: the tool result "case_8" is message #9
-    assert f'href="/conversations/{compacted.pk}/?seq=9#m-9">message #9</a>' in body
-    assert f'href="/conversations/{compacted.pk}/dag/?message=9">covered by sum_' in body
+    assert f'href="/conversations/{compacted_by_engine.pk}/?seq=9#m-9">message #9</a>' in body
+    assert f'href="/conversations/{compacted_by_engine.pk}/dag/?message=9">covered by sum_' in body
 
 
-def test_search_reports_bad_input_on_the_page(user, compacted):
+def test_search_reports_bad_input_on_the_page(user, compacted_by_engine):
     response = client_for(user).get(
-        f"/conversations/{compacted.pk}/search/", {"q": "(unclosed", "mode": "regex"}
+        f"/conversations/{compacted_by_engine.pk}/search/", {"q": "(unclosed", "mode": "regex"}
     )
     assert response.status_code == 400
     assert b'id="grep-error"' in response.content
 
 
-def test_search_of_another_users_conversation_is_404(other_user, compacted):
-    response = client_for(other_user).get(f"/conversations/{compacted.pk}/search/", {"q": "x"})
+def test_search_of_another_users_conversation_is_404(other_user, compacted_by_engine):
+    response = client_for(other_user).get(
+        f"/conversations/{compacted_by_engine.pk}/search/", {"q": "x"}
+    )
     assert response.status_code == 404
 
 
-def test_expand_stops_at_the_token_cap_and_says_so(user, compacted, settings):
+def test_expand_stops_at_the_token_cap_and_says_so(user, compacted_by_engine, settings):
     settings.LCM_MAX_EXPAND_TOKENS = 100
-    leaf = Summary.objects.filter(conversation=compacted, kind=SummaryKind.LEAF).first()
+    leaf = Summary.objects.filter(conversation=compacted_by_engine, kind=SummaryKind.LEAF).first()
     sources = list(
         SummaryMessage.objects.filter(summary=leaf)
         .order_by("ordinal")
@@ -222,6 +234,6 @@ def test_expand_stops_at_the_token_cap_and_says_so(user, compacted, settings):
         fits.append(seq)
         used += tokens
     assert len(fits) < len(sources)
-    body = text_of(user, f"/conversations/{compacted.pk}/summaries/{leaf.pk}/expand/")
+    body = text_of(user, f"/conversations/{compacted_by_engine.pk}/summaries/{leaf.pk}/expand/")
     assert [int(s) for s in re.findall(r'<article [^>]*data-seq="(\d+)"', body)] == fits
     assert f"Cut at the expand token cap (100 tokens): {len(sources) - len(fits)} more item" in body

@@ -51,22 +51,23 @@ def test_file_pages_follow_the_checkpoint(user, other_user, staff_user, stored_f
 
 
 def test_the_admin_links_conversations_summaries_and_files_to_the_explorer(
-    staff_user, stored_file, compacted
+    staff_user, stored_file, compacted_by_engine
 ):
     client = client_for(staff_user)
     staff_user.is_superuser = True
     staff_user.save(update_fields=["is_superuser"])
     changelist = client.get("/admin/conversations/conversation/").content.decode()
-    assert f'<a href="/conversations/{compacted.pk}/dag/">summary DAG</a>' in changelist
-    change = client.get(f"/admin/conversations/conversation/{compacted.pk}/change/")
+    assert f'<a href="/conversations/{compacted_by_engine.pk}/dag/">summary DAG</a>' in changelist
+    change = client.get(f"/admin/conversations/conversation/{compacted_by_engine.pk}/change/")
     assert (
-        f'<a href="/conversations/{compacted.pk}/dag/">summary DAG</a>' in change.content.decode()
+        f'<a href="/conversations/{compacted_by_engine.pk}/dag/">summary DAG</a>'
+        in change.content.decode()
     )
-    summary = Summary.objects.filter(conversation=compacted).first()
+    summary = Summary.objects.filter(conversation=compacted_by_engine).first()
     response = client.get(reverse("admin:conversations_summary_change", args=[quote(summary.pk)]))
     assert response.status_code == 200, response.status_code
     page = response.content.decode()
-    assert f'<a href="/conversations/{compacted.pk}/dag/?summary={summary.pk}">' in page
+    assert f'<a href="/conversations/{compacted_by_engine.pk}/dag/?summary={summary.pk}">' in page
     page = client.get(
         reverse("admin:largefiles_largefile_change", args=[quote(stored_file.pk)])
     ).content.decode()

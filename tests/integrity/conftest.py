@@ -10,8 +10,9 @@ from tests.largefile_support import large_file_storage  # noqa: F401
 
 
 @pytest.fixture
-def compacted(conversation):
-    """20 messages; leaves over 1-4, 5-8, 9-12; the first two condensed; 13-20 raw."""
+def small_compacted(conversation):
+    """20 messages, compacted by tests/integrity/dag.py: leaves over 1-4, 5-8, 9-12; the
+    first two condensed; 13-20 raw."""
     append_messages(conversation, 20)
     leaves, top = dag.compact(conversation)
     return conversation, leaves, top

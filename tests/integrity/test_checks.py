@@ -22,8 +22,8 @@ def _ids(rows, key):
     return sorted(row[key] for row in rows)
 
 
-def test_a_clean_conversation_after_ingest_and_compaction_has_no_problems(compacted):
-    conversation, _, _ = compacted
+def test_a_clean_conversation_after_ingest_and_compaction_has_no_problems(small_compacted):
+    conversation, _, _ = small_compacted
     assert problems(conversation.pk) == {}
     assert problems() == {}
 
@@ -33,8 +33,8 @@ def test_every_check_has_a_unique_name():
     assert len(names) == len(set(names)) == 19
 
 
-def test_it_names_a_message_that_fell_out_of_the_context(compacted):
-    conversation, _, _ = compacted
+def test_it_names_a_message_that_fell_out_of_the_context(small_compacted):
+    conversation, _, _ = small_compacted
     message = Message.objects.get(conversation=conversation, seq=17)
     sql("DELETE FROM conversations_contextitem WHERE message_id = %s", [message.pk])
     found = problems(conversation.pk)
@@ -49,8 +49,8 @@ def test_it_names_a_message_that_fell_out_of_the_context(compacted):
     ]
 
 
-def test_it_names_messages_under_a_summary_that_left_the_context(compacted):
-    conversation, leaves, _ = compacted
+def test_it_names_messages_under_a_summary_that_left_the_context(small_compacted):
+    conversation, leaves, _ = small_compacted
     sql("DELETE FROM conversations_contextitem WHERE summary_id = %s", [leaves[2].id])
     found = problems(conversation.pk)
     assert list(found) == ["unreachable_message"]
@@ -59,8 +59,8 @@ def test_it_names_messages_under_a_summary_that_left_the_context(compacted):
     assert {p["covering_summary_id"] for p in found["unreachable_message"]} == {leaves[2].id}
 
 
-def test_it_names_the_topmost_lost_summary_above_lost_messages(compacted):
-    conversation, leaves, top = compacted
+def test_it_names_the_topmost_lost_summary_above_lost_messages(small_compacted):
+    conversation, leaves, top = small_compacted
     sql("DELETE FROM conversations_contextitem WHERE summary_id = %s", [top.id])
     found = problems(conversation.pk)
     assert list(found) == ["unreachable_message"]
@@ -68,9 +68,9 @@ def test_it_names_the_topmost_lost_summary_above_lost_messages(compacted):
     assert {p["covering_summary_id"] for p in found["unreachable_message"]} == {top.id}
 
 
-def test_it_names_a_summary_without_sources(compacted, rules_bypassed):
+def test_it_names_a_summary_without_sources(small_compacted, rules_bypassed):
     rules_bypassed()
-    conversation, leaves, _ = compacted
+    conversation, leaves, _ = small_compacted
     sql(
         "INSERT INTO conversations_summary (id, conversation_id, kind, depth, level, content,"
         " token_count, earliest_at, latest_at, descendant_count, descendant_token_count,"
@@ -106,9 +106,9 @@ def _edge(summary_id: str, parent_id: str, conversation_id: int, ordinal: int) -
     )
 
 
-def test_it_names_a_condensed_summary_two_depths_above_its_source(compacted, rules_bypassed):
+def test_it_names_a_condensed_summary_two_depths_above_its_source(small_compacted, rules_bypassed):
     rules_bypassed()
-    conversation, leaves, _ = compacted
+    conversation, leaves, _ = small_compacted
     _copy_summary(leaves[2].id, "sum_00000000000000bb", kind="condensed", depth=2)
     _edge("sum_00000000000000bb", leaves[2].id, conversation.pk, 0)
     found = problems(conversation.pk)
@@ -125,9 +125,9 @@ def test_it_names_a_condensed_summary_two_depths_above_its_source(compacted, rul
     ]
 
 
-def test_it_names_a_cycle(compacted, rules_bypassed):
+def test_it_names_a_cycle(small_compacted, rules_bypassed):
     rules_bypassed()
-    conversation, _, top = compacted
+    conversation, _, top = small_compacted
     _copy_summary(top.id, "sum_00000000000000c1", kind="condensed", depth=1)
     _copy_summary(top.id, "sum_00000000000000c2", kind="condensed", depth=1)
     _edge("sum_00000000000000c1", "sum_00000000000000c2", conversation.pk, 0)
@@ -141,9 +141,9 @@ def test_it_names_a_cycle(compacted, rules_bypassed):
     ]
 
 
-def test_it_names_edges_listed_out_of_order(compacted, rules_bypassed):
+def test_it_names_edges_listed_out_of_order(small_compacted, rules_bypassed):
     rules_bypassed()
-    conversation, leaves, _ = compacted
+    conversation, leaves, _ = small_compacted
     for ordinal, new in ((0, 1000), (1, 0), (1000, 1)):
         sql(
             "UPDATE conversations_summarymessage SET ordinal = %s"
@@ -163,8 +163,10 @@ def test_it_names_edges_listed_out_of_order(compacted, rules_bypassed):
     ]
 
 
-def test_it_names_a_context_item_that_shows_another_conversation(compacted, user, rules_bypassed):
-    conversation, _, _ = compacted
+def test_it_names_a_context_item_that_shows_another_conversation(
+    small_compacted, user, rules_bypassed
+):
+    conversation, _, _ = small_compacted
     other = ConversationFactory(owner=user)
     foreign = append_messages(other, 30)[-1]  # seq 30: after everything in `conversation`
     rules_bypassed()
@@ -187,8 +189,8 @@ def test_it_names_a_context_item_that_shows_another_conversation(compacted, user
     assert problem["target_conversation_id"] == other.pk
 
 
-def test_it_names_a_context_item_pointing_at_a_missing_message(compacted, rules_bypassed):
-    conversation, _, _ = compacted
+def test_it_names_a_context_item_pointing_at_a_missing_message(small_compacted, rules_bypassed):
+    conversation, _, _ = small_compacted
     rules_bypassed()
     conversation.refresh_from_db()
     ordinal = conversation.last_context_ordinal + 1
@@ -208,8 +210,8 @@ def test_it_names_a_context_item_pointing_at_a_missing_message(compacted, rules_
 
 
 @pytest.mark.postgres  # SQLite keeps this UNIQUE in the table definition: it cannot be dropped
-def test_it_names_duplicate_context_ordinals(compacted):
-    conversation, _, _ = compacted
+def test_it_names_duplicate_context_ordinals(small_compacted):
+    conversation, _, _ = small_compacted
     sql("ALTER TABLE conversations_contextitem DROP CONSTRAINT context_item_ordinal_unique")
     message = Message.objects.get(conversation=conversation, seq=20)
     item = ContextItem.objects.get(message=message)
@@ -226,8 +228,8 @@ def test_it_names_duplicate_context_ordinals(compacted):
     ]
 
 
-def test_it_names_a_context_order_that_disagrees_with_seq_order(compacted):
-    conversation, _, _ = compacted
+def test_it_names_a_context_order_that_disagrees_with_seq_order(small_compacted):
+    conversation, _, _ = small_compacted
     a = ContextItem.objects.get(message__conversation=conversation, message__seq=14)
     b = ContextItem.objects.get(message__conversation=conversation, message__seq=15)
     sql("UPDATE conversations_contextitem SET ordinal = -1 WHERE id = %s", [a.pk])
@@ -239,9 +241,9 @@ def test_it_names_a_context_order_that_disagrees_with_seq_order(compacted):
     assert (problem["first_seq"], problem["previous_seq"]) == (14, 15)
 
 
-def test_it_names_a_gap_in_message_seqs(compacted, rules_bypassed):
+def test_it_names_a_gap_in_message_seqs(small_compacted, rules_bypassed):
     rules_bypassed()
-    conversation, _, _ = compacted
+    conversation, _, _ = small_compacted
     sql(
         "UPDATE conversations_message SET seq = 25 WHERE conversation_id = %s AND seq = 20",
         [conversation.pk],
@@ -254,8 +256,8 @@ def test_it_names_a_gap_in_message_seqs(compacted, rules_bypassed):
     ]
 
 
-def test_it_names_a_counter_behind_its_rows(compacted):
-    conversation, _, _ = compacted
+def test_it_names_a_counter_behind_its_rows(small_compacted):
+    conversation, _, _ = small_compacted
     sql("UPDATE conversations_conversation SET last_seq = 19 WHERE id = %s", [conversation.pk])
     found = problems(conversation.pk)
     assert list(found) == ["conversation_counter_mismatch"]
@@ -263,9 +265,9 @@ def test_it_names_a_counter_behind_its_rows(compacted):
     assert (problem["last_seq"], problem["max_seq"]) == (19, 20)
 
 
-def test_it_names_a_file_id_that_names_no_file(compacted, rules_bypassed):
+def test_it_names_a_file_id_that_names_no_file(small_compacted, rules_bypassed):
     rules_bypassed()
-    conversation, leaves, _ = compacted
+    conversation, leaves, _ = small_compacted
     as_json = "CAST(%s AS jsonb)" if connection.vendor == "postgresql" else "%s"
     sql(
         f"UPDATE conversations_message SET file_ids = {as_json}"
@@ -298,14 +300,14 @@ def _stored_file(conversation, storage, data: bytes) -> LargeFile:
     )
 
 
-def test_a_stored_file_that_is_intact_is_clean(compacted, large_file_storage):
-    conversation, _, _ = compacted
+def test_a_stored_file_that_is_intact_is_clean(small_compacted, large_file_storage):
+    conversation, _, _ = small_compacted
     _stored_file(conversation, large_file_storage, b"hello\n" * 100)
     assert problems(conversation.pk, file_grace_seconds=0) == {}
 
 
-def test_it_names_a_missing_file_object(compacted, large_file_storage):
-    conversation, _, _ = compacted
+def test_it_names_a_missing_file_object(small_compacted, large_file_storage):
+    conversation, _, _ = small_compacted
     row = _stored_file(conversation, large_file_storage, b"hello\n" * 100)
     large_file_storage.delete(row.storage_key)
     found = problems(conversation.pk)
@@ -313,8 +315,8 @@ def test_it_names_a_missing_file_object(compacted, large_file_storage):
     assert found["file_object_missing"][0]["file_id"] == row.id
 
 
-def test_it_names_a_file_object_with_a_wrong_hash(compacted, large_file_storage):
-    conversation, _, _ = compacted
+def test_it_names_a_file_object_with_a_wrong_hash(small_compacted, large_file_storage):
+    conversation, _, _ = small_compacted
     row = _stored_file(conversation, large_file_storage, b"hello\n" * 100)
     large_file_storage.delete(row.storage_key)
     large_file_storage.save(row.storage_key, ContentFile(b"jello\n" * 100))
@@ -325,8 +327,8 @@ def test_it_names_a_file_object_with_a_wrong_hash(compacted, large_file_storage)
     assert problem["stored_sha256"] == hashlib.sha256(b"jello\n" * 100).hexdigest()
 
 
-def test_it_names_a_stored_object_no_row_points_to(compacted, large_file_storage):
-    conversation, _, _ = compacted
+def test_it_names_a_stored_object_no_row_points_to(small_compacted, large_file_storage):
+    conversation, _, _ = small_compacted
     key = f"{conversation.pk}/file_fedcba9876543210.txt"
     large_file_storage.save(key, ContentFile(b"left behind"))
     assert problems(conversation.pk) == {}  # young: may belong to an ingest in flight
@@ -336,9 +338,9 @@ def test_it_names_a_stored_object_no_row_points_to(compacted, large_file_storage
     }
 
 
-def test_it_names_token_counts_that_disagree_with_content(compacted, rules_bypassed):
+def test_it_names_token_counts_that_disagree_with_content(small_compacted, rules_bypassed):
     rules_bypassed()
-    conversation, leaves, _ = compacted
+    conversation, leaves, _ = small_compacted
     message = Message.objects.get(conversation=conversation, seq=19)  # a user turn: no parts
     sql(
         "UPDATE conversations_message SET token_count = token_count + 7 WHERE id = %s",
@@ -365,8 +367,8 @@ def test_it_names_token_counts_that_disagree_with_content(compacted, rules_bypas
     )
 
 
-def test_a_scan_of_one_conversation_ignores_another_ones_problems(compacted, user):
-    conversation, _, _ = compacted
+def test_a_scan_of_one_conversation_ignores_another_ones_problems(small_compacted, user):
+    conversation, _, _ = small_compacted
     other = ConversationFactory(owner=user)
     append_messages(other, 3)
     Conversation.objects.filter(pk=other.pk).update(last_seq=1)
@@ -399,8 +401,8 @@ def test_it_checks_non_ascii_messages_with_the_estimator(conversation, rules_byp
     }
 
 
-def test_a_custom_estimator_is_used_for_every_message(compacted, settings):
-    conversation, _, _ = compacted
+def test_a_custom_estimator_is_used_for_every_message(small_compacted, settings):
+    conversation, _, _ = small_compacted
     settings.LCM_TOKEN_ESTIMATOR = "tests.integrity.seeding.double_estimate"
     found = problems(conversation.pk)
     # The stand-in says about twice what was stored: a message without parts is off; one

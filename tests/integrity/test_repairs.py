@@ -36,8 +36,8 @@ def _plan(conversation) -> RepairPlan:
     return plan
 
 
-def test_a_plan_proposes_and_changes_nothing(compacted):
-    conversation, _, _ = compacted
+def test_a_plan_proposes_and_changes_nothing(small_compacted):
+    conversation, _, _ = small_compacted
     message = Message.objects.get(conversation=conversation, seq=15)
     sql("DELETE FROM conversations_contextitem WHERE message_id = %s", [message.pk])
     before = _context(conversation)
@@ -57,8 +57,8 @@ def test_a_plan_proposes_and_changes_nothing(compacted):
     assert list(problems(conversation.pk)) == ["unreachable_message"]
 
 
-def test_a_clean_scan_with_plan_stores_no_plan(compacted):
-    conversation, _, _ = compacted
+def test_a_clean_scan_with_plan_stores_no_plan(small_compacted):
+    conversation, _, _ = small_compacted
     report = integrity_scan(
         conversation_id=conversation.pk, mode=ScanMode.SCAN_AND_PLAN, trigger=Trigger.COMMAND
     )
@@ -66,8 +66,8 @@ def test_a_clean_scan_with_plan_stores_no_plan(compacted):
     assert report.plans.count() == 0
 
 
-def test_applying_reinserts_an_unreachable_message_in_seq_order(compacted, staff_user):
-    conversation, leaves, top = compacted
+def test_applying_reinserts_an_unreachable_message_in_seq_order(small_compacted, staff_user):
+    conversation, leaves, top = small_compacted
     message = Message.objects.get(conversation=conversation, seq=15)
     sql("DELETE FROM conversations_contextitem WHERE message_id = %s", [message.pk])
     plan = _plan(conversation)
@@ -96,8 +96,8 @@ def test_applying_reinserts_an_unreachable_message_in_seq_order(compacted, staff
     assert problems(conversation.pk) == {}
 
 
-def test_applying_puts_back_a_summary_that_left_the_context(compacted):
-    conversation, leaves, top = compacted
+def test_applying_puts_back_a_summary_that_left_the_context(small_compacted):
+    conversation, leaves, top = small_compacted
     sql("DELETE FROM conversations_contextitem WHERE summary_id = %s", [leaves[2].id])
     plan = _plan(conversation)
     assert [(a["action"], a.get("summary_id")) for a in plan.actions] == [
@@ -110,8 +110,8 @@ def test_applying_puts_back_a_summary_that_left_the_context(compacted):
     assert problems(conversation.pk) == {}
 
 
-def test_a_summary_partly_back_in_the_context_returns_its_lost_messages_one_by_one(compacted):
-    conversation, leaves, top = compacted
+def test_a_summary_partly_back_in_the_context_returns_its_lost_messages_one_by_one(small_compacted):
+    conversation, leaves, top = small_compacted
     item = ContextItem.objects.get(summary=leaves[2])
     sql("DELETE FROM conversations_contextitem WHERE id = %s", [item.pk])
     ten = Message.objects.get(conversation=conversation, seq=10)
@@ -131,8 +131,8 @@ def test_a_summary_partly_back_in_the_context_returns_its_lost_messages_one_by_o
     assert problems(conversation.pk) == {}
 
 
-def test_applying_puts_a_disordered_context_back_in_order(compacted):
-    conversation, leaves, top = compacted
+def test_applying_puts_a_disordered_context_back_in_order(small_compacted):
+    conversation, leaves, top = small_compacted
     a = ContextItem.objects.get(message__conversation=conversation, message__seq=14)
     b = ContextItem.objects.get(message__conversation=conversation, message__seq=15)
     sql("UPDATE conversations_contextitem SET ordinal = -1 WHERE id = %s", [a.pk])
@@ -144,8 +144,8 @@ def test_applying_puts_a_disordered_context_back_in_order(compacted):
     assert whats == [top.id, leaves[2].id, *[f"m{seq}" for seq in range(13, 21)]]
 
 
-def test_applying_recomputes_a_counter_and_a_context_item_copy(compacted):
-    conversation, _, _ = compacted
+def test_applying_recomputes_a_counter_and_a_context_item_copy(small_compacted):
+    conversation, _, _ = small_compacted
     sql("UPDATE conversations_conversation SET last_seq = 17 WHERE id = %s", [conversation.pk])
     item = ContextItem.objects.get(message__conversation=conversation, message__seq=20)
     sql("UPDATE conversations_contextitem SET token_count = 1 WHERE id = %s", [item.pk])
@@ -161,9 +161,9 @@ def test_applying_recomputes_a_counter_and_a_context_item_copy(compacted):
     assert problems(conversation.pk) == {}
 
 
-def test_lineage_problems_are_left_for_a_person(compacted, rules_bypassed):
+def test_lineage_problems_are_left_for_a_person(small_compacted, rules_bypassed):
     rules_bypassed()
-    conversation, leaves, _ = compacted
+    conversation, leaves, _ = small_compacted
     sql(
         "UPDATE conversations_summary SET token_count = token_count + 3 WHERE id = %s",
         [leaves[0].id],
@@ -178,8 +178,8 @@ def test_lineage_problems_are_left_for_a_person(compacted, rules_bypassed):
     assert leaves[0].token_count != 0
 
 
-def test_a_plan_applies_only_once(compacted):
-    conversation, _, _ = compacted
+def test_a_plan_applies_only_once(small_compacted):
+    conversation, _, _ = small_compacted
     sql("UPDATE conversations_conversation SET last_seq = 17 WHERE id = %s", [conversation.pk])
     plan = _plan(conversation)
     repair_plan_apply(plan_id=plan.pk)
@@ -190,8 +190,8 @@ def test_a_plan_applies_only_once(compacted):
     assert plan.status == PlanStatus.APPLIED
 
 
-def test_a_plan_that_is_no_longer_needed_skips_its_actions(compacted):
-    conversation, _, _ = compacted
+def test_a_plan_that_is_no_longer_needed_skips_its_actions(small_compacted):
+    conversation, _, _ = small_compacted
     message = Message.objects.get(conversation=conversation, seq=15)
     sql("DELETE FROM conversations_contextitem WHERE message_id = %s", [message.pk])
     first, second = _plan(conversation), _plan(conversation)
@@ -340,10 +340,10 @@ def repair_plan_apply_when_free(plan_id: int) -> None:
     raise AssertionError("the compaction lock never came free")
 
 
-def test_the_database_refuses_a_second_plan_for_one_conversation_in_one_report(compacted):
+def test_the_database_refuses_a_second_plan_for_one_conversation_in_one_report(small_compacted):
     from django.db import IntegrityError, transaction
 
-    conversation, _, _ = compacted
+    conversation, _, _ = small_compacted
     sql("UPDATE conversations_conversation SET last_seq = 17 WHERE id = %s", [conversation.pk])
     plan = _plan(conversation)
     with pytest.raises(IntegrityError), transaction.atomic():

@@ -19,6 +19,8 @@ from retrieval.tool_definitions import TOOL_DEFINITIONS
 from tests.mcpserver.conftest import ROOT, McpWorld, child_env
 from turns.models import StateCheckpoint, UserTurn
 
+pytestmark = pytest.mark.process
+
 LCM_TOOL_NAMES = ["lcm_describe", "lcm_grep", "lcm_expand", "lcm_expand_query"]
 SESSION_TOOL_NAMES = ["memory_search", "pin_fact", "send_turn"]
 ERROR_KEYS = {"code", "message", "extra"}

@@ -8,6 +8,7 @@ from tests.memory.helpers import append
 pytestmark = pytest.mark.django_db
 
 
+@pytest.mark.embedding_model
 def test_it_chunks_and_embeds_api_messages_once(conversation):
     append(conversation, "We decided to deploy the billing service on Fridays.", "Sounds good.")
     first = index_conversation_messages(conversation_id=conversation.pk)
@@ -82,6 +83,7 @@ def test_the_database_refuses_a_duplicate_chunk_and_vector(conversation):
     assert (Chunk.objects.count(), ChunkVector.objects.count()) == (1, 1)
 
 
+@pytest.mark.embedding_model
 def test_chunks_and_vectors_refuse_updates(conversation):
     append(conversation, "immutable text")
     index_conversation_messages(conversation_id=conversation.pk)

@@ -12,7 +12,7 @@ from memory.turn_retrieval import RetrievalParams, turn_search
 from memory.vectors import ScopeFilter
 from tests.memory.helpers import append
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.embedding_model]  # from the default model
 
 
 def test_a_model_change_reindexes_with_progress_and_swaps_at_the_end(conversation, settings):

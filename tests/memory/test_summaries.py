@@ -87,6 +87,7 @@ def test_an_uncommitted_compaction_queues_nothing(conversation, django_capture_o
     assert callbacks
 
 
+@pytest.mark.embedding_model
 def test_grep_semantic_finds_a_summary_by_meaning_with_an_id_describe_accepts(api, summarised):
     response = api.post(
         "/api/v1/grep/",
@@ -105,6 +106,7 @@ def test_grep_semantic_finds_a_summary_by_meaning_with_an_id_describe_accepts(ap
     assert expanded.status_code == 200, expanded.content
 
 
+@pytest.mark.embedding_model
 def test_grep_semantic_over_both_ranks_chunks_and_summaries_together(
     api, conversation, summarised, settings
 ):
@@ -126,6 +128,7 @@ def test_grep_semantic_over_both_ranks_chunks_and_summaries_together(
     assert {r["type"] for r in messages_only} == {"chunk"}
 
 
+@pytest.mark.embedding_model
 def test_grep_hybrid_merges_a_summary_found_by_vector_and_by_full_text(api, summarised):
     response = api.post(
         "/api/v1/grep/",

@@ -52,6 +52,7 @@ def memory(conversation, settings):
     return conversation
 
 
+@pytest.mark.embedding_model
 def test_a_paraphrase_finds_the_fact_by_meaning(memory):
     result = turn_search(scope=_scope(memory), query="Where did we put the car?")
     assert result.items[0].text == FACTS[0]
@@ -145,6 +146,7 @@ def test_the_recency_bonus_puts_the_newest_of_equal_evidence_first(conversation,
     assert newest.items[0].score > newest.items[1].score
 
 
+@pytest.mark.embedding_model
 def test_every_item_carries_its_date_and_the_wrapper_shows_it(conversation, settings):
     settings.LCM_CHUNK_TOPIC_SHIFT = 2.0
     start = dt.datetime(2023, 7, 14, 16, 30, tzinfo=dt.UTC)

@@ -23,11 +23,6 @@ pytestmark = pytest.mark.django_db
 FACT = "Note for later: the automobile is stored in the green crate beside the boiler."
 
 
-@pytest.fixture
-def chat(user):
-    return services.session_create(owner=user, title="chat")
-
-
 def test_index_turn_chunks_the_mirrored_turn_once(chat):
     turn = run_turn(chat, FACT)
     first = index_turn(turn_id=turn.id)
@@ -44,6 +39,7 @@ def test_index_turn_chunks_the_mirrored_turn_once(chat):
     assert Chunk.objects.filter(source_turn=turn).count() == len(chunks)
 
 
+@pytest.mark.embedding_model
 def test_retrieve_for_turn_finds_an_earlier_turn_and_stores_rows_and_stats(chat):
     first = run_turn(chat, FACT)
     index_turn(turn_id=first.id)
@@ -127,6 +123,7 @@ def test_attached_chunks_are_items_in_the_order_given_and_owner_checked(chat, ot
         items_for_chunk_ids(["nope"], chat.owner)
 
 
+@pytest.mark.embedding_model
 def test_the_turn_context_carries_retrieved_memory(chat):
     first = run_turn(chat, FACT)
     index_turn(turn_id=first.id)

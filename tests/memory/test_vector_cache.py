@@ -107,6 +107,7 @@ def _searches(conversation) -> list[list[tuple[str, float]]]:
     ]
 
 
+@pytest.mark.embedding_model
 @pytest.mark.django_db
 def test_the_int16_cache_ranks_a_conversation_as_float32_does(built, settings):
     namespace = search_namespace()

@@ -1,1 +1,1 @@
-from tests.archive.conftest import archive_folder, compacted  # noqa: F401
+from tests.archive.conftest import archive_folder  # noqa: F401

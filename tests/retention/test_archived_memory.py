@@ -33,9 +33,10 @@ from retention.services import (
     retention_restore,
     retention_status,
 )
-from tests.memory.conftest import _fresh_vector_caches, _offline_engine  # noqa: F401
 from tests.memory.helpers import append
 from tests.retrieval.dag_builder import build_dag
+
+pytestmark = pytest.mark.usefixtures("offline_engine", "fresh_vector_caches")
 
 FACT = "Note for later: the automobile is stored in the green crate beside the boiler."
 FILLER = "The quarterly report needs two more charts."

@@ -21,7 +21,6 @@ from memory.vectors import ScopeFilter
 from retention.models import RetentionPolicy
 from retention.services import retention_memory_apply, retention_restore, retention_status
 from tests.archive.conftest import archive_folder  # noqa: F401
-from tests.memory.conftest import _fresh_vector_caches, _offline_engine  # noqa: F401
 from tests.retention.test_archived_memory import (
     EXPECTED,
     FACT,
@@ -31,6 +30,8 @@ from tests.retention.test_archived_memory import (
     _fts_consistent,
     grep_matrix,
 )
+
+pytestmark = pytest.mark.usefixtures("offline_engine", "fresh_vector_caches")
 
 
 def _fact(conversation) -> Chunk:

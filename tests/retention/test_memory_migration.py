@@ -12,8 +12,9 @@ from memory.fulltext import search_chunks
 from memory.indexing import index_conversation_messages
 from memory.models import Chunk, ChunkVector
 from memory.vectors import ScopeFilter
-from tests.memory.conftest import _fresh_vector_caches, _offline_engine  # noqa: F401
 from tests.memory.helpers import append
+
+pytestmark = pytest.mark.usefixtures("offline_engine", "fresh_vector_caches")
 
 BEFORE = [("memory", "0004_index_cursor_queued_at")]
 

@@ -13,21 +13,24 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def compacted(conversation):
+def compacted_depth_2(conversation):
+    """Deeper than tests/conftest.py's `compacted`: a depth-2 summary on top."""
     append_messages(conversation, 88)  # 80 summarized: 8 leaves, 2 condensed d1, 1 d2; tail 8
     return conversation, build_dag(conversation, leaf_size=10, fanout=4, max_depth=2, tail=8)
 
 
-def test_the_builder_makes_the_expected_shape(compacted):
-    _, dag = compacted
+def test_the_builder_makes_the_expected_shape(compacted_depth_2):
+    _, dag = compacted_depth_2
     assert len(dag.leaves) == 8
     assert [len(level) for level in dag.condensed] == [2, 1]
     assert len(dag.top) == 1 and dag.top[0].depth == 2
     assert [m.seq for m in dag.tail] == list(range(81, 89))
 
 
-def test_covering_summaries_names_the_active_summary_or_none(compacted, django_assert_num_queries):
-    conversation, dag = compacted
+def test_covering_summaries_names_the_active_summary_or_none(
+    compacted_depth_2, django_assert_num_queries
+):
+    conversation, dag = compacted_depth_2
     old = Message.objects.get(conversation=conversation, seq=5)
     fresh = Message.objects.get(conversation=conversation, seq=85)
     with django_assert_num_queries(1):
@@ -37,8 +40,10 @@ def test_covering_summaries_names_the_active_summary_or_none(compacted, django_a
     assert covering == {old.pk: dag.top[0].id, fresh.pk: None}
 
 
-def test_covering_summaries_ignores_messages_of_another_conversation(compacted, make_conversation):
-    conversation, _ = compacted
+def test_covering_summaries_ignores_messages_of_another_conversation(
+    compacted_depth_2, make_conversation
+):
+    conversation, _ = compacted_depth_2
     other = make_conversation(messages=3)
     theirs = Message.objects.filter(conversation=other).first()
     assert (
@@ -46,8 +51,8 @@ def test_covering_summaries_ignores_messages_of_another_conversation(compacted, 
     )
 
 
-def test_subtree_lists_every_descendant_in_dag_order(compacted, django_assert_num_queries):
-    _, dag = compacted
+def test_subtree_lists_every_descendant_in_dag_order(compacted_depth_2, django_assert_num_queries):
+    _, dag = compacted_depth_2
     with django_assert_num_queries(1):
         nodes = selectors.summary_subtree(summary_id=dag.top[0].id)
     expected = [dag.top[0].id]
@@ -58,8 +63,8 @@ def test_subtree_lists_every_descendant_in_dag_order(compacted, django_assert_nu
     assert [n.level for n in nodes][:3] == [0, 1, 2]
 
 
-def test_manifest_counts_summaries_per_depth_and_messages(compacted):
-    _, dag = compacted
+def test_manifest_counts_summaries_per_depth_and_messages(compacted_depth_2):
+    _, dag = compacted_depth_2
     manifest = selectors.summary_manifest(summary_id=dag.top[0].id)
     assert manifest["summaries_by_depth"] == [
         {"depth": 2, "count": 1, "tokens": 30},
@@ -70,8 +75,8 @@ def test_manifest_counts_summaries_per_depth_and_messages(compacted):
     assert manifest["source_seq_range"] == [1, 80]
 
 
-def test_expand_depth_one_returns_the_direct_sources(compacted, django_assert_num_queries):
-    _, dag = compacted
+def test_expand_depth_one_returns_the_direct_sources(compacted_depth_2, django_assert_num_queries):
+    _, dag = compacted_depth_2
     top = dag.top[0]
     with django_assert_num_queries(1):
         result = selectors.expand_summary(top, depth=1, include_messages=False, token_cap=4000)
@@ -81,8 +86,8 @@ def test_expand_depth_one_returns_the_direct_sources(compacted, django_assert_nu
     assert result.truncated is False and result.omitted_ids == []
 
 
-def test_expanding_to_messages_returns_the_originals_in_order_byte_for_byte(compacted):
-    conversation, dag = compacted
+def test_expanding_to_messages_returns_the_originals_in_order_byte_for_byte(compacted_depth_2):
+    conversation, dag = compacted_depth_2
     result = selectors.expand_summary(
         dag.top[0], depth=10, include_messages=True, token_cap=10_000_000
     )
@@ -95,8 +100,8 @@ def test_expanding_to_messages_returns_the_originals_in_order_byte_for_byte(comp
     assert len(result.summaries) == 10
 
 
-def test_expand_cuts_at_the_token_cap_and_names_what_it_omitted(compacted):
-    _, dag = compacted
+def test_expand_cuts_at_the_token_cap_and_names_what_it_omitted(compacted_depth_2):
+    _, dag = compacted_depth_2
     leaf = dag.leaves[0]
     full = selectors.expand_summary(leaf, depth=1, include_messages=True, token_cap=10**9)
     assert len(full.messages) == 10

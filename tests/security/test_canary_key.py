@@ -22,12 +22,11 @@ from tests.support.fake_messages_api import (
     anthropic_text_stream,
     message,
 )
-from tests.turns.conftest import _isolated_engine  # noqa: F401
 from turns import runner
 from turns import services as turn_services
 from turns.models import Branch
 
-pytestmark = pytest.mark.usefixtures("large_file_storage", "_isolated_engine")
+pytestmark = pytest.mark.usefixtures("large_file_storage", "offline_engine")
 
 CANARY = "canary-7f3a9c11d2e4b5a6"  # no secret shape: only non-persistence can hide it
 SECRET = "sk-ant-api03-Zq8Xw2Vb6Nm4Lk0Jh9Gf7Ds5Aa3Qp1Wo9Ei7Ru5Ty3"

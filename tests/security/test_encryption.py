@@ -24,8 +24,7 @@ SECRET_TEXT = "the quarterly numbers are 42"
 
 
 @pytest.fixture(autouse=True)
-def _data_dir(settings, tmp_path):
-    settings.DATA_DIR = tmp_path
+def _no_keys(settings, data_dir):
     settings.LCM_ENCRYPTION_KEY = ""
     settings.LCM_ENCRYPTION_OLD_KEYS = ""
 

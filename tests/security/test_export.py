@@ -16,11 +16,11 @@ from largefiles.models import LargeFile
 from security.models import AuditEvent
 from tests.largefile_support import large_file_storage  # noqa: F401
 from tests.security.test_hard_delete import FILE_BODY, MARKER, _full_conversation
-from tests.turns.conftest import _isolated_engine, send  # noqa: F401
+from tests.turns.conftest import send
 from turns import services as turn_services
 from turns.models import ProviderStep, UserTurn
 
-pytestmark = pytest.mark.usefixtures("large_file_storage", "_isolated_engine")
+pytestmark = pytest.mark.usefixtures("large_file_storage", "offline_engine")
 
 
 @pytest.fixture(autouse=True)

@@ -28,13 +28,13 @@ from security.models import AuditEvent
 from tests.factories import ConversationFactory, append_messages
 from tests.integrity import dag
 from tests.largefile_support import large_file_storage  # noqa: F401
-from tests.turns.conftest import _isolated_engine, send  # noqa: F401
+from tests.turns.conftest import send
 from turns import services as turn_services
 from turns.events import events_path
 from turns.journal import journal_path
 from turns.models import Branch, ProviderStep, Session, StateCheckpoint, UserTurn
 
-pytestmark = pytest.mark.usefixtures("large_file_storage", "_isolated_engine")
+pytestmark = pytest.mark.usefixtures("large_file_storage", "offline_engine")
 
 MARKER = "zanzibarquokka"
 FILE_BODY = "".join(f"row {i}: {MARKER} ledger entry\n" for i in range(400))

@@ -11,17 +11,8 @@ from turns.models import Branch, UserTurn
 
 
 @pytest.fixture(autouse=True)
-def _isolated_engine(settings, monkeypatch, tmp_path):
-    """No model config or keys from the environment; journals under a fresh data dir."""
-    for name in ("LCM_CONFIG_FILE", "LCM_DEFAULT_MODEL", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
-        monkeypatch.delenv(name, raising=False)
-    settings.DATA_DIR = tmp_path
-    settings.LCM_LIBRARIAN_MODEL = "haiku"  # no key set: the deterministic librarian
-
-
-@pytest.fixture
-def chat(user):
-    return services.session_create(owner=user, title="chat")
+def _offline(offline_engine):
+    """Every turn test runs offline (tests/conftest.py's `offline_engine`)."""
 
 
 def send(session, text: str, *, branch: Branch | None = None, commit: bool = False) -> UserTurn:

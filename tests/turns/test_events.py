@@ -11,11 +11,6 @@ import pytest
 from turns import events
 
 
-@pytest.fixture(autouse=True)
-def _data_dir(settings, tmp_path):
-    settings.DATA_DIR = tmp_path
-
-
 def test_events_are_numbered_from_one_and_written_through():
     channel = events.open_channel("T1")
     first = channel.publish("turn", {"turn_id": "T1"})

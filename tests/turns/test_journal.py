@@ -14,11 +14,6 @@ import pytest
 from turns import journal as J
 
 
-@pytest.fixture(autouse=True)
-def _data_dir(settings, tmp_path):
-    settings.DATA_DIR = tmp_path
-
-
 def _lines(path) -> list[dict]:
     return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 

@@ -11,16 +11,10 @@ from memory.indexing import index_turn
 from memory.models import Chunk
 from providers.offline import LABEL
 from tests.memory.helpers import run_turn
-from turns import services
 
 pytestmark = pytest.mark.django_db
 
 FACT = "Note for later: the automobile is stored in the green crate beside the boiler."
-
-
-@pytest.fixture
-def chat(user):
-    return services.session_create(owner=user, title="chat")
 
 
 def _answer(turn) -> str:
@@ -42,6 +36,7 @@ def test_an_offline_answer_is_kept_in_the_transcript_but_not_indexed(chat):
     assert transcript[1].content.startswith(LABEL)
 
 
+@pytest.mark.embedding_model
 def test_the_offline_answer_quotes_the_memory_retrieved_for_the_users_message(chat):
     first = run_turn(chat, FACT)
     index_turn(turn_id=first.id)

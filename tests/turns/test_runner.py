@@ -31,11 +31,6 @@ CANARY = "sk-ant-api03-CANARY-9f8e7d6c5b4a-never-stored"
 
 
 @pytest.fixture(autouse=True)
-def _data_dir(settings, tmp_path):
-    settings.DATA_DIR = tmp_path
-
-
-@pytest.fixture(autouse=True)
 def _runner_accepting():
     runner._shutting_down.clear()
     yield

@@ -13,8 +13,7 @@ from turns.models import Phase, UserTurn
 
 
 @pytest.fixture(autouse=True)
-def _data_dir(settings, tmp_path):
-    settings.DATA_DIR = tmp_path
+def _short_streams(settings):
     settings.LCM_OFFLINE_STREAM_CHUNKS = 5
     runner._shutting_down.clear()
 

@@ -8,11 +8,15 @@ import random
 import pytest
 
 from tests.factories import UserFactory
+from tests.support import suite
 from tests.support.tokens import issue_token
 from tests.turns.live import LiveServer, httpx, stream_events
 from turns import services
 from turns.models import Phase, StateCheckpoint, UserTurn
 
+pytestmark = pytest.mark.process
+
+ROUNDS = suite.count(ci=4, slow_count=10)  # kills in the SIGKILL test
 SLOW = {"LCM_OFFLINE_STREAM_CHUNKS": "40", "LCM_OFFLINE_STREAM_DELAY_MS": "25"}
 
 
@@ -71,13 +75,13 @@ def _kill_mid_stream(client, server, session, headers, content, deltas_before_ki
 
 
 def test_sigkill_mid_stream_recovers_partial_output_and_never_advances_the_head(world):
-    """Ten kills at random points of a stream, each followed by a restart."""
+    """Kills at random points of a stream (ten with --slow), each followed by a restart."""
     session, headers = world
     rng = random.Random(20261123)
     server = LiveServer(**SLOW).start()
     try:
         with httpx.Client(timeout=30) as client:
-            for round_ in range(10):
+            for round_ in range(ROUNDS):
                 received = _kill_mid_stream(
                     client, server, session, headers, f"round {round_}", rng.randint(1, 35)
                 )

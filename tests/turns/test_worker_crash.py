@@ -1,7 +1,7 @@
 """SIGKILL the background worker (a real `manage.py qcluster`, its whole process group) in
-the middle of the librarian, at random points, 10 times; then start it once more. The
-reconciler (at worker start, then every few seconds) and the job leases finish the work:
-0 duplicate state commits, 0 head corruption, every turn done."""
+the middle of the librarian, at random points, 4 times (10 with --slow); then start it
+once more. The reconciler (at worker start, then every few seconds) and the job leases
+finish the work: 0 duplicate state commits, 0 head corruption, every turn done."""
 
 from __future__ import annotations
 
@@ -17,14 +17,17 @@ import pytest
 from django.db.models import Count
 
 from tests.factories import UserFactory
+from tests.support import suite
 from tests.support.fake_messages_api import message
 from tests.turns.conftest import send
 from tests.turns.live import ROOT, child_env
 from turns import services
 from turns.models import Branch, Phase, StateCheckpoint, TurnJob, UserTurn
 
+pytestmark = pytest.mark.process
+
 TURNS = 12
-KILLS = 10
+KILLS = suite.count(ci=4, slow_count=10)
 
 
 def _start_worker(env: dict) -> subprocess.Popen:

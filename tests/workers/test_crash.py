@@ -1,5 +1,5 @@
 """SIGKILL the background worker (a real `manage.py qcluster`, its whole process group) at
-random points of compactions, 20 times; then one healthy worker finishes everything. And a
+random points of compactions, 6 times (20 with --slow); then one healthy worker finishes everything. And a
 job orphaned by a dead worker is re-run by a healthy one within 60 s with default settings.
 
 Checked afterwards: 0 lost or duplicated messages, no message in two leaf summaries, 0
@@ -17,6 +17,7 @@ from compaction.models import CompactionJob
 from compaction.services import job_request
 from conversations.models import Summary, SummaryMessage
 from tests.factories import append_messages
+from tests.support import suite
 from tests.support.fake_messages_api import message
 from tests.workers.processes import (
     assert_consistent,
@@ -27,7 +28,9 @@ from tests.workers.processes import (
     worker_env,
 )
 
-KILLS = 20
+pytestmark = pytest.mark.process
+
+KILLS = suite.count(ci=6, slow_count=20)
 CONVERSATIONS = 4
 MESSAGES = 240
 

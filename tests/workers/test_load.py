@@ -12,6 +12,8 @@ from tests.support.tokens import issue_token
 from tests.turns.live import free_port
 from tests.workers.processes import assert_consistent, kill_group, start_server, worker_env
 
+pytestmark = pytest.mark.process
+
 SECONDS = 10
 START = 200
 

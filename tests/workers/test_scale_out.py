@@ -32,6 +32,8 @@ from tests.workers.processes import (
     worker_env,
 )
 
+pytestmark = pytest.mark.process
+
 WEB_PROCESSES = 3
 WORKER_PROCESSES = 2
 CONVERSATIONS = 4

@@ -1,6 +1,6 @@
 """SIGKILL the server (`manage.py lcm_serve`, uvicorn) while it appends a 1,000-message
-batch, 10 times. A batch is one transaction: afterwards each is entirely present or
-entirely absent, nothing is duplicated, and integrity is clean."""
+batch, 4 times (10 with --slow). A batch is one transaction: afterwards each is entirely
+present or entirely absent, nothing is duplicated, and integrity is clean."""
 
 from __future__ import annotations
 
@@ -13,11 +13,14 @@ import pytest
 
 from conversations.models import Message
 from tests.factories import ConversationFactory, UserFactory, message_payload
+from tests.support import suite
 from tests.support.tokens import issue_token
 from tests.turns.live import free_port
 from tests.workers.processes import assert_consistent, kill_group, start_server, worker_env
 
-KILLS = 10
+pytestmark = pytest.mark.process
+
+KILLS = suite.count(ci=4, slow_count=10)
 BATCH = 1000
 
 

@@ -25,6 +25,8 @@ from tests.workers.processes import (
     worker_env,
 )
 
+pytestmark = pytest.mark.process
+
 MESSAGES = 300
 
 

@@ -1,0 +1,67 @@
+"""Which tests a run executes, and how hard the process tests push (docs/testing.md).
+
+CI runs the suite twice, on SQLite and on PostgreSQL, at the same time. Running a test
+twice only pays when the database can change its outcome, so:
+
+- `process` tests (they boot real servers, workers or `manage.py` commands) run once: in
+  the PostgreSQL run when there is one; the SQLite run is told `--no-process-tests`
+  (scripts/test does this only when PostgreSQL is reachable);
+- the PostgreSQL run leaves out tests that touch no database (no `django_db` marker, no
+  database fixture) unless they are marked `postgres` or `process`: the SQLite run covers them;
+- the crash tests kill their processes fewer times; `--slow` (or LCM_TEST_SLOW=1) runs the
+  full counts (nightly, or before touching crash recovery).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+SLOW_ENV = "LCM_TEST_SLOW"
+
+# pytest-django's fixtures that open the test database (directly or through `live_server`).
+DATABASE_FIXTURES = frozenset(
+    {
+        "db",
+        "transactional_db",
+        "django_db_reset_sequences",
+        "django_db_serialized_rollback",
+        "live_server",
+        "django_db_setup",
+    }
+)
+
+
+def slow() -> bool:
+    """The slow mode: `--slow` sets LCM_TEST_SLOW=1 before any test module is imported."""
+    return os.environ.get(SLOW_ENV) == "1"
+
+
+def count(*, ci: int, slow_count: int) -> int:
+    """How many kills (or rounds) a crash test makes: `ci` by default, `slow_count` in the
+    slow mode. Each kill lands at a seeded random point, so more kills probe more points;
+    the default keeps enough of them to cross every phase the test names."""
+    return slow_count if slow() else ci
+
+
+def touches_database(item: pytest.Item) -> bool:
+    if item.get_closest_marker("django_db") is not None:
+        return True
+    return bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def split(items: list[pytest.Item], *, vendor: str, process_tests: bool):
+    """(kept, deselected) for this run's database and process-test choice."""
+    kept, deselected = [], []
+    for item in items:
+        (kept if _runs_here(item, vendor, process_tests) else deselected).append(item)
+    return kept, deselected
+
+
+def _runs_here(item: pytest.Item, vendor: str, process_tests: bool) -> bool:
+    if item.get_closest_marker("process") is not None:
+        return process_tests
+    if vendor == "postgresql":
+        return item.get_closest_marker("postgres") is not None or touches_database(item)
+    return True
