@@ -14,7 +14,6 @@ from memory.models import (
 )
 from memory.turn_retrieval import items_for_chunk_ids, retrieve_for_turn
 from tests.memory.helpers import run_turn
-from turns import services
 from turns.branches import branch_fork
 from turns.jobs import commit_pending
 
