@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 
 from django.db import transaction
 
-from compaction.assembly import assemble_context
+from compaction.assembly import assemble_context, render_messages
 from conversations.models import Conversation, Message
 from core.token_estimate import estimate
 from providers import blocks as B
@@ -313,10 +313,11 @@ def _our_blocks(content: str | list[dict]) -> list[dict]:
     return blocks
 
 
-def _lcm_history(turn: UserTurn, budget_tokens: int) -> tuple[list[str], list[dict]]:
+def _lcm_history(turn: UserTurn, budget_tokens: int) -> tuple[list[str], list[dict], dict]:
     """The branch's LCM context without the current turn's own user message: its leading
-    summaries (quoted XML; a fork's base state first) and the messages after them as real
-    messages with tool pairing (the assembler's Anthropic format)."""
+    summaries (quoted XML; a fork's base state first), the messages after them as real
+    messages with tool pairing (the assembler's Anthropic format), and the current user
+    message as the same renderer renders it from the store (`_rendered_user`)."""
     for pending in pending_turns(turn):
         mirror_turn(pending)  # so the LCM context holds every finalized answer
     branch = turn.branch
@@ -347,7 +348,23 @@ def _lcm_history(turn: UserTurn, budget_tokens: int) -> tuple[list[str], list[di
                 f"State of the conversation before this branch:\n{_defang(base)}\n"
                 "</memory_artifact>",
             )
-    return summaries, history
+    return summaries, history, _rendered_user(turn, own)
+
+
+def _rendered_user(turn: UserTurn, own: frozenset[int]) -> dict:
+    """The current user message rendered from its stored copy by the renderer that renders
+    it in history on every later turn, so it goes out with the same bytes each time (what
+    was typed, e.g. a trailing space or newline, is normalised the same way both times;
+    a cacheable prefix needs identical bytes). A message with non-text blocks (an image),
+    or one not mirrored yet, goes as typed."""
+    typed = turn.user_message
+    if not own or any(b.get("type") != "text" for b in typed.get("blocks") or []):
+        return typed
+    rendered = render_messages(sorted(own))
+    blocks = [block for m in rendered for block in _our_blocks(m["content"])]
+    if not blocks:
+        return typed
+    return B.message("user", blocks)
 
 
 def assemble(turn: UserTurn) -> AssembledContext:
@@ -370,8 +387,9 @@ def assemble(turn: UserTurn) -> AssembledContext:
     pending = pending_turns(turn)
     summaries: list[str] = []
     history: list[dict] = []
+    user = turn.user_message
     if session.context_strategy == ContextStrategy.LCM:
-        summaries, history = _lcm_history(turn, budget["input_limit"] // 2)
+        summaries, history, user = _lcm_history(turn, budget["input_limit"] // 2)
         summary = ""
         pending_messages, pending_ids = [], [p.pk for p in pending]  # inside the LCM context
     else:
@@ -385,7 +403,7 @@ def assemble(turn: UserTurn) -> AssembledContext:
         state_summary=summary,
         pending=pending_messages,
         retrieved=retrieved,
-        user=turn.user_message,
+        user=user,
         tools_mode=turn.tools_mode,
         strategy=session.context_strategy,
         budget={**budget, "head_state_id": head.pk, "head_seq": head.state_seq},
