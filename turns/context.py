@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from django.db import transaction
 
 from compaction.assembly import assemble_context, render_messages
+from compaction.services import schedule_for_budget
 from conversations.models import Conversation, Message
 from core.token_estimate import estimate
 from providers import blocks as B
@@ -313,6 +314,15 @@ def _our_blocks(content: str | list[dict]) -> list[dict]:
     return blocks
 
 
+def effective_budget(conversation: Conversation, model_room: int) -> int:
+    """The budget the `lcm` context is assembled and compacted against: the conversation's
+    budget (`LCM_DEFAULT_TOKEN_BUDGET`), or what the model's window leaves for it
+    (`model_room`: half the input room, `budget_for`) when that is smaller. Compaction
+    triggers at its threshold of this budget and compacts down to its low-water mark, so
+    on a small window the assembler does not drop the oldest item every turn."""
+    return max(1, min(conversation.token_budget, model_room))
+
+
 def _lcm_history(turn: UserTurn, budget_tokens: int) -> tuple[list[str], list[dict], dict]:
     """The branch's LCM context without the current turn's own user message: its leading
     summaries (quoted XML; a fork's base state first), the messages after them as real
@@ -322,6 +332,9 @@ def _lcm_history(turn: UserTurn, budget_tokens: int) -> tuple[list[str], list[di
         mirror_turn(pending)  # so the LCM context holds every finalized answer
     branch = turn.branch
     conversation = Conversation.objects.get(pk=branch.conversation_id)
+    budget_tokens = effective_budget(conversation, budget_tokens)
+    if budget_tokens < conversation.token_budget:
+        schedule_for_budget(conversation.pk, budget_tokens)
     own = frozenset(
         Message.objects.filter(
             conversation=conversation, external_id=f"turn:{turn.pk}:user"
