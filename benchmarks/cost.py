@@ -48,9 +48,10 @@ from providers.config import ModelSpec
 WINDOW = 200_000
 SONNET = ModelSpec("sonnet", "anthropic", "claude-sonnet-5-5", WINDOW, 8192, None, None)
 MINIMUM = anthropic_min_tokens(SONNET.model_id)
-# The conversation's compaction budget: what the turn engine gives the LCM context (half
-# the input room of the window), so compaction, not the assembler's budget walk, decides
-# what leaves the context.
+# The conversation's compaction budget in the 1,000-turn scenarios: half the input room of
+# the window (set by hand, as before issue 35; the turn engine now derives its effective
+# budget from the window itself: turns.context.lcm_room, and the window rows below use the
+# default budget).
 INPUT_LIMIT = WINDOW - 4000 - 1500
 CONVERSATION_BUDGET = INPUT_LIMIT // 2
 
