@@ -48,9 +48,10 @@ from providers.config import ModelSpec
 WINDOW = 200_000
 SONNET = ModelSpec("sonnet", "anthropic", "claude-sonnet-5-5", WINDOW, 8192, None, None)
 MINIMUM = anthropic_min_tokens(SONNET.model_id)
-# The conversation's compaction budget: what the turn engine gives the LCM context (half
-# the input room of the window), so compaction, not the assembler's budget walk, decides
-# what leaves the context.
+# The conversation's compaction budget in the 1,000-turn scenarios: half the input room of
+# the window (set by hand, as before issue 35; the turn engine now derives its effective
+# budget from the window itself: turns.context.lcm_room, and the window rows below use the
+# default budget).
 INPUT_LIMIT = WINDOW - 4000 - 1500
 CONVERSATION_BUDGET = INPUT_LIMIT // 2
 
@@ -413,7 +414,7 @@ def cost(ctx: BenchContext) -> list[BenchRow]:
     ledgers: list[Ledger] = []
     # LCM_BENCH_COST_SCENARIOS (comma-separated lcm,state,api; default all three) runs a
     # subset, so that the scenarios can run as separate processes side by side.
-    chosen = os.environ.get("LCM_BENCH_COST_SCENARIOS", "lcm,state,api").split(",")
+    chosen = os.environ.get("LCM_BENCH_COST_SCENARIOS", "lcm,state,api,windows").split(",")
     with _offline_window():
         for strategy in ("lcm", "state"):
             if strategy in chosen:
@@ -422,6 +423,8 @@ def cost(ctx: BenchContext) -> list[BenchRow]:
             ledgers.extend(_api_run(ctx.n(1000)))
     for ledger in ledgers:
         rows.extend(ledger.rows())
+    if "windows" in chosen:
+        rows.extend(cost_windows(ctx))
     path = Path(settings.DATA_DIR) / f"bench-cost-{'-'.join(chosen)}.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     header = "scenario,request,input_tokens,shared_prefix,cache_read,cache_write,billed,no_markers"
@@ -433,4 +436,122 @@ def cost(ctx: BenchContext) -> list[BenchRow]:
         f"cost: Sonnet-class accounting (min cacheable {MINIMUM} tokens, 5m TTL), "
         f"{WINDOW:,}-token window, conversation budget {CONVERSATION_BUDGET:,}"
     )
+    return rows
+
+
+# Model windows through the real wire (issue 35) ----------------------------------------------
+# Each scenario: a session with the default settings (conversation budget
+# LCM_DEFAULT_TOKEN_BUDGET, default system prompt), the built-in `sonnet` model with its
+# `context_limit` set to the window, served by the local fake Messages API through the
+# official `anthropic` SDK; the fake records every request and replays Anthropic's cache
+# rule on what it received (tests/support/fake_prompt_cache.py: writes at breakpoints,
+# reads the longest written prefix at a breakpoint or up to 20 blocks before it).
+WINDOWS = (16_000, 32_000, 200_000)
+WINDOW_TARGETS = {"lcm": 0.85, "state": 0.6}
+
+
+def _turn_text(n: int) -> tuple[str, str]:
+    """About 450 tokens per turn: a question of ~150 and an answer of ~300."""
+    question = f"Turn {n}: " + " ".join(
+        f"module src/mod_{n % 37}/part_{k}.py calls handler_{n}_{k}()" for k in range(8)
+    )
+    answer = f"Answer {n}: " + " ".join(
+        f"step {k}: keep handler_{n}_{k}() and test ledger_{k} under {k % 9 + 1} minutes."
+        for k in range(16)
+    )
+    return question, answer
+
+
+def _steady_read_share(reports: list[dict]) -> tuple[float, int]:
+    """Share of input tokens read from the cache over the last two thirds of the requests."""
+    steady = reports[len(reports) // 3 :]
+    total = sum(
+        r["input_tokens"] + r["cache_creation_input_tokens"] + r["cache_read_input_tokens"]
+        for r in steady
+    )
+    read = sum(r["cache_read_input_tokens"] for r in steady)
+    return (read / total if total else 0.0), (total // max(1, len(steady)))
+
+
+@contextlib.contextmanager
+def _fake_anthropic(window: int):
+    from tests.support.fake_messages_api import FakeMessagesAPI
+
+    keys = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "LCM_MODEL_SONNET_CONTEXT_LIMIT")
+    saved = {k: os.environ.get(k) for k in (*keys, "LCM_CONFIG_FILE")}
+    with FakeMessagesAPI(prompt_cache=True) as api:
+        os.environ.update(
+            {
+                "ANTHROPIC_API_KEY": "sk-ant-bench",
+                "ANTHROPIC_BASE_URL": api.base_url,
+                "LCM_MODEL_SONNET_CONTEXT_LIMIT": str(window),
+            }
+        )
+        os.environ.pop("LCM_CONFIG_FILE", None)
+        try:
+            with override_settings(
+                LCM_LIBRARIAN_MODEL="offline", LCM_SUMMARY_PROVIDER_MODEL="offline"
+            ):
+                yield api
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def _window_run(window: int, strategy: str, turns: int) -> BenchRow:
+    from tests.support.fake_messages_api import anthropic_text_stream
+    from turns import runner, services
+    from turns.jobs import commit_pending
+    from turns.models import Branch
+
+    with _fake_anthropic(window) as api:
+        session = services.session_create(
+            owner=bench_user(),
+            title=f"cost window {window} {strategy}",
+            default_model="sonnet",
+            context_strategy=strategy,
+        )
+        branch = Branch.objects.get(pk=session.active_branch_id)
+        for n in range(1, turns + 1):
+            question, answer = _turn_text(n)
+            api.enqueue(anthropic_text_stream(answer))
+            turn = services.turn_accept(session=session, branch=branch, content=question)
+            runner.run_turn(turn_id=turn.pk)
+            commit_pending(branch=branch)
+            _run_compaction_jobs()
+        reports = list(api.cache_reports)
+    share, mean_input = _steady_read_share(reports)
+    target = WINDOW_TARGETS[strategy]
+    return BenchRow(
+        f"cost window {window:,}, {strategy}: input cache-readable in steady state",
+        100 * share,
+        "%",
+        f">= {100 * target:.0f}",
+        f"{len(reports)} requests through the turn engine and the anthropic SDK, last "
+        f"{len(reports) - len(reports) // 3}: mean input {mean_input:,} tok/request; "
+        f"{'met' if share >= target else 'MISSED'}",
+    )
+
+
+@benchmark("cost_windows")
+def cost_windows(ctx: BenchContext) -> list[BenchRow]:
+    """`lcm_bench --only cost_windows` (also part of `--only cost` unless
+    LCM_BENCH_COST_SCENARIOS leaves out `windows`): 150 turns of ~450 tokens per window
+    and strategy."""
+    try:
+        import tests.support.fake_messages_api  # noqa: F401
+    except ImportError:
+        ctx.notes.append("cost windows: tests/support not importable, rows skipped")
+        return []
+    turns = ctx.n(150)
+    windows = [
+        int(w) for w in os.environ.get("LCM_BENCH_COST_WINDOWS", "").split(",") if w.strip()
+    ] or list(WINDOWS)
+    rows = []
+    for window in windows:
+        for strategy in ("lcm", "state"):
+            rows.append(_window_run(window, strategy, turns))
     return rows

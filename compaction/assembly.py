@@ -424,6 +424,21 @@ def assemble_context(
     )
 
 
+def render_messages(message_ids: Sequence[int], *, fmt: str = "anthropic") -> list[dict]:
+    """Stored messages rendered exactly as `assemble_context` renders them in history (same
+    rows, same parts, same renderer): the turn engine sends its current message through
+    this, so a message goes out with the same bytes in the turn that sends it first and in
+    every later turn that sends it again from history (a cacheable prefix, issue 35)."""
+    ids = list(message_ids)
+    if not ids:
+        return []
+    rows = _message_rows(ids, content=True)
+    items = [(0, 0, message_id, None, None) for message_id in ids if message_id in rows]
+    return rendering.render(
+        fmt, _wire_records(items, rows), parts=_parts(ids), xml={}, system=None
+    )["messages"]
+
+
 def _checked_budget(conversation: Conversation, token_budget: int | None, fmt: str) -> int:
     if fmt not in FORMATS:
         raise InvalidInput(f"format must be one of {', '.join(FORMATS)}", extra={"field": "format"})

@@ -79,6 +79,20 @@ def job_request(
 def schedule_after_append(conversation_id: int) -> None:
     """The ingest hook (runs on commit): enqueue an automatic job when compaction is due.
     Never raises: ingest has already succeeded and must not see compaction problems."""
+    _schedule(conversation_id, None)
+
+
+def schedule_for_budget(conversation_id: int, token_budget: int) -> None:
+    """Enqueue an automatic job when compaction is due against `token_budget` instead of
+    the conversation's own: the turn engine's effective budget when the model's window
+    leaves less than the conversation's budget (docs/cost.md). The threshold and the
+    low-water target follow that budget, so compaction, not the assembler's budget walk,
+    decides what leaves the context, and the context's start stays put between passes.
+    Never raises."""
+    _schedule(conversation_id, token_budget)
+
+
+def _schedule(conversation_id: int, token_budget: int | None) -> None:
     if not settings.LCM_ENABLED or settings.LCM_AUTOCOMPACT_DISABLED:
         return
     try:
@@ -87,7 +101,8 @@ def schedule_after_append(conversation_id: int) -> None:
         figures = context_figures(conversation_id, settings.LCM_FRESH_TAIL_COUNT)
         if figures["token_budget"] is None:
             return
-        decision = decide(figures, token_budget=figures["token_budget"])
+        budget = figures["token_budget"] if token_budget is None else token_budget
+        decision = decide(figures, token_budget=budget)
         if decision.due and decision.suggested_mode:
             job_request(
                 conversation=Conversation(pk=conversation_id),

@@ -25,6 +25,8 @@ from core.token_estimate import estimate
 CACHE_MODES = ("auto", "off")
 CACHE_TTLS = ("5m", "1h")
 MAX_BREAKPOINTS = 4  # Anthropic refuses more than four cache_control blocks
+# How far before a breakpoint Anthropic looks for a prefix an earlier request wrote.
+LOOKBACK_BLOCKS = 20
 # Anthropic's minimum cacheable prompt length by model family (a shorter prefix is not
 # cached, silently); a breakpoint below it would be wasted, so none is placed there.
 ANTHROPIC_MIN_TOKENS = (
@@ -152,12 +154,26 @@ def anthropic_breakpoints(
     blocks: list[tuple[str, dict]], *, system_ends: list[int], stable_end: int | None, minimum: int
 ) -> list[int]:
     """Indexes (into `blocks`) that get `cache_control`: the end of each stable system
-    part (and other stable ends in `system_ends`) and of the stable messages, each only when the prefix up to it reaches the
-    model's minimum cacheable length; at most four, the latest kept."""
+    part (and other stable ends in `system_ends`) and of the stable messages, each only
+    when the prefix up to it reaches the model's minimum cacheable length; at most four,
+    the latest kept. A system part below the minimum gets no mark of its own: it is cached
+    as the start of the first marked prefix after it.
+
+    Spare breakpoints go back from the stable end in steps of `LOOKBACK_BLOCKS`: the
+    provider looks for an earlier write only that far before a breakpoint, so a turn that
+    added more blocks than that (a long tool loop) would otherwise miss the prefix the
+    previous turn wrote. A mark inside an already cached stretch costs nothing."""
     cumulative = _cumulative(blocks)
     wanted = sorted({*system_ends, *([stable_end] if stable_end is not None else [])})
     chosen = [i for i in wanted if 0 <= i < len(blocks) and cumulative[i] >= minimum]
-    return chosen[-MAX_BREAKPOINTS:]
+    chosen = chosen[-MAX_BREAKPOINTS:]
+    if stable_end is not None and stable_end in chosen:
+        floor = max((i for i in chosen if i != stable_end), default=-1)
+        point = stable_end - LOOKBACK_BLOCKS
+        while len(chosen) < MAX_BREAKPOINTS and point > floor and cumulative[point] >= minimum:
+            chosen.append(point)
+            point -= LOOKBACK_BLOCKS
+    return sorted(chosen)
 
 
 def _cumulative(blocks: list[tuple[str, dict]]) -> list[int]:

@@ -38,7 +38,8 @@ from dataclasses import asdict, dataclass, field
 
 from django.db import transaction
 
-from compaction.assembly import assemble_context
+from compaction.assembly import assemble_context, render_messages
+from compaction.services import schedule_for_budget
 from conversations.models import Conversation, Message
 from core.token_estimate import estimate
 from providers import blocks as B
@@ -313,14 +314,40 @@ def _our_blocks(content: str | list[dict]) -> list[dict]:
     return blocks
 
 
-def _lcm_history(turn: UserTurn, budget_tokens: int) -> tuple[list[str], list[dict]]:
+def effective_budget(conversation: Conversation, model_room: int) -> int:
+    """The budget the `lcm` context is compacted against: the conversation's budget
+    (`LCM_DEFAULT_TOKEN_BUDGET`), or what the model's window leaves for it (`model_room`,
+    `lcm_room`) when that is smaller. Compaction triggers at its threshold of this budget
+    and compacts down to its low-water mark, so on a small window the assembler does not
+    drop the oldest item every turn."""
+    return max(1, min(conversation.token_budget, model_room))
+
+
+def lcm_room(budget: dict, fixed_tokens: int) -> int:
+    """What the model's window leaves for the `lcm` history: the input room (`budget_for`)
+    minus the retrieval budget and the parts sent every turn before the history (tools,
+    instructions, pinned facts). The current message fits in the room the compaction
+    threshold leaves; a longer one makes the walk drop old items (`_lcm_history`)."""
+    return budget["input_limit"] - budget["retrieval_budget"] - fixed_tokens
+
+
+def _lcm_history(
+    turn: UserTurn, budget_tokens: int, walk_tokens: int
+) -> tuple[list[str], list[dict], dict]:
     """The branch's LCM context without the current turn's own user message: its leading
-    summaries (quoted XML; a fork's base state first) and the messages after them as real
-    messages with tool pairing (the assembler's Anthropic format)."""
+    summaries (quoted XML; a fork's base state first), the messages after them as real
+    messages with tool pairing (the assembler's Anthropic format), and the current user
+    message as the same renderer renders it from the store (`_rendered_user`)."""
     for pending in pending_turns(turn):
         mirror_turn(pending)  # so the LCM context holds every finalized answer
     branch = turn.branch
     conversation = Conversation.objects.get(pk=branch.conversation_id)
+    budget_tokens = effective_budget(conversation, budget_tokens)
+    if budget_tokens < conversation.token_budget:
+        schedule_for_budget(conversation.pk, budget_tokens)
+    # The walk's budget: the effective one, less whatever of it the current message takes
+    # beyond what the threshold leaves free (so the request never exceeds the window).
+    budget_tokens = min(budget_tokens, walk_tokens)
     own = frozenset(
         Message.objects.filter(
             conversation=conversation, external_id=f"turn:{turn.pk}:user"
@@ -347,7 +374,23 @@ def _lcm_history(turn: UserTurn, budget_tokens: int) -> tuple[list[str], list[di
                 f"State of the conversation before this branch:\n{_defang(base)}\n"
                 "</memory_artifact>",
             )
-    return summaries, history
+    return summaries, history, _rendered_user(turn, own)
+
+
+def _rendered_user(turn: UserTurn, own: frozenset[int]) -> dict:
+    """The current user message rendered from its stored copy by the renderer that renders
+    it in history on every later turn, so it goes out with the same bytes each time (what
+    was typed, e.g. a trailing space or newline, is normalised the same way both times;
+    a cacheable prefix needs identical bytes). A message with non-text blocks (an image),
+    or one not mirrored yet, goes as typed."""
+    typed = turn.user_message
+    if not own or any(b.get("type") != "text" for b in typed.get("blocks") or []):
+        return typed
+    rendered = render_messages(sorted(own))
+    blocks = [block for m in rendered for block in _our_blocks(m["content"])]
+    if not blocks:
+        return typed
+    return B.message("user", blocks)
 
 
 def assemble(turn: UserTurn) -> AssembledContext:
@@ -370,8 +413,14 @@ def assemble(turn: UserTurn) -> AssembledContext:
     pending = pending_turns(turn)
     summaries: list[str] = []
     history: list[dict] = []
+    user = turn.user_message
     if session.context_strategy == ContextStrategy.LCM:
-        summaries, history = _lcm_history(turn, budget["input_limit"] // 2)
+        tools = _tools_for(turn)
+        fixed = _fixed_tokens(instructions, list(head.pinned_facts), tools)
+        room = lcm_room(budget, fixed)
+        walk = room - _user_tokens(turn.user_message)
+        summaries, history, user = _lcm_history(turn, room, walk)
+        budget["lcm_room"] = room
         summary = ""
         pending_messages, pending_ids = [], [p.pk for p in pending]  # inside the LCM context
     else:
@@ -385,7 +434,7 @@ def assemble(turn: UserTurn) -> AssembledContext:
         state_summary=summary,
         pending=pending_messages,
         retrieved=retrieved,
-        user=turn.user_message,
+        user=user,
         tools_mode=turn.tools_mode,
         strategy=session.context_strategy,
         budget={**budget, "head_state_id": head.pk, "head_seq": head.state_seq},
@@ -398,6 +447,22 @@ def assemble(turn: UserTurn) -> AssembledContext:
     shrink(ctx, spec, conversation_id=branch.conversation_id)
     ctx.budget["retrieval"] = retrieval_stats
     return ctx
+
+
+def _fixed_tokens(instructions: str, pinned: list[dict], tools: list[dict]) -> int:
+    """The tokens of the parts every request sends before the history, as `_measure`
+    counts them."""
+    probe = AssembledContext(
+        instructions=instructions,
+        pinned_facts=pinned,
+        state_summary="",
+        pending=[],
+        retrieved=[],
+        user={"blocks": [], "rendered_text": ""},
+        tools=tools,
+    )
+    sections = _measure(probe)
+    return sections["system"] + sections["pinned"] + sections["tools"]
 
 
 def _tools_for(turn: UserTurn) -> list[dict]:

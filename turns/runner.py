@@ -197,7 +197,7 @@ class _TurnRun:
                 system=context.system,
                 messages=messages,
                 tools=tools,
-                max_output_tokens=spec.max_output_tokens,
+                max_output_tokens=max_output(spec, context),
                 options=self.request_options(spec, tools),
                 purpose="turn",
                 conversation_id=self.turn.branch.conversation_id,
@@ -539,3 +539,13 @@ def _text_of(blocks: list[dict]) -> str:
 
 def _ms(started: float) -> float:
     return round((time.monotonic() - started) * 1000, 2)
+
+
+def max_output(spec, context: AssembledContext) -> int:
+    """The request's `max_tokens`: the model's output limit, but no more than the window
+    leaves after the input and the safety margin, so that input plus output never exceed
+    `context_limit` on a small window (the assembled input is at most the window less the
+    response reserve and the margin, so at least the reserve is always left)."""
+    margin = engine_config().budget.safety_margin_tokens
+    left = spec.context_limit - margin - context.token_total()
+    return max(1, min(spec.max_output_tokens, left))

@@ -10,6 +10,7 @@ from providers import blocks as B
 from providers.anthropic import AnthropicProvider
 from providers.base import ProviderRequest
 from providers.caching import (
+    LOOKBACK_BLOCKS,
     CachePlan,
     anthropic_breakpoints,
     anthropic_min_tokens,
@@ -123,3 +124,19 @@ def test_the_adapter_marks_system_parts_and_the_last_stable_message():
         i for i, m in enumerate(params["messages"]) for b in m["content"] if "cache_control" in b
     ]
     assert marked == [1, 3]
+
+
+def test_spare_breakpoints_reach_back_past_the_providers_lookback():
+    """A turn that added more than 20 blocks (a long tool loop) still reads the prefix the
+    previous turn wrote: spare marks go back from the stable end in steps of 20 blocks,
+    at most four in all, never below the minimum, never before a system mark."""
+    blocks = [_text(4000) for _ in range(70)]
+    chosen = anthropic_breakpoints(blocks, system_ends=[1], stable_end=65, minimum=1024)
+    assert chosen == [1, 25, 45, 65]
+    assert chosen[-1] - chosen[-2] == chosen[-2] - chosen[-3] == LOOKBACK_BLOCKS
+    # a short request: nothing beyond the system and stable marks
+    assert anthropic_breakpoints(blocks[:8], system_ends=[1], stable_end=6, minimum=1024) == [1, 6]
+    # below the minimum the system part has no mark; it is the start of the stable prefix
+    short = [("system", {"type": "text", "text": "Be brief."}), *blocks[:30]]
+    chosen = anthropic_breakpoints(short, system_ends=[0], stable_end=29, minimum=1024)
+    assert chosen == [9, 29] and 0 not in chosen
