@@ -38,9 +38,12 @@ def pytest_addoption(parser):
         help="crash tests make their full number of kills (also: LCM_TEST_SLOW=1)",
     )
     group.addoption(
-        "--no-process-tests",
-        action="store_true",
-        help="leave out the `process` tests (scripts/test: another run executes them)",
+        "--process-tests",
+        choices=suite.PROCESS_CHOICES,
+        default="all",
+        help="which `process` tests run: all (default); database: those about crashes and "
+        "workers; portable: those marked process(portable=True); none (scripts/test: the "
+        "SQLite run takes the portable ones, the PostgreSQL run the others)",
     )
 
 
@@ -66,7 +69,7 @@ def pytest_collection_modifyitems(config, items):
                 )
             )
     kept, deselected = suite.split(
-        items, vendor=_vendor(), process_tests=not config.getoption("--no-process-tests")
+        items, vendor=_vendor(), process_tests=config.getoption("--process-tests")
     )
     if deselected:
         config.hook.pytest_deselected(items=deselected)

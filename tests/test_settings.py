@@ -205,7 +205,7 @@ def test_the_accepted_range_reads_as_a_sentence():
         ("LCM_DATABASE_URL", "notaurl", "empty, or a URL starting with postgres://"),
     ],
 )
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 def test_manage_py_check_stops_on_a_bad_value_with_exit_code_2(tmp_path, variable, raw, accepted):
     result = _manage(tmp_path, "check", **{variable: raw})
     assert result.returncode == 2, result.stderr
@@ -214,7 +214,7 @@ def test_manage_py_check_stops_on_a_bad_value_with_exit_code_2(tmp_path, variabl
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 def test_the_benchmarks_app_is_installed_only_for_its_own_commands(tmp_path):
     listed = _manage(tmp_path, "help")
     assert listed.returncode == 0, listed.stderr
@@ -227,21 +227,21 @@ def test_the_benchmarks_app_is_installed_only_for_its_own_commands(tmp_path):
         assert f"usage: manage.py {command}" in helped.stdout
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 def test_manage_py_check_passes_with_the_defaults(tmp_path):
     result = _manage(tmp_path, "check")
     assert result.returncode == 0, result.stderr
     assert "System check identified no issues" in result.stdout
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 def test_manage_py_check_stops_on_an_estimator_that_cannot_be_imported(tmp_path):
     result = _manage(tmp_path, "check", LCM_TOKEN_ESTIMATOR="core.token_estimate.no_such")
     assert result.returncode != 0
     assert "LCM_TOKEN_ESTIMATOR" in result.stderr
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 def test_manage_py_check_stops_on_a_malformed_database_url_fallback(tmp_path):
     result = _manage(tmp_path, "check", DATABASE_URL="notaurl")
     assert result.returncode == 2
@@ -252,7 +252,7 @@ def test_manage_py_check_stops_on_a_malformed_database_url_fallback(tmp_path):
 # --- the database choice ------------------------------------------------------------------
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 def test_the_default_database_is_sqlite_under_the_data_dir_with_wal_and_immediate(tmp_path):
     config = _database_config(tmp_path)
     assert config["ENGINE"] == "django.db.backends.sqlite3"
@@ -264,14 +264,14 @@ def test_the_default_database_is_sqlite_under_the_data_dir_with_wal_and_immediat
     assert "PRAGMA busy_timeout=20000;" in options["init_command"]
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 def test_database_url_is_the_fallback_when_lcm_database_url_is_unset(tmp_path):
     target = tmp_path / "fallback.sqlite3"
     config = _database_config(tmp_path, DATABASE_URL=f"sqlite:///{target}")
     assert (config["ENGINE"], config["NAME"]) == ("django.db.backends.sqlite3", str(target))
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 def test_lcm_database_url_wins_over_database_url(tmp_path):
     config = _database_config(
         tmp_path,
@@ -282,7 +282,7 @@ def test_lcm_database_url_wins_over_database_url(tmp_path):
     assert (config["NAME"], config["HOST"]) == ("lcm_primary", "127.0.0.1")
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 def test_database_url_can_point_at_postgres(tmp_path):
     config = _database_config(tmp_path, DATABASE_URL="postgresql://u:p@db.internal:5433/lcm")
     assert config["ENGINE"] == "django.db.backends.postgresql"

@@ -41,7 +41,7 @@ def run_chat(live_server, user, lines: list[str], *args: str, tmp_path) -> str:
     return result.stdout
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 @pytest.mark.django_db(transaction=True)
 def test_a_whole_terminal_chat(live_server, user, tmp_path):
     out = run_chat(
@@ -107,7 +107,7 @@ def test_a_whole_terminal_chat(live_server, user, tmp_path):
     assert "unknown model 'nosuch'; configured: offline, " in out
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 @pytest.mark.django_db(transaction=True)
 def test_it_opens_an_existing_session_and_refuses_a_bad_token(live_server, user, tmp_path):
     session = make_session(user, title="Existing")
@@ -141,7 +141,7 @@ def test_the_sse_reader_handles_split_fields_comments_and_multiline_data():
     ]
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 @pytest.mark.django_db(transaction=True)
 def test_the_terminal_resumes_after_a_server_crash_and_labels_the_partial_answer(
     user, tmp_path, settings

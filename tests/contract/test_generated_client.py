@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-pytestmark = pytest.mark.process
+pytestmark = pytest.mark.process(portable=True)
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.process
+pytestmark = pytest.mark.process(portable=True)
 
 EXAMPLES_PER_OPERATION = 3
 SEED = "20261125"

@@ -70,7 +70,7 @@ def test_a_jsonl_export_imports_back_to_identical_messages_and_parts(sources, tm
         Conversation.objects.filter(pk=copy.pk).update(session_id=f"done-{original.pk}")
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 def test_a_jsonl_export_imports_into_a_fresh_database_byte_for_byte(sources, tmp_path):
     exports = []
     for original in sources[:2]:

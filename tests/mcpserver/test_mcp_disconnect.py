@@ -41,7 +41,7 @@ async def _a_whole_session(url: str, key: str) -> int:
         return len((await session.list_tools()).tools)
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 @pytest.mark.django_db(transaction=True)
 def test_a_client_that_goes_away_is_logged_as_a_disconnect_not_an_error():
     key = issue_token(UserFactory(username="mcp-client"))

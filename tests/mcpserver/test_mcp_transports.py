@@ -19,7 +19,7 @@ from retrieval.tool_definitions import TOOL_DEFINITIONS
 from tests.mcpserver.conftest import ROOT, McpWorld, child_env
 from turns.models import StateCheckpoint, UserTurn
 
-pytestmark = pytest.mark.process
+pytestmark = pytest.mark.process(portable=True)
 
 LCM_TOOL_NAMES = ["lcm_describe", "lcm_grep", "lcm_expand", "lcm_expand_query"]
 SESSION_TOOL_NAMES = ["memory_search", "pin_fact", "send_turn"]

@@ -247,7 +247,7 @@ def test_a_bad_override_names_the_variable(monkeypatch):
         default_model()
 
 
-@pytest.mark.process
+@pytest.mark.process(portable=True)
 def test_a_bad_file_stops_start_up(tmp_path):
     path = tmp_path / "config.toml"
     path.write_text('[tools]\nmode = "sometimes"\n')

@@ -19,7 +19,7 @@ from tests.factories import ConversationFactory, UserFactory
 from tests.support.tokens import issue_token
 from tests.turns.live import LiveServer
 
-pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.process(portable=True), pytest.mark.django_db(transaction=True)]
 
 
 def test_an_export_streams_its_archive_as_it_is_built():

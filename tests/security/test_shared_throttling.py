@@ -18,7 +18,7 @@ from tests.workers.processes import kill_group, start_server, wait_for
 
 RATE = 6
 pytestmark = [
-    pytest.mark.process,
+    pytest.mark.process(portable=True),
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
 ]

@@ -3,9 +3,13 @@
 CI runs the suite twice, on SQLite and on PostgreSQL, at the same time. Running a test
 twice only pays when the database can change its outcome, so:
 
-- `process` tests (they boot real servers, workers or `manage.py` commands) run once: in
-  the PostgreSQL run when there is one; the SQLite run is told `--no-process-tests`
-  (scripts/test does this only when PostgreSQL is reachable);
+- `process` tests (they boot real servers, workers or `manage.py` commands) run once. Those
+  about crashes, concurrency and workers run in the PostgreSQL run when there is one (the
+  production database); those whose outcome no database changes (a client, the API
+  contract, a command's output), marked `process(portable=True)`, run in the SQLite run, so
+  the two runs, which go at the same time, end close together. scripts/test passes
+  `--process-tests=portable` to the SQLite run and `--process-tests=database` to the
+  PostgreSQL run when PostgreSQL is reachable; otherwise the one run executes them all;
 - the PostgreSQL run leaves out tests that touch no database (no `django_db` marker, no
   database fixture) unless they are marked `postgres` or `process`: the SQLite run covers them;
 - the crash tests kill their processes fewer times; `--slow` (or LCM_TEST_SLOW=1) runs the
@@ -51,7 +55,11 @@ def touches_database(item: pytest.Item) -> bool:
     return bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
-def split(items: list[pytest.Item], *, vendor: str, process_tests: bool):
+# --process-tests: which process tests this run executes.
+PROCESS_CHOICES = ("all", "database", "portable", "none")
+
+
+def split(items: list[pytest.Item], *, vendor: str, process_tests: str):
     """(kept, deselected) for this run's database and process-test choice."""
     kept, deselected = [], []
     for item in items:
@@ -59,9 +67,11 @@ def split(items: list[pytest.Item], *, vendor: str, process_tests: bool):
     return kept, deselected
 
 
-def _runs_here(item: pytest.Item, vendor: str, process_tests: bool) -> bool:
-    if item.get_closest_marker("process") is not None:
-        return process_tests
+def _runs_here(item: pytest.Item, vendor: str, process_tests: str) -> bool:
+    process = item.get_closest_marker("process")
+    if process is not None:
+        portable = bool(process.kwargs.get("portable"))
+        return process_tests == "all" or process_tests == ("portable" if portable else "database")
     if vendor == "postgresql":
         return item.get_closest_marker("postgres") is not None or touches_database(item)
     return True
