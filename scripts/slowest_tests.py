@@ -12,9 +12,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 
-def slowest(reports: dict[str, Path], count: int) -> list[tuple[float, str, str]]:
+def slowest(reports: list[tuple[str, Path]], count: int) -> list[tuple[float, str, str]]:
     rows = []
-    for label, path in reports.items():
+    for label, path in reports:  # a label may name several reports (one suite in two runs)
         if not path.is_file():
             continue
         for case in ET.parse(path).iter("testcase"):
@@ -25,7 +25,7 @@ def slowest(reports: dict[str, Path], count: int) -> list[tuple[float, str, str]
 
 def main(argv: list[str]) -> int:
     count = int(argv[0])
-    reports = {label: Path(path) for label, path in (arg.split("=", 1) for arg in argv[1:])}
+    reports = [(label, Path(path)) for label, path in (arg.split("=", 1) for arg in argv[1:])]
     rows = slowest(reports, count)
     print(f"== the {len(rows)} slowest tests (both suites; set-up + call + tear-down)")
     for seconds, label, name in rows:
