@@ -307,7 +307,8 @@ def _swap_ids(
     return message, batch.swap_ids(item, mapping)
 
 
-_MESSAGE_COLUMNS = (
+# The columns a message row is written with (ingest, and importers that write rows in bulk).
+MESSAGE_COLUMNS = (
     "conversation_id",
     "seq",
     "role",
@@ -359,7 +360,7 @@ def _insert_many_messages(messages: list[Message], values: list) -> None:
         message.pk = pk
     bulk.insert_rows(
         Message,
-        ("id", *_MESSAGE_COLUMNS),
+        ("id", *MESSAGE_COLUMNS),
         [(pk, *row) for pk, row in zip(ids, values, strict=True)],
     )
 
@@ -389,7 +390,7 @@ def _insert_new_messages(
     if connection.vendor == "postgresql" and len(messages) > _FEW:
         _insert_many_messages(messages, values)  # keys reserved, then COPY
     else:  # INSERT ... RETURNING: no separate statement to learn the keys
-        ids = bulk.insert_returning(Message, _MESSAGE_COLUMNS, values, key="seq")
+        ids = bulk.insert_returning(Message, MESSAGE_COLUMNS, values, key="seq")
         for message in messages:
             message.pk = ids[message.seq]
 

@@ -23,16 +23,20 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 from vulture import Vulture
 
 ROOT = Path(__file__).resolve().parent.parent
+# The product packages: the import-linter roots (pyproject.toml) less the measurement code.
 PACKAGES = [
-    "core", "tokens", "providers", "conversations", "largefiles", "archive", "compaction",
-    "retrieval", "integrity", "turns", "memory", "importers", "security", "mcpserver",
-    "workers", "dropin", "explorer", "console", "retention", "lcmsite",
-]  # fmt: skip
+    name
+    for name in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"][
+        "root_packages"
+    ]
+    if name != "benchmarks"
+]
 REPORTED = {"function", "class", "method", "property", "import"}
 
 # Called by the frameworks by name, never by our code.

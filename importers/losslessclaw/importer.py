@@ -40,7 +40,7 @@ from conversations.models import (
     SummaryMessage,
     SummaryParent,
 )
-from conversations.services import message_text_and_tokens
+from conversations.services import MESSAGE_COLUMNS, message_text_and_tokens
 from core import locks
 from core.token_estimate import estimate
 from importers.losslessclaw.files import resolve_file
@@ -127,18 +127,6 @@ class _NewMessage:
     role: str
     seq: int
     created_at: object
-
-
-_MESSAGE_COLUMNS = (
-    "conversation_id",
-    "seq",
-    "role",
-    "content",
-    "token_count",
-    "created_at",
-    "external_id",
-    "file_ids",
-)
 
 
 def _free_file_id(source_id: str) -> str:
@@ -600,7 +588,7 @@ class ConversationImport:
     def _insert_messages(conversation: Conversation, prepared: list[_NewMessage]) -> list[int]:
         """Insert the messages; their ids, in order (reserved first where the database can)."""
         ids = bulk.allocate_ids(Message, len(prepared))
-        columns = _MESSAGE_COLUMNS
+        columns = MESSAGE_COLUMNS
         message_rows = [
             (
                 conversation.pk,
