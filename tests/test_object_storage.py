@@ -128,10 +128,14 @@ def test_a_turns_journal_and_event_log_are_published_to_the_bucket_and_replayed_
     step = ProviderStep.objects.get(turn_id=turn_id)
 
     # Published whole, once finished (the event log right after the runner wrote its
-    # terminal event, which the client may read first); nothing left locally.
+    # terminal event, which the client may read first); nothing left locally. A file is
+    # removed just after its upload is stored (never before), so wait for both.
     expected = sorted([f"lcm/streams/{step.id}.jsonl", f"lcm/streams/turn-{turn_id}.events.jsonl"])
     wait_for(lambda: keys(bucket, "lcm/streams/") == expected, timeout=10)
-    assert list((settings.DATA_DIR / "streams").glob("*.jsonl")) == []
+    local = settings.DATA_DIR / "streams"
+    wait_for(lambda: not list(local.glob("*.jsonl")), timeout=10)
+    assert keys(bucket, "lcm/streams/") == expected
+    assert list(local.glob("*.jsonl")) == []
     assert b"hello from the bucket" not in stored(bucket, f"lcm/streams/{step.id}.jsonl")
 
     # Replay from the bucket: a resumed stream served by a process that never ran the turn
