@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.fake_messages_api import FakeMessagesAPI
 from turns import runner, services
 from turns.jobs import commit_pending
 from turns.models import Branch, UserTurn
@@ -25,3 +26,12 @@ def send(session, text: str, *, branch: Branch | None = None, commit: bool = Fal
         commit_pending(branch=branch)
         turn.refresh_from_db()
     return turn
+
+
+@pytest.fixture
+def cached_anthropic(monkeypatch):
+    """A local Anthropic-wire upstream that replays the provider's prompt-cache rule."""
+    with FakeMessagesAPI(prompt_cache=True) as api:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
+        yield api

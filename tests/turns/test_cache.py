@@ -15,7 +15,7 @@ from providers.caching import (
     prompt_cache_key,
 )
 from tests.factories import UserFactory
-from tests.support.fake_messages_api import FakeMessagesAPI, anthropic_text_stream
+from tests.support.fake_messages_api import anthropic_text_stream
 from tests.support.fake_responses_api import FakeResponsesAPI, responses_text_stream
 from turns import runner, services
 from turns.jobs import commit_pending
@@ -38,14 +38,6 @@ def _runner_accepting():
     runner._shutting_down.clear()
     yield
     runner._shutting_down.clear()
-
-
-@pytest.fixture
-def cached_anthropic(monkeypatch):
-    with FakeMessagesAPI(prompt_cache=True) as api:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
-        yield api
 
 
 @pytest.fixture

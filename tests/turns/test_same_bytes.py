@@ -10,7 +10,7 @@ import json
 import pytest
 
 from tests.factories import UserFactory
-from tests.support.fake_messages_api import FakeMessagesAPI, anthropic_text_stream
+from tests.support.fake_messages_api import anthropic_text_stream
 from turns import runner, services
 from turns.models import Phase
 
@@ -25,12 +25,9 @@ def _offline_librarian(settings):
 
 
 @pytest.fixture
-def upstream(monkeypatch):
+def upstream(cached_anthropic):
     runner._shutting_down.clear()
-    with FakeMessagesAPI(prompt_cache=True) as api:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
-        yield api
+    return cached_anthropic
 
 
 def _bytes(message: dict) -> str:

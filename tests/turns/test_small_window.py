@@ -14,7 +14,7 @@ from compaction.models import CompactionJob, JobState
 from compaction.services import job_run
 from core.token_estimate import estimate
 from tests.factories import UserFactory
-from tests.support.fake_messages_api import FakeMessagesAPI, anthropic_text_stream
+from tests.support.fake_messages_api import anthropic_text_stream
 from turns import runner, services
 from turns.models import Phase
 
@@ -30,12 +30,9 @@ def _small_model(settings, monkeypatch):
 
 
 @pytest.fixture
-def upstream(monkeypatch):
+def upstream(cached_anthropic):
     runner._shutting_down.clear()
-    with FakeMessagesAPI(prompt_cache=True) as api:
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
-        yield api
+    return cached_anthropic
 
 
 def _start(body: dict) -> str:
