@@ -21,8 +21,7 @@ import json
 import logging
 from collections.abc import Iterator
 
-import anthropic
-
+from core.lazy_import import lazy_import
 from providers import blocks as b
 from providers.anthropic_wire import (
     PROVIDER,
@@ -49,6 +48,9 @@ from providers.config import ModelSpec, engine_config
 from providers.sdk_adapter import SdkAdapter, WireStreamReader, make_sdk_client
 
 logger = logging.getLogger("providers")
+
+# Loaded on first use: importing the SDK is most of a process's start-up (core/lazy_import.py).
+anthropic = lazy_import("anthropic")
 
 _KNOWN_EVENTS = {
     "message_start",

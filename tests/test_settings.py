@@ -299,3 +299,25 @@ def test_the_sqlite_connection_really_runs_in_wal_with_a_busy_timeout(db):
         assert cursor.fetchone()[0] == django_settings.LCM_SQLITE_BUSY_TIMEOUT_MS
         cursor.execute("PRAGMA foreign_keys")
         assert cursor.fetchone()[0] == 1
+
+
+_LOADED_SDKS = (
+    "import sys, django; django.setup(); import lcmsite.urls; "
+    "print(sorted(m for m in ('anthropic.types', 'openai.types') if m in sys.modules))"
+)
+
+
+@pytest.mark.process(portable=True)
+def test_the_server_starts_without_importing_the_provider_sdks(tmp_path):
+    # Importing them is most of a process's start-up (core/lazy_import.py); they load when a
+    # model is first called.
+    result = subprocess.run(
+        [sys.executable, "-c", _LOADED_SDKS],
+        cwd=REPO,
+        env=_clean_env(tmp_path, DJANGO_SETTINGS_MODULE="lcmsite.settings"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
