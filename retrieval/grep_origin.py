@@ -31,9 +31,7 @@ def origin_filter(*, agent: str | None, project: str | None) -> OriginFilter:
             f"agent must be a string of at most {MAX_AGENT_CHARS} characters",
             extra={"field": "agent"},
         )
-    if project is not None and (
-        not isinstance(project, str) or len(project) > MAX_PROJECT_CHARS
-    ):
+    if project is not None and (not isinstance(project, str) or len(project) > MAX_PROJECT_CHARS):
         raise InvalidInput(
             f"project must be a path of at most {MAX_PROJECT_CHARS} characters",
             extra={"field": "project"},
