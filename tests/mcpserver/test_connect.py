@@ -24,7 +24,8 @@ def home(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
-    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "OPENCODE_CONFIG", "XDG_CONFIG_HOME"):
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "OPENCODE_CONFIG", "XDG_CONFIG_HOME",
+                 "LCM_DATABASE_URL", "LCM_CONFIG_FILE"):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LCM_DATA_DIR", "/srv/lcm data")
     return home
