@@ -5,8 +5,8 @@ read by search, which sits below them.
   importers of the same session at once cannot collide on the row).
 - `OriginFilter` narrows a search to the conversations of some agents, under a project
   directory (the directory itself or anything below it).
-- `origins_for` is the provenance of search hits: per conversation, its agent, project,
-  git branch, session id, title and times, in one query.
+- `origins_for` is the provenance of search hits: per conversation an agent wrote, its
+  agent, project, git branch, session id, title and times, in one query.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from django.db.models.functions import Substr
 
-from conversations.models import Conversation, ConversationOrigin
+from conversations.models import ConversationOrigin
 
 ORIGIN_FIELDS = ("agent", "agent_version", "cwd", "git_branch", "model", "started_at", "ended_at")
 
@@ -71,25 +71,22 @@ def _under(origins, prefix: str):
 
 
 def origins_for(conversation_ids: Iterable[int]) -> dict[int, dict]:
-    """Per conversation: where it comes from. Agent fields are null when no agent wrote it."""
+    """Per conversation a coding agent wrote: where it comes from (others are absent)."""
     ids = set(conversation_ids)
     if not ids:
         return {}
-    rows = Conversation.objects.filter(pk__in=ids).select_related("origin")
-    found = {}
-    for conversation in rows.only(
-        "id", "session_id", "title", *(f"origin__{name}" for name in ORIGIN_FIELDS)
-    ):
-        origin = getattr(conversation, "origin", None)
-        found[conversation.pk] = {
-            "agent": (origin.agent or None) if origin else None,
-            "agent_version": (origin.agent_version or None) if origin else None,
-            "project": (origin.cwd or None) if origin else None,
-            "git_branch": (origin.git_branch or None) if origin else None,
-            "model": (origin.model or None) if origin else None,
-            "session_id": conversation.session_id,
-            "title": conversation.title,
-            "started_at": origin.started_at if origin else None,
-            "ended_at": origin.ended_at if origin else None,
+    rows = ConversationOrigin.objects.filter(conversation_id__in=ids).select_related("conversation")
+    return {
+        origin.conversation_id: {
+            "agent": origin.agent,
+            "agent_version": origin.agent_version or None,
+            "project": origin.cwd or None,
+            "git_branch": origin.git_branch or None,
+            "model": origin.model or None,
+            "session_id": origin.conversation.session_id,
+            "title": origin.conversation.title,
+            "started_at": origin.started_at,
+            "ended_at": origin.ended_at,
         }
-    return found
+        for origin in rows.only(*ORIGIN_FIELDS, "conversation__session_id", "conversation__title")
+    }

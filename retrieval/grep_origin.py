@@ -6,7 +6,8 @@ where each hit comes from (docs/retrieval.md, "Across agents and projects").
   below it (`project`, matched on path components: /work/api matches /work/api and
   /work/api/sub, never /work/api2). An empty result searches nothing.
 - `with_origins`: every row gets `origin` (agent, project, git branch, session id, title,
-  first and last times of the session), read in one query for all rows.
+  first and last times of the session; null for a conversation no coding agent wrote),
+  read in one query for all rows.
 - `within_time`: since/before applied to rows of the modes that rank by meaning, whose
   search does not take a time window itself.
 """

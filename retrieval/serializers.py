@@ -164,12 +164,10 @@ class GrepQuerySerializer(RequestSerializer):
 
 
 class GrepHitOriginSerializer(serializers.Serializer):
-    agent = serializers.CharField(
-        allow_null=True, help_text="The coding agent that wrote the conversation, else null."
-    )
+    agent = serializers.CharField(help_text="The coding agent that wrote the conversation.")
     agent_version = serializers.CharField(allow_null=True)
     project = serializers.CharField(
-        allow_null=True, help_text="The directory the agent ran in (its cwd), else null."
+        allow_null=True, help_text="The directory the agent ran in (its cwd); null if unknown."
     )
     git_branch = serializers.CharField(allow_null=True)
     model = serializers.CharField(allow_null=True)
@@ -226,8 +224,10 @@ class GrepHitSerializer(serializers.Serializer):
         required=False, help_text="A message hit scanned from an archive segment."
     )
     origin = GrepHitOriginSerializer(
-        help_text="Where the hit comes from: the agent, project, session and times of its "
-        "conversation (created_at is the hit's own time)."
+        allow_null=True,
+        help_text="Where the hit comes from: the coding agent, project, session and times of "
+        "its conversation (created_at is the hit's own time); null for a conversation no "
+        "coding agent wrote.",
     )
 
 

@@ -12,6 +12,7 @@ from conversations.models import Conversation, ConversationOrigin
 from importers.services import import_file
 from retrieval.grep import GrepRequest, grep_for_user
 from retrieval.tools import tool_call_for_user
+from tests.factories import ConversationFactory, append_messages
 from tests.importers.agent_sessions import claude_code_2x, codex_rollout, write_jsonl
 
 pytestmark = pytest.mark.django_db
@@ -77,6 +78,17 @@ def test_grep_searches_every_session_of_the_user_and_names_each_hits_origin(user
     assert hit["origin"]["session_id"] == sessions["api"].session_id
     assert hit["origin"]["started_at"] == dt.datetime(2026, 5, 2, 9, tzinfo=dt.UTC)
     assert hit["created_at"].date() == dt.date(2026, 5, 2)
+
+
+def test_a_conversation_no_agent_wrote_has_no_origin_and_no_agent_filter_finds_it(user, sessions):
+    conversation = ConversationFactory(owner=user)
+    append_messages(
+        conversation, 1, payload=lambda i: {"role": "user", "content": "lockfile by the API"}
+    )
+    hits = {h["conversation_id"]: h for h in _grep(user)}
+    assert hits[conversation.pk]["origin"] is None
+    assert hits[sessions["api"].pk]["origin"]["agent"] == "codex"
+    assert conversation.pk not in {h["conversation_id"] for h in _grep(user, project="/")}
 
 
 def test_project_matches_whole_path_components(user, sessions):
