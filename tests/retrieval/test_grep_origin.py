@@ -174,3 +174,19 @@ def test_the_data_migration_copies_the_facts_of_earlier_imports(sessions):
     assert copied == imported and len(copied) >= 4  # branches of a session too
     migration.copy_forward(apps, None)  # again: nothing twice, nothing fails
     assert ConversationOrigin.objects.count() == len(copied)
+
+
+@pytest.mark.parametrize("mode", ["full_text", "hybrid", "semantic"])
+def test_a_long_list_of_sessions_is_searched_wide_and_filtered(user, sessions, monkeypatch, mode):
+    from memory.indexing import index_conversation_messages
+    from retrieval import grep_origin
+    from retrieval.grep import MAX_LIMIT
+
+    assert grep_origin.OVERFETCH == MAX_LIMIT
+    for conversation in sessions.values():
+        index_conversation_messages(conversation_id=conversation.pk)
+    narrow = {h["conversation_id"] for h in _grep(user, mode=mode, project="/work/api")}
+    monkeypatch.setattr(grep_origin, "MAX_LISTED_FOR_MEANING", 0)
+    monkeypatch.setattr(grep_origin, "MAX_LISTED", 0)
+    wide = {h["conversation_id"] for h in _grep(user, mode=mode, project="/work/api")}
+    assert wide == narrow == {sessions["api"].pk}
