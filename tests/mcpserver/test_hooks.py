@@ -42,7 +42,7 @@ def _pin(owner, *texts):
         pin_add(branch=session.active_branch, text=text)
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_session_start_says_where_memory_is_with_the_users_pins_within_the_cap(
     monkeypatch, user, other_user
 ):
