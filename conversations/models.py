@@ -337,3 +337,28 @@ ARCHIVED_PART_COLUMNS = (
     "text_content", "tool_input", "tool_output", "tool_error", "tool_title", "patch_files",
     "file_name", "file_url", "subtask_prompt", "subtask_desc", "step_reason", "metadata",
 )  # fmt: skip
+
+
+class ConversationOrigin(models.Model):
+    """Where a conversation comes from, when a coding agent wrote it (docs/capture.md):
+    the agent, its version, the project directory it ran in, the git branch, the model and
+    the session's first and last times. Written by the importers (importers.session_facts)
+    and read here, below them, by grep's filters and the provenance of every hit
+    (conversations.origins). A conversation made through the API has no row."""
+
+    conversation = models.OneToOneField(
+        Conversation, primary_key=True, on_delete=models.CASCADE, related_name="origin"
+    )
+    agent = models.CharField(max_length=32, blank=True, default="")
+    agent_version = models.CharField(max_length=64, blank=True, default="")
+    cwd = models.TextField(blank=True, default="")
+    git_branch = models.CharField(max_length=255, blank=True, default="")
+    model = models.CharField(max_length=255, blank=True, default="")
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["agent"], name="conversation_origin_agent")]
+
+    def __str__(self) -> str:
+        return f"{self.agent or '?'} {self.cwd} (#{self.conversation_id})"

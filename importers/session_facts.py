@@ -1,6 +1,7 @@
 """What a coding agent said about its session (agent, version, cwd, git branch, model,
 first and last times, why a branch or sub-agent exists), kept on the conversation's
-import row where it can be filtered on (`selectors.agent_sessions_for_user`).
+import row where it can be filtered on (`selectors.agent_sessions_for_user`), and copied to
+`conversations.ConversationOrigin`, which grep filters on and names in every hit.
 
 Each import refreshes it: a session that went on may have moved to another branch or
 model; the last value the agent wrote wins, the other keys of `metadata` are merged.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from django.utils.dateparse import parse_datetime
 
+from conversations.origins import ORIGIN_FIELDS, origin_record
 from importers.models import ImportedConversation
 
 _COLUMNS = {
@@ -51,3 +53,9 @@ def record_session_facts(conversation_id: int, format: str, facts: dict) -> None
     extra = {k: v for k, v in facts.items() if k not in _COLUMNS and k not in _TIMES}
     row.metadata = {**(row.metadata or {}), **extra}
     row.save()
+    # The same facts where search (below this app) filters on them and names them per hit.
+    if row.agent:
+        origin_record(
+            conversation_id=conversation_id,
+            values={name: getattr(row, name) for name in ORIGIN_FIELDS},
+        )

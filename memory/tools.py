@@ -272,7 +272,8 @@ def _register_builtin() -> None:
     from retrieval.tool_definitions import LCM_DESCRIBE, LCM_EXPAND, LCM_EXPAND_QUERY, LCM_GREP
 
     grep_schema = json.loads(json.dumps(LCM_GREP["input_schema"]))
-    grep_schema["properties"].pop("all_conversations", None)  # the branch is the scope
+    for name in ("all_conversations", "agent", "project"):  # the branch is the scope
+        grep_schema["properties"].pop(name, None)
     for definition, run in (
         (LCM_DESCRIBE, _run_describe),
         (LCM_GREP | {"input_schema": grep_schema}, _run_grep),

@@ -14,6 +14,13 @@ from conversations.selectors import conversation_get_for_user
 from core.api.errors import InvalidInput, Unavailable
 from core.metrics import observe_ms
 from retrieval import dag
+from retrieval.grep_origin import (
+    narrowed_scope,
+    origin_filter,
+    search_within,
+    with_origins,
+    within_time,
+)
 
 MODES = ("regex", "full_text", "semantic", "hybrid")  # the last two: registered, see below
 SCOPES = {
@@ -39,6 +46,9 @@ class GrepRequest:
     sort: str = "recency"
     ignore_case: bool = False
     include_archived: bool = False  # also scan archive segments (docs/retention.md)
+    # Where the conversations come from (retrieval.grep_origin): an agent, a project dir.
+    agent: str | None = None
+    project: str | None = None
 
     def validate(self) -> None:
         if not isinstance(self.query, str) or not self.query.strip():
@@ -82,6 +92,7 @@ def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> 
     request.validate()
     if scope is None:
         scope = scope_for_user(user=user, conversation_id=request.conversation_id)
+    wide, scope = scope, narrowed_scope(scope, origin_filter(request.agent, request.project))
     started = time.perf_counter()
     if request.scope == "files":
         from retrieval.grep_files import grep_files
@@ -89,15 +100,16 @@ def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> 
         results = grep_files(scope=scope, request=request)
         mode = f"{request.mode}_files"
     elif request.mode in ("semantic", "hybrid"):
-        results = _grep_by_meaning(scope=scope, request=request)
+        results = search_within(_grep_by_meaning, scope, wide, request, by_meaning=True)
+        results = within_time(results, since=request.since, before=request.before)
         mode = request.mode
     else:
-        results = _grep_rows(scope=scope, request=request)
+        results = search_within(_grep_rows, scope, wide, request)
         mode = request.mode
         if request.include_archived and request.scope in ("messages", "both"):
             results = _with_archived(results, scope=scope, request=request)
         if not results and request.mode == "full_text" and _is_sentence(request.query):
-            results = _any_word_rows(scope=scope, request=request)
+            results = search_within(_any_word_rows, scope, wide, request, by_meaning=True)
             mode = "full_text_any_word"
     observe_ms(
         "lcm_search_latency_ms",
@@ -105,7 +117,7 @@ def grep_for_user(*, user, request: GrepRequest, scope: Scope | None = None) -> 
         help="Latency of grep (describe/expand excluded), by mode.",
         mode=mode,
     )
-    return results
+    return with_origins(results)
 
 
 # Search by meaning (modes semantic and hybrid) is the memory app's: it registers its

@@ -8,6 +8,7 @@ from rest_framework import serializers
 from core.api.requests import BLANK_PATTERN, RequestSerializer
 from core.api.schema import ItemIdField
 from retrieval.grep import MAX_LIMIT, MAX_QUERY_CHARS
+from retrieval.grep_origin import MAX_AGENT_CHARS, MAX_PROJECT_CHARS
 from retrieval.selectors import MAX_EXPAND_DEPTH
 from retrieval.tool_definitions import TOOL_DEFINITIONS
 
@@ -126,6 +127,23 @@ class GrepQuerySerializer(RequestSerializer):
         "moved out of the database; bounded, see docs/retention.md). Their hits say "
         "from_archive.",
     )
+    agent = serializers.CharField(
+        max_length=MAX_AGENT_CHARS,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Only conversations this coding agent wrote (claude-code, codex, opencode, "
+        "gemini; see each hit's origin.agent and GET /api/v1/imports/sessions/).",
+    )
+    project = serializers.CharField(
+        max_length=MAX_PROJECT_CHARS,
+        required=False,
+        allow_null=True,
+        default=None,
+        trim_whitespace=False,
+        help_text="Only conversations whose agent ran in this project directory or below it "
+        "(whole path components: /work/api matches /work/api/web, not /work/api2).",
+    )
 
     # The query keeps its spaces (a regex may need them) but must not be blank.
     # Semantic and hybrid modes do not search files.
@@ -143,6 +161,20 @@ class GrepQuerySerializer(RequestSerializer):
             ]
         }
     }
+
+
+class GrepHitOriginSerializer(serializers.Serializer):
+    agent = serializers.CharField(help_text="The coding agent that wrote the conversation.")
+    agent_version = serializers.CharField(allow_null=True)
+    project = serializers.CharField(
+        allow_null=True, help_text="The directory the agent ran in (its cwd); null if unknown."
+    )
+    git_branch = serializers.CharField(allow_null=True)
+    model = serializers.CharField(allow_null=True)
+    session_id = serializers.CharField(help_text="The conversation's session id.")
+    title = serializers.CharField(allow_blank=True)
+    started_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
 
 
 class GrepHitSerializer(serializers.Serializer):
@@ -190,6 +222,12 @@ class GrepHitSerializer(serializers.Serializer):
     line = serializers.IntegerField(required=False, help_text="Files: the first matching line.")
     from_archive = serializers.BooleanField(
         required=False, help_text="A message hit scanned from an archive segment."
+    )
+    origin = GrepHitOriginSerializer(
+        allow_null=True,
+        help_text="Where the hit comes from: the coding agent, project, session and times of "
+        "its conversation (created_at is the hit's own time); null for a conversation no "
+        "coding agent wrote.",
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from retrieval import selectors
 from retrieval.grep import MAX_LIMIT
+from retrieval.grep_origin import MAX_AGENT_CHARS, MAX_PROJECT_CHARS
 from retrieval.parsing import opt_bool, opt_int, req_str
 
 LCM_DESCRIBE = {
@@ -38,7 +39,9 @@ LCM_GREP = {
         "that was compacted out of your context) by full text or regex. Each message hit "
         "names `covered_by`: the summary in your context that stands for it, which is what "
         "to expand or delegate. Use it to route: find where something was discussed before "
-        "reading anything in depth."
+        "reading anything in depth. Each hit's `origin` says where it comes from: the coding "
+        "agent, project directory, session and its times; `agent` and `project` search the "
+        "sessions of one agent or one project (since/before: a time window)."
     ),
     "input_schema": {
         "type": "object",
@@ -66,6 +69,18 @@ LCM_GREP = {
                 "default": False,
                 "description": "Also scan old messages whose text retention archived (slower; "
                 "their hits say from_archive).",
+            },
+            "agent": {
+                "type": "string",
+                "maxLength": MAX_AGENT_CHARS,
+                "description": "Only sessions this coding agent wrote: claude-code, codex, "
+                "opencode or gemini. Searches every conversation of the user.",
+            },
+            "project": {
+                "type": "string",
+                "maxLength": MAX_PROJECT_CHARS,
+                "description": "Only sessions run in this project directory or below it "
+                "(e.g. /home/me/api). Searches every conversation of the user.",
             },
         },
         "required": ["query"],

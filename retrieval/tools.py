@@ -50,15 +50,20 @@ def tool_call_for_user(*, user, name: str, input: dict, conversation_id: int) ->
 
 
 def _grep_request(data: dict, conversation_id: int) -> GrepRequest:
+    agent, project = opt_str(data, "agent", None), opt_str(data, "project", None)
+    # An agent or a project names other sessions: those search every conversation.
+    everywhere = opt_bool(data, "all_conversations", False) or bool(agent or project)
     return GrepRequest(
         query=req_str(data, "query"),
         mode=opt_str(data, "mode", "full_text"),
         scope=opt_str(data, "scope", "both"),
-        conversation_id=None if opt_bool(data, "all_conversations", False) else conversation_id,
+        conversation_id=None if everywhere else conversation_id,
         since=opt_datetime(data, "since"),
         before=opt_datetime(data, "before"),
         limit=opt_int(data, "limit", 50),
         sort=opt_str(data, "sort", "recency"),
         ignore_case=opt_bool(data, "ignore_case", False),
         include_archived=opt_bool(data, "include_archived", False),
+        agent=agent,
+        project=project,
     )

@@ -1,0 +1,118 @@
+"""`manage.py lcm_connect AGENT`: this server in a coding agent's MCP configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from mcpserver.connect import claude_hooks, merge
+from mcpserver.connect.agents import AGENTS, SCOPES
+from mcpserver.connect.config_files import ConfigFileError, Merged, json_text
+from mcpserver.connect.credentials import CredentialsError, owner_and_token
+from mcpserver.connect.target import ServerTarget, base_url_of, passed_env
+from mcpserver.server import SERVER_NAME
+
+
+class Command(BaseCommand):
+    help = (
+        "Print, and with --write merge into the agent's own config file, the MCP server "
+        "entry that connects AGENT (claude-code, codex, opencode, gemini) to this server's "
+        "tools, so it can search every session of every agent (docs/capture.md). stdio "
+        "(default): the agent starts `manage.py lcm_mcp --user NAME` itself. --url: "
+        "Streamable HTTP to URL/mcp/ with the user's API token (--token, or one issued for "
+        "--user). For claude-code also its SessionStart and PreCompact hooks (lcm_hook). "
+        "--write backs the file up first (NAME.lcm-backup-TIME), changes only this entry "
+        "and the hooks, and does nothing when they are already there."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("agent", choices=sorted(AGENTS), help="The coding agent.")
+        parser.add_argument("--user", metavar="NAME", help="The user the agent connects as.")
+        parser.add_argument("--token", metavar="KEY", help="HTTP: the API token to send.")
+        parser.add_argument(
+            "--url", metavar="URL", help="HTTP transport: this server's URL (e.g. "
+            "http://127.0.0.1:8000); without it, stdio.",
+        )  # fmt: skip
+        parser.add_argument(
+            "--scope", choices=SCOPES, default="user",
+            help="user (default): the agent's config in your home; project: the project's.",
+        )  # fmt: skip
+        parser.add_argument(
+            "--project-dir", default=".", metavar="DIR", help="For --scope project (default: .)."
+        )
+        parser.add_argument("--config", metavar="PATH", help="The MCP config file to use.")
+        parser.add_argument(
+            "--hooks-settings", metavar="PATH", help="claude-code: the settings file for the hooks."
+        )
+        parser.add_argument(
+            "--name", default=SERVER_NAME, help=f"The server's name (default {SERVER_NAME})."
+        )
+        parser.add_argument("--no-hooks", action="store_true", help="claude-code: no hooks.")
+        parser.add_argument("--write", action="store_true", help="Merge into the files.")
+
+    def handle(self, *args, **options):
+        agent = AGENTS[options["agent"]]
+        project = Path(options["project_dir"]).expanduser().resolve()
+        path = Path(options["config"]).expanduser() if options["config"] else None
+        path = path or agent.path(options["scope"], project)
+        target = self._target(options, existing=merge.existing_entry(agent, path, options["name"]))
+        entry = agent.entry(target)
+        self.stdout.write(f"# {agent.name}: MCP server {options['name']!r} in {path}\n")
+        self.stdout.write(merge.render(agent, options["name"], entry))
+        hooks = None
+        if agent.name == "claude-code" and not options["no_hooks"]:
+            hooks = self._hooks(options, target, project)
+        if not options["write"]:
+            self.stdout.write("# (printed only: --write merges it into the files above)")
+            return
+        try:
+            self._report(merge.merge_entry(agent, path, options["name"], entry))
+            if hooks is not None:
+                settings, groups = hooks
+                self._report(
+                    merge.update_json(settings, lambda data: claude_hooks.merge_hooks(data, groups))
+                )
+        except (ConfigFileError, ValueError) as error:
+            raise CommandError(str(error)) from None
+
+    def _target(self, options, *, existing: dict | None) -> ServerTarget:
+        http = bool(options["url"])
+        try:
+            base_url = base_url_of(options["url"]) if http else ""
+            username, token, issued = owner_and_token(
+                agent=options["agent"],
+                username=options["user"],
+                token=options["token"],
+                existing=existing,
+                http=http,
+            )
+        except (CredentialsError, ValueError) as error:
+            raise CommandError(str(error)) from None
+        if issued:
+            self.stderr.write(f"issued API token 'lcm_connect {options['agent']}' for {username}")
+        return ServerTarget(
+            transport="http" if http else "stdio",
+            username=username,
+            base_url=base_url,
+            token=token,
+            env={} if http else passed_env(),
+        )
+
+    def _hooks(self, options, target: ServerTarget, project: Path):
+        settings = (
+            Path(options["hooks_settings"]).expanduser() if options["hooks_settings"] else None
+        )
+        settings = settings or claude_hooks.settings_path(options["scope"], project)
+        groups = claude_hooks.hook_groups(target, options["name"])
+        self.stdout.write(f"# claude-code: hooks in {settings}\n")
+        self.stdout.write(json_text({"hooks": {k: [v] for k, v in groups.items()}}))
+        return settings, groups
+
+    def _report(self, merged: Merged) -> None:
+        if not merged.changed:
+            self.stdout.write(f"{merged.path}: already up to date (not written)")
+        elif merged.backup:
+            self.stdout.write(f"{merged.path}: merged (backup: {merged.backup})")
+        else:
+            self.stdout.write(f"{merged.path}: written (new file)")
