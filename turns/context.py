@@ -343,6 +343,7 @@ def _lcm_history(
     branch = turn.branch
     conversation = Conversation.objects.get(pk=branch.conversation_id)
     budget_tokens = effective_budget(conversation, budget_tokens)
+    steady = budget_tokens  # the tail's cap follows it, not the walk's (per-message) budget
     if budget_tokens < conversation.token_budget:
         schedule_for_budget(conversation.pk, budget_tokens)
     # The walk's budget: the effective one, less whatever of it the current message takes
@@ -360,6 +361,7 @@ def _lcm_history(
         describe_dropped=False,
         split_summaries=True,
         exclude_message_ids=own,
+        tail_budget=steady,
     )
     summaries = list(assembled.output["summaries"])
     history = [
