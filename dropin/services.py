@@ -37,7 +37,7 @@ from dropin.errors import DropinError
 from dropin.models import Thread
 from dropin.requests import DropinRequest
 from providers import blocks as b
-from providers.caching import CachePlan
+from providers.caching import CachePlan, anthropic_min_tokens
 from providers.config import ModelSpec, engine_config
 from turns.mirror import block_parts
 
@@ -383,6 +383,15 @@ def cache_plan(thread: Thread, system_parts: list[str], messages: list[dict]) ->
         key=f"lcm-thread-{thread.pk}",
         marked_parts=tuple(sorted({0, len(system_parts) - 1})) if system_parts else None,
     )
+
+
+def upstream_cache(spec: ModelSpec, upstream: Upstream) -> CachePlan | None:
+    """The cache plan to send with the upstream request: an Anthropic upstream's marks
+    where the request reaches the model's minimum cacheable length (a shorter one goes
+    in the client's own shape, unmarked); other wires cache automatically."""
+    if spec.provider != "anthropic" or upstream.tokens < anthropic_min_tokens(spec.model_id):
+        return None
+    return upstream.cache
 
 
 def upstream_messages(

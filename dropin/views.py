@@ -216,7 +216,7 @@ def _provider_request(prepared: _Prepared) -> ProviderRequest:
         options=parsed.options,
         purpose="turn",
         conversation_id=prepared.thread.conversation_id,
-        cache=upstream.cache,
+        cache=services.upstream_cache(spec, upstream),
     )
 
 
