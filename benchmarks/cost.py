@@ -591,7 +591,7 @@ def _dropin_run(window: int, turns: int) -> BenchRow:
 def cost_windows(ctx: BenchContext) -> list[BenchRow]:
     """`lcm_bench --only cost_windows` (also part of `--only cost` unless
     LCM_BENCH_COST_SCENARIOS leaves out `windows`): 150 turns of ~450 tokens per window
-    and strategy."""
+    and strategy, then a stateless drop-in client at each of DROPIN_WINDOWS (16k)."""
     try:
         import tests.support.fake_messages_api  # noqa: F401
     except ImportError:
