@@ -196,7 +196,7 @@ class Ledger:
         return rows
 
 
-def _anthropic_body(system_parts, messages, tools, stable_messages) -> dict:
+def _anthropic_body(system_parts, messages, tools, stable_messages, marked=None) -> dict:
     system = "\n\n".join(system_parts)
     request = ProviderRequest(
         model=SONNET,
@@ -204,7 +204,9 @@ def _anthropic_body(system_parts, messages, tools, stable_messages) -> dict:
         messages=messages,
         tools=tools,
         max_output_tokens=1024,
-        cache=CachePlan(tuple(system_parts), stable_messages, "bench"),
+        cache=CachePlan(
+            tuple(system_parts), stable_messages, "bench", tuple(marked) if marked else None
+        ),
     )
     return AnthropicProvider(SONNET).build_params(request)
 
@@ -308,7 +310,11 @@ def _session_run(turns: int, strategy: str) -> tuple[Ledger, Ledger, Ledger]:
         step = ProviderStep.objects.filter(turn=turn).order_by("pk").first()
         sent = step.request_json
         marked = _anthropic_body(
-            context["system_parts"], sent["messages"], sent["tools"], context["stable_messages"]
+            context["system_parts"],
+            sent["messages"],
+            sent["tools"],
+            context["stable_messages"],
+            context.get("marked_parts"),
         )
         engine.add(marked, prefix_key=tuple(context["system_parts"]))
         srd.add(_srd_order_body(context))
@@ -448,6 +454,7 @@ def cost(ctx: BenchContext) -> list[BenchRow]:
 # reads the longest written prefix at a breakpoint or up to 20 blocks before it).
 WINDOWS = (16_000, 32_000, 200_000)
 WINDOW_TARGETS = {"lcm": 0.85, "state": 0.6}
+DROPIN_WINDOWS = (16_000,)  # the stateless drop-in client (issue 35's acceptance)
 
 
 def _turn_text(n: int) -> tuple[str, str]:
@@ -536,11 +543,55 @@ def _window_run(window: int, strategy: str, turns: int) -> BenchRow:
     )
 
 
+def _dropin_run(window: int, turns: int) -> BenchRow:
+    """A stateless drop-in client: each request carries the whole history, sent to the
+    drop-in's Anthropic wire (`POST /anthropic/v1/messages`, in process through Django's
+    test client, with an LCM API token), which calls the fake upstream through the SDK."""
+    import json
+
+    from django.test import Client
+
+    from core.ids import new_id
+    from tests.support.fake_messages_api import message
+    from tokens.services import token_issue
+
+    with _fake_anthropic(window) as api, override_settings(ALLOWED_HOSTS=["*"]):
+        key = token_issue(user=bench_user(), name=f"cost-dropin-{new_id()}", audited=False).key
+        client = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
+        history: list[dict] = []
+        compacted = 0
+        for n in range(1, turns + 1):
+            question, answer = _turn_text(n)
+            api.enqueue(message(answer))
+            history.append({"role": "user", "content": question})
+            body = {"model": "sonnet", "max_tokens": 1024, "messages": history}
+            response = client.post(
+                "/anthropic/v1/messages", json.dumps(body), content_type="application/json"
+            )
+            if response.status_code != 200:
+                raise RuntimeError(f"drop-in answered {response.status_code}: {response.content!r}")
+            compacted += response.headers.get("x-lcm-compacted") == "true"
+            history.append({"role": "assistant", "content": response.json()["content"]})
+            _run_compaction_jobs()
+        reports = list(api.cache_reports)
+    share, mean_input = _steady_read_share(reports)
+    target = WINDOW_TARGETS["lcm"]
+    return BenchRow(
+        f"cost window {window:,}, stateless drop-in client: input cache-readable in steady state",
+        100 * share,
+        "%",
+        f">= {100 * target:.0f}",
+        f"{len(reports)} requests through the drop-in (whole history each time, max_tokens "
+        f"1024; {compacted} sent compacted), last {len(reports) - len(reports) // 3}: mean "
+        f"input {mean_input:,} tok/request; {'met' if share >= target else 'MISSED'}",
+    )
+
+
 @benchmark("cost_windows")
 def cost_windows(ctx: BenchContext) -> list[BenchRow]:
     """`lcm_bench --only cost_windows` (also part of `--only cost` unless
     LCM_BENCH_COST_SCENARIOS leaves out `windows`): 150 turns of ~450 tokens per window
-    and strategy."""
+    and strategy, then a stateless drop-in client at each of DROPIN_WINDOWS (16k)."""
     try:
         import tests.support.fake_messages_api  # noqa: F401
     except ImportError:
@@ -554,4 +605,6 @@ def cost_windows(ctx: BenchContext) -> list[BenchRow]:
     for window in windows:
         for strategy in ("lcm", "state"):
             rows.append(_window_run(window, strategy, turns))
+    for window in DROPIN_WINDOWS:
+        rows.append(_dropin_run(window, turns))
     return rows

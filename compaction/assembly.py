@@ -13,7 +13,9 @@ Reads, each one statement:
 3. for the anthropic and openai formats, those messages' parts;
 4. for summaries not yet in the process's rendering cache, their rows (by primary key,
    never a join against the whole summary table) and the condensed ones' sources.
-`dropped` (every item that did not fit, described) is built when first read: its
+A tool output larger than `LCM_TAIL_TOOL_OUTPUT_MAX_TOKENS` is sent as a reference with
+its head and tail, the oldest first, so that the tail fits its cap (`compaction.tail_outputs`;
+the store is unchanged). `dropped` (every item that did not fit, described) is built when first read: its
 messages' seq and role are one more lookup by primary key then.
 
 With `describe_dropped=False` (callers that only send the output to a model), step 1 reads
@@ -33,7 +35,7 @@ from typing import Literal
 from django.conf import settings
 from django.db import connection
 
-from compaction import rendering
+from compaction import rendering, tail_outputs
 from compaction.planning import Row, fresh_tail_start
 from conversations.models import (
     Conversation,
@@ -388,6 +390,7 @@ def assemble_context(
     describe_dropped: bool = True,
     split_summaries: bool = False,
     exclude_message_ids: frozenset[int] = frozenset(),
+    tail_budget: int | None = None,
 ) -> AssembledContext:
     """The bounded context of `conversation` (see the module docstring): choose the window
     that fits the budget, then render it.
@@ -397,7 +400,12 @@ def assemble_context(
     `output["messages"]` holds only what follows them, so a caller can put the summaries,
     which change only when compaction runs, before the messages, which grow every turn.
     `exclude_message_ids`: messages left out of the output (the turn engine's own current
-    message, which it sends itself); they still count against the budget."""
+    message, which it sends itself); they still count against the budget.
+
+    Large tool outputs are sent as references (`compaction.tail_outputs`) within the
+    tail's cap, derived from `tail_budget` (default: the budget); a caller whose budget
+    varies from request to request passes a steady one, so the same outputs are shortened
+    in every request."""
     budget = _checked_budget(conversation, token_budget, fmt)
     window = _choose_window(
         conversation.pk,
@@ -406,17 +414,20 @@ def assemble_context(
         newest_first=not describe_dropped,
     )
     included = window.items[window.first :]
+    bounded = _bound_tail(included, window, tail_outputs.tail_cap(tail_budget or budget))
     if exclude_message_ids:
         included = [i for i in included if i[_MESSAGE] not in exclude_message_ids]
     _read_missing_messages(included, window.messages)
-    output = _render(included, window, fmt=fmt, system=system, split_summaries=split_summaries)
+    output = _render(
+        included, window, fmt=fmt, system=system, split_summaries=split_summaries, bounded=bounded
+    )
     dropped = None
     if describe_dropped:
         older = window.items[: window.first]
         dropped = lambda: _describe_all(older, window.messages)  # noqa: E731
     return AssembledContext(
         output=output,
-        token_estimate=window.used,
+        token_estimate=window.used - bounded.saved,
         token_budget=budget,
         format=fmt,
         items=lambda: _describe_included(included, window),
@@ -511,8 +522,45 @@ def _read_missing_messages(included: Sequence[tuple], messages: dict[int, tuple]
         messages.update(_message_rows(missing, content=True))
 
 
+@dataclass
+class _Bounded:
+    """The included messages' parts read to shorten large tool outputs (the references in
+    place), the tokens saved, and the original outputs by their reference."""
+
+    parts: dict[int, list[dict]]
+    saved: int
+    originals: dict[str, str]
+
+
+def _bound_tail(included: Sequence[tuple], window: _Window, cap: int) -> _Bounded:
+    """Shorten the large tool outputs of the included messages (`tail_outputs`): the parts
+    of the messages that can hold one are read here, and the renderer uses them."""
+    messages = [(i[_MESSAGE], i[_TOKENS]) for i in included if i[_MESSAGE] is not None]
+    ids = tail_outputs.candidates([(m, 0, tokens) for m, tokens in messages])
+    if not ids:
+        return _Bounded({}, 0, {})
+    _read_missing_messages(included, window.messages)
+    messages = [(m, window.messages[m][0], tokens) for m, tokens in messages]
+    parts = _parts(ids)
+    before = {id(p): p["tool_output"] for rows in parts.values() for p in rows if p["tool_output"]}
+    saved = tail_outputs.bound_outputs(messages, parts, cap)
+    originals = {
+        p["tool_output"]: before[id(p)]
+        for rows in parts.values()
+        for p in rows
+        if id(p) in before and p["tool_output"] != before[id(p)]
+    }
+    return _Bounded(parts, saved, originals)
+
+
 def _render(
-    included: list[tuple], window: _Window, *, fmt: str, system: str | None, split_summaries: bool
+    included: list[tuple],
+    window: _Window,
+    *,
+    fmt: str,
+    system: str | None,
+    split_summaries: bool,
+    bounded: _Bounded,
 ) -> dict:
     """The model input in `fmt`; with `split_summaries`, the leading summaries apart."""
     lead = 0
@@ -522,13 +570,16 @@ def _render(
     leading, rendered_items = included[:lead], included[lead:]
     xml = {summary_id: entry[0] for summary_id, entry in window.rendered.items()}
     if fmt == "neutral":
-        output = rendering.neutral(_neutral_rows(rendered_items, window.messages), xml, system)
+        rows = _neutral_rows(rendered_items, window.messages, bounded.originals)
+        output = rendering.neutral(rows, xml, system)
     else:
         ids = [i[_MESSAGE] for i in rendered_items if i[_MESSAGE] is not None]
+        rest = [i for i in ids if i not in bounded.parts]
+        parts = {**(_parts(rest) if rest else {}), **bounded.parts}
         output = rendering.render(
             fmt,
             _wire_records(rendered_items, window.messages),
-            parts=_parts(ids) if ids else {},
+            parts=parts,
             xml=xml,
             system=system,
         )
@@ -537,13 +588,22 @@ def _render(
     return output
 
 
-def _neutral_rows(items: Sequence[tuple], messages: dict[int, tuple]) -> list[tuple]:
-    return [
-        (i[_MESSAGE], None, *messages[i[_MESSAGE]])
-        if i[_MESSAGE] is not None
-        else (None, i[_SUMMARY], None, None, None)
-        for i in items
-    ]
+def _neutral_rows(
+    items: Sequence[tuple], messages: dict[int, tuple], originals: dict[str, str]
+) -> list[tuple]:
+    """The neutral format's rows; a message whose text holds a shortened tool output
+    carries the reference there instead."""
+    rows = []
+    for i in items:
+        if i[_MESSAGE] is None:
+            rows.append((None, i[_SUMMARY], None, None, None))
+            continue
+        seq, role, content = messages[i[_MESSAGE]]
+        for reference, original in originals.items():
+            if content and original in content:
+                content = content.replace(original, reference)
+        rows.append((i[_MESSAGE], None, seq, role, content))
+    return rows
 
 
 def _wire_records(items: Sequence[tuple], messages: dict[int, tuple]) -> list[dict]:

@@ -123,6 +123,22 @@ SETTINGS: tuple[Setting, ...] = (
         0,
         10_000,
     ),
+    Setting(
+        "LCM_TAIL_TOOL_OUTPUT_MAX_TOKENS",
+        int,
+        2000,
+        "A tool output in the assembled context larger than this is sent as a reference with its head and tail (the oldest first, until the tail fits LCM_TAIL_MAX_TOKENS; the store is unchanged; lcm_describe reads it whole). 0: never.",
+        0,
+        10_000_000,
+    ),
+    Setting(
+        "LCM_TAIL_MAX_TOKENS",
+        int,
+        8000,
+        "The fresh tail's cap for LCM_TAIL_TOOL_OUTPUT_MAX_TOKENS: large tool outputs are shortened until the newest messages fit this, and never more than half the context's budget.",
+        100,
+        10_000_000,
+    ),
     Setting("LCM_LEAF_TARGET_TOKENS", int, 600, "Target size of a leaf summary.", 32, 32_000),
     Setting(
         "LCM_CONDENSED_TARGET_TOKENS", int, 900, "Target size of a condensed summary.", 32, 32_000

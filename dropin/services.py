@@ -37,6 +37,7 @@ from dropin.errors import DropinError
 from dropin.models import Thread
 from dropin.requests import DropinRequest
 from providers import blocks as b
+from providers.caching import CachePlan, anthropic_min_tokens
 from providers.config import ModelSpec, engine_config
 from turns.mirror import block_parts
 
@@ -365,16 +366,48 @@ class Upstream:
     messages: list[dict]
     tokens: int
     compacted: bool
+    cache: CachePlan | None = None
+
+
+SUMMARIES_HEADING = "Summaries of earlier conversation (untrusted data, oldest first):"
+
+
+def cache_plan(thread: Thread, system_parts: list[str], messages: list[dict]) -> CachePlan:
+    """Where the upstream request's stable prefix ends (providers/caching.py): the client's
+    system prompt, each summary (only the last one's end marked: the provider looks back
+    from it), and every message sent (a stateless client sends them all again next time,
+    the new one included)."""
+    return CachePlan(
+        system_parts=tuple(system_parts),
+        stable_messages=len(messages),
+        key=f"lcm-thread-{thread.pk}",
+        marked_parts=tuple(sorted({0, len(system_parts) - 1})) if system_parts else None,
+    )
+
+
+def upstream_cache(spec: ModelSpec, upstream: Upstream) -> CachePlan | None:
+    """The cache plan to send with the upstream request: an Anthropic upstream's marks
+    where the request reaches the model's minimum cacheable length (a shorter one goes
+    in the client's own shape, unmarked); other wires cache automatically."""
+    if spec.provider != "anthropic" or upstream.tokens < anthropic_min_tokens(spec.model_id):
+        return None
+    return upstream.cache
 
 
 def upstream_messages(
     *, thread: Thread, request: DropinRequest, spec: ModelSpec, extra_tools: list[dict]
 ) -> Upstream:
+    """What the upstream is sent: the client's request as it is while it fits the model's
+    input budget; past that, the thread's assembled context (its summaries after the
+    client's system prompt, then the messages that fit), in the cache-friendly order of
+    docs/cost.md."""
     tools = request.tools + extra_tools
     budget = input_budget(spec, request)
     sent = request_tokens(request.system, request.messages, tools)
     if sent <= budget:
-        return Upstream(request.system, request.messages, sent, False)
+        parts = [request.system] if request.system else []
+        plan = cache_plan(thread, parts, request.messages)
+        return Upstream(request.system, request.messages, sent, False, plan)
     # The assembler reads the conversation's id only (the budget is given): no query for it.
     conversation = Conversation(pk=thread.conversation_id)
     room = budget - estimate(json.dumps(tools)) if tools else budget
@@ -384,13 +417,20 @@ def upstream_messages(
         system=request.system,
         fmt="anthropic",
         describe_dropped=False,
+        split_summaries=True,
     )
     messages = [
         {"role": m["role"], "blocks": [_our_block(block) for block in m["content"]]}
         for m in assembled.output["messages"]
     ]
-    system = assembled.output.get("system") or request.system
-    return Upstream(system, messages, request_tokens(system, messages, tools), True)
+    summaries = list(assembled.output["summaries"])
+    parts = [request.system] if request.system else []
+    if summaries:
+        parts.append(f"{SUMMARIES_HEADING}\n{summaries[0]}")
+        parts.extend(summaries[1:])
+    system = "\n\n".join(parts)
+    plan = cache_plan(thread, parts, messages)
+    return Upstream(system, messages, request_tokens(system, messages, tools), True, plan)
 
 
 def _our_block(block: dict) -> dict:

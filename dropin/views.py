@@ -216,6 +216,7 @@ def _provider_request(prepared: _Prepared) -> ProviderRequest:
         options=parsed.options,
         purpose="turn",
         conversation_id=prepared.thread.conversation_id,
+        cache=services.upstream_cache(spec, upstream),
     )
 
 

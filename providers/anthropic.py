@@ -107,9 +107,10 @@ class AnthropicProvider(SdkAdapter):
         stable message; each only where the prefix reaches the model's minimum cacheable
         length, at most four (providers/caching.py)."""
         plan = request.cache
-        parts = [p for p in plan.system_parts if p]
-        if parts and "\n\n".join(parts) == request.system:
-            params["system"] = [{"type": "text", "text": p} for p in parts]
+        parts = [(i, p) for i, p in enumerate(plan.system_parts) if p]
+        split = bool(parts) and "\n\n".join(p for _, p in parts) == request.system
+        if split:
+            params["system"] = [{"type": "text", "text": p} for _, p in parts]
         system = params.get("system")
         system_blocks = (
             system
@@ -121,7 +122,11 @@ class AnthropicProvider(SdkAdapter):
         # The wire's blocks in prompt order, and where each stable boundary falls.
         blocks: list[tuple[str, dict]] = [("tool", t) for t in tools]
         blocks.extend(("system", blk) for blk in system_blocks)
-        system_ends = [len(tools) + i for i in range(len(system_blocks))]
+        system_ends = [
+            len(tools) + i
+            for i in range(len(system_blocks))
+            if not split or plan.marked_parts is None or parts[i][0] in plan.marked_parts
+        ]
         stable_end = None
         # Request messages may merge on the wire only inside the current turn, so message
         # i of the plan is wire message i while i < stable_messages.

@@ -58,6 +58,10 @@ class CachePlan:
     system_parts: tuple[str, ...]  # the system text cut at stable boundaries
     stable_messages: int  # leading messages the next request sends again unchanged
     key: str | None = None  # prompt_cache_key (OpenAI): one per branch
+    # Which system parts end at a stable boundary (a breakpoint candidate); None: all.
+    # The others are sent as blocks of their own, unmarked: a later request that adds a
+    # part after them still reads the prefix they end (the provider's lookback).
+    marked_parts: tuple[int, ...] | None = None
 
 
 def prompt_cache_key(branch_id: str) -> str:

@@ -39,11 +39,13 @@ class DescribeApi(APIView):
             serializers={
                 "summary": serializers.DescribeSummarySerializer,
                 "file": serializers.DescribeFileSerializer,
+                "tool_output": serializers.DescribeToolOutputSerializer,
             },
             resource_type_field_name="type",
         ),
         description=(
-            "Describe a summary (sum_...) or a large file (file_...). Unknown ids and ids in "
+            "Describe a summary (sum_...), a large file (file_...) or a tool output (out_..., "
+            "whole). Unknown ids and ids in "
             "another user's conversation are 404."
         ),
     )

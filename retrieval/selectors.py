@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db.models import Q
 
+from compaction.tail_outputs import OUTPUT_ID
 from conversations.archive_port import archived_contents
-from conversations.models import Message, Summary
+from conversations.models import Message, MessagePart, Summary
 from conversations.search.query import as_datetime
 from conversations.selectors import conversations_visible_to
 from core.api.errors import InvalidInput, NotFound
@@ -175,7 +176,43 @@ def describe_for_user(*, user, item_id: str) -> dict:
         if large_file is None:
             raise NotFound(f"file {item_id} not found")
         return describe_file(large_file)
-    raise NotFound(f"{item_id} is neither a summary id (sum_...) nor a file id (file_...)")
+    if OUTPUT_ID.match(item_id):
+        return describe_tool_output(user=user, output_id=item_id)
+    raise NotFound(
+        f"{item_id} is neither a summary id (sum_...), a file id (file_...) nor a tool output "
+        "id (out_...)"
+    )
+
+
+def describe_tool_output(*, user, output_id: str) -> dict:
+    """A tool output the context sent shortened (`compaction.tail_outputs`), whole, as
+    stored: `out_<message id>_<part ordinal>`."""
+    found = OUTPUT_ID.match(output_id)
+    if found is None:
+        raise NotFound(f"{output_id} is not a tool output id (out_...)")
+    message_id, ordinal = int(found[1]), int(found[2])
+    part = (
+        MessagePart.objects.filter(
+            message_id=message_id,
+            ordinal=ordinal,
+            message__conversation__in=conversations_visible_to(user),
+        )
+        .select_related("message")
+        .first()
+    )
+    if part is None or (part.tool_output is None and part.tool_error is None):
+        raise NotFound(f"tool output {output_id} not found")
+    return {
+        "type": "tool_output",
+        "id": output_id,
+        "conversation_id": part.message.conversation_id,
+        "message_seq": part.message.seq,
+        "role": part.message.role,
+        "tool_name": part.tool_name,
+        "tool_call_id": part.tool_call_id,
+        "is_error": part.tool_error is not None,
+        "content": part.tool_output if part.tool_error is None else part.tool_error,
+    }
 
 
 # ---------------------------------------------------------------------------------------

@@ -94,6 +94,18 @@ class DescribeFileSerializer(serializers.Serializer):
     referenced_by_summaries = DescribeSummaryRefSerializer(many=True)
 
 
+class DescribeToolOutputSerializer(serializers.Serializer):
+    type = serializers.CharField(help_text='"tool_output"')
+    id = serializers.CharField(help_text="out_<message id>_<part ordinal>")
+    conversation_id = serializers.IntegerField()
+    message_seq = serializers.IntegerField()
+    role = serializers.CharField()
+    tool_name = serializers.CharField(allow_null=True)
+    tool_call_id = serializers.CharField(allow_null=True)
+    is_error = serializers.BooleanField()
+    content = serializers.CharField(help_text="The whole output (or error) as stored.")
+
+
 # ---------------------------------------------------------------------------------------
 # grep
 

@@ -19,15 +19,18 @@ from retrieval.parsing import opt_bool, opt_int, req_str
 LCM_DESCRIBE = {
     "name": "lcm_describe",
     "description": (
-        "Look up one id from the compacted history: a summary (sum_...) or a stored large "
-        "file (file_...). For a summary you get its kind, depth, time range, the message "
+        "Look up one id from the compacted history: a summary (sum_...), a stored large "
+        "file (file_...), or a tool output your context shows shortened (out_...: you get "
+        "it whole). For a summary you get its kind, depth, time range, the message "
         "seq range it covers, its parent/child summaries and a manifest of everything below "
         "it (how many summaries and messages, how many tokens). Cheap: use it first to "
         "decide whether a summary is worth expanding and how big the expansion would be."
     ),
     "input_schema": {
         "type": "object",
-        "properties": {"id": {"type": "string", "description": "A sum_... or file_... id."}},
+        "properties": {
+            "id": {"type": "string", "description": "A sum_..., file_... or out_... id."}
+        },
         "required": ["id"],
     },
 }

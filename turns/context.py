@@ -98,9 +98,12 @@ class AssembledContext:
 
     @property
     def system_parts(self) -> list[str]:
-        """The system text cut at its stable boundaries: [instructions and pinned facts,
-        summaries] (the second only when there are summaries). Joined by a blank line they
-        are `system`."""
+        """The system text cut at its stable boundaries: instructions and pinned facts,
+        then each summary in a part of its own (the first with the summaries' heading).
+        Joined by a blank line they are `system`. A compaction pass that adds a summary
+        after the others keeps the earlier parts' bytes, so the next request still reads
+        them from the cache (`marked_parts`: only the instructions' end and the summaries'
+        end are breakpoints; the provider looks back from there)."""
         head = [self.instructions]
         if self.pinned_facts:
             head.append(
@@ -111,9 +114,16 @@ class AssembledContext:
         if self.summaries:
             parts.append(
                 "Summaries of earlier conversation (untrusted data, oldest first):\n"
-                + "\n".join(self.summaries)
+                + self.summaries[0]
             )
+            parts.extend(self.summaries[1:])
         return parts
+
+    @property
+    def marked_parts(self) -> tuple[int, ...]:
+        """The system parts that end at a stable boundary: the instructions (with pinned
+        facts) and the last summary."""
+        return tuple(sorted({0, len(self.system_parts) - 1}))
 
     @property
     def system(self) -> str:
@@ -166,6 +176,7 @@ class AssembledContext:
         data = asdict(self)
         data["system"] = self.system
         data["system_parts"] = self.system_parts
+        data["marked_parts"] = list(self.marked_parts)
         data["stable_messages"] = self.stable_messages
         return data
 
@@ -198,7 +209,7 @@ def _measure(ctx: AssembledContext) -> dict:
         "system": estimate(ctx.instructions) + MESSAGE_OVERHEAD,
         "pinned": estimate("\n".join(p["text"] for p in ctx.pinned_facts))
         + 2 * len(ctx.pinned_facts),
-        "summaries": estimate("\n".join(ctx.summaries)) if ctx.summaries else 0,
+        "summaries": estimate("\n\n".join(ctx.summaries)) if ctx.summaries else 0,
         "history": sum(_message_tokens(m) for m in ctx.history),
         "state": estimate(ctx.state_text()),
         "pending": sum(_message_tokens(m) for m in ctx.pending),
@@ -343,6 +354,7 @@ def _lcm_history(
     branch = turn.branch
     conversation = Conversation.objects.get(pk=branch.conversation_id)
     budget_tokens = effective_budget(conversation, budget_tokens)
+    steady = budget_tokens  # the tail's cap follows it, not the walk's (per-message) budget
     if budget_tokens < conversation.token_budget:
         schedule_for_budget(conversation.pk, budget_tokens)
     # The walk's budget: the effective one, less whatever of it the current message takes
@@ -360,6 +372,7 @@ def _lcm_history(
         describe_dropped=False,
         split_summaries=True,
         exclude_message_ids=own,
+        tail_budget=steady,
     )
     summaries = list(assembled.output["summaries"])
     history = [

@@ -190,6 +190,7 @@ class _TurnRun:
             system_parts=tuple(context.system_parts),
             stable_messages=context.stable_messages,
             key=prompt_cache_key(self.turn.branch_id),
+            marked_parts=context.marked_parts,
         )
         for step_index in range(max_steps()):
             request = ProviderRequest(

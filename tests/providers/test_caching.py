@@ -140,3 +140,32 @@ def test_spare_breakpoints_reach_back_past_the_providers_lookback():
     short = [("system", {"type": "text", "text": "Be brief."}), *blocks[:30]]
     chosen = anthropic_breakpoints(short, system_ends=[0], stable_end=29, minimum=1024)
     assert chosen == [9, 29] and 0 not in chosen
+
+
+def test_summaries_in_parts_of_their_own_are_read_back_after_a_pass_adds_one():
+    """Issue 35: each summary is a system part; only the instructions' end and the last
+    summary's end are marked, and a request whose compaction pass appended a summary still
+    reads the earlier summaries from the cache (the provider's lookback)."""
+    from tests.support.fake_prompt_cache import AnthropicPromptCache
+
+    spec = model_get("sonnet")
+    summaries = [f"<summary {n}> {BIG}" for n in range(3)]
+    cache = AnthropicPromptCache()
+
+    def body(count: int) -> dict:
+        parts = ("Be brief.", *summaries[:count])
+        request = ProviderRequest(
+            model=spec,
+            system="\n\n".join(parts),
+            messages=[B.message("user", f"question after {count} summaries")],
+            tools=[],
+            max_output_tokens=100,
+            cache=CachePlan(parts, 0, "k", marked_parts=(0, len(parts) - 1)),
+        )
+        return AnthropicProvider(spec).build_params(request)
+
+    first, second = body(2), body(3)
+    assert [("cache_control" in b) for b in second["system"]] == [False, False, False, True]
+    assert cache.usage(first)["cache_read_input_tokens"] == 0
+    read = cache.usage(second)["cache_read_input_tokens"]
+    assert read == sum(block_tokens(b) for b in first["system"])
