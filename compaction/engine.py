@@ -24,7 +24,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from compaction import escalation
+from compaction import escalation, fidelity
 from compaction.models import CompactionRun, Mode, Reason, RunStatus
 from compaction.planning import (
     Candidate,
@@ -326,10 +326,12 @@ class CompactionEngine:
         if candidate.kind == "leaf":
             draft, sources, newest_message_id = self._leaf_summary(candidate)
             target = settings.LCM_LEAF_TARGET_TOKENS
+            drawn = fidelity.leaf_handles(sources)
         else:
             draft, sources = self._condensed_summary(candidate)
             newest_message_id = None
             target = settings.LCM_CONDENSED_TARGET_TOKENS
+            drawn = fidelity.condensed_handles(sources)
         try:
             outcome = escalation.summarize(
                 summarizer=self.summarizer,
@@ -339,6 +341,7 @@ class CompactionEngine:
                 target_tokens=target,
                 previous_context=self._previous_context(candidate.previous_summary_id),
                 conversation_id=self.conversation.pk,
+                handles=drawn.handles,
             )
         except escalation.NoProgress as error:
             self.stop_reason = f"a {candidate.kind} pass could not shrink its sources ({error})"
@@ -350,12 +353,18 @@ class CompactionEngine:
             token_count=outcome.token_count,
             model=outcome.model[:255],
         )
+        measured = fidelity.measure_summary(outcome.content, drawn, outcome.path)
+
+        def on_applied(row: Summary) -> None:
+            self._record_on_run(row)
+            fidelity.record(row, measured)
+
         try:
             applied = apply_summary(
                 summary=summary,
                 planned_item_ids=[row.item_id for row in candidate.rows],
                 event=self._compaction_event(summary, newest_message_id, candidate, outcome),
-                on_applied=self._record_on_run,
+                on_applied=on_applied,
             )
         except RangeChanged as error:
             return self._replan(error)

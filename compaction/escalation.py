@@ -28,6 +28,7 @@ from compaction.summarizers import (
     SummaryRequest,
     fallback_summary,
 )
+from compaction.summarizers.base import Handles
 from compaction.summarizers.budget import effective_target
 from conversations.models import SummaryLevel
 from core.token_estimate import estimate
@@ -50,6 +51,7 @@ class Outcome:
     level: str
     model: str
     attempts: list[str] = field(default_factory=list)  # one line per level tried
+    path: str = ""  # how the text was made (SummaryFidelity.path)
 
 
 def _stand_in(summarizer: Summarizer, conversation_id: int | None, attempts: list[str]):
@@ -75,6 +77,7 @@ def summarize(
     target_tokens: int,
     previous_context: str | None,
     conversation_id: int | None,
+    handles: Handles | None = None,
 ) -> Outcome:
     attempts: list[str] = []
     normal = SummaryRequest(
@@ -84,6 +87,7 @@ def summarize(
         level=SummaryLevel.NORMAL.value,
         previous_context=previous_context,
         conversation_id=conversation_id,
+        handles=handles,
     )
     aggressive = replace(normal, level=SummaryLevel.AGGRESSIVE.value)
     for level, request in ((SummaryLevel.NORMAL, normal), (SummaryLevel.AGGRESSIVE, aggressive)):
@@ -114,11 +118,12 @@ def summarize(
         else:
             suffix = " (stand-in)" if substituted else ""
             attempts.append(f"{level}: accepted, {tokens} tokens{suffix}")
-            return Outcome(content, tokens, level.value, result.model, attempts)
+            path = result.path or (DETERMINISTIC if not is_model else "model")
+            return Outcome(content, tokens, level.value, result.model, attempts, path)
     content = fallback_summary(aggressive, FALLBACK_MAX_TOKENS, estimator=estimate).strip()
     tokens = estimate(content)
     if not content or tokens >= source_tokens:
         attempts.append(f"fallback: {tokens} tokens is not shorter than {source_tokens}")
         raise NoProgress("; ".join(attempts))
     attempts.append(f"fallback: accepted, {tokens} tokens")
-    return Outcome(content, tokens, SummaryLevel.FALLBACK.value, "fallback", attempts)
+    return Outcome(content, tokens, SummaryLevel.FALLBACK.value, "fallback", attempts, "fallback")

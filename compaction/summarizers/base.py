@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
+# A span's handles (summarizers/handles.py): kind -> handle -> times seen, last seen last.
+Handles = dict[str, dict[str, int]]
+
 __all__ = [
     "SourceItem",
     "SummarizerAuthError",
@@ -44,6 +47,8 @@ class SummaryRequest:
     level: Literal["normal", "aggressive"]
     previous_context: str | None = None  # the most recent earlier summary, for continuity
     conversation_id: int | None = None
+    # The sources' handles (summarizers/handles.py), drawn by the engine; None: draw them.
+    handles: Handles | None = None
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ class SummaryResult:
     model: str  # "deterministic" or the provider's model name
     input_tokens: int | None = None
     output_tokens: int | None = None
+    path: str = ""  # how the text was made, when not just the summarizer's name (the gate)
 
 
 class SummarizerError(Exception):
