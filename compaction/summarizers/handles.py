@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from compaction.summarizers.base import Handles, SourceItem
-from compaction.summarizers.extract import score_sentences, sentences, split_code
+from compaction.summarizers.extract import EXTENSIONS, score_sentences, sentences, split_code
 
 KINDS = ("file", "command", "error", "ident", "url", "number", "decision")
 
@@ -70,6 +70,11 @@ _FAILING = re.compile(
 _NUMBER = re.compile(r"(?<![\w.:/-])(\d{4}-\d{2}-\d{2}|\d+(?:[.,:]\d+)*)(?![\w:/]|\.\d)", re.A)
 _LIST_MARKER = re.compile(r"^\s*\d{1,3}[.)]\s", re.M)
 _INJECTED = re.compile(r"<(system-reminder|command-[a-z]+|local-command-[a-z]+)>.*?</\1>", re.S)
+_BACKTICKED = re.compile(r"`([^`\n]{2,80})`")
+_CALL = re.compile(r"\b[A-Za-z_][\w.]*\(\)", re.A)
+_SNAKE = re.compile(r"(?<![\w./-])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w/-]|\.\w)", re.A)
+_MODULE = re.compile(r"(?<![\w./-])[a-z_]\w*(?:\.[a-z_]\w*){2,}(?![\w/-]|\.\w)", re.A)
+_PATH_CHARS = re.compile(r"^[\w./~@+-]+$")
 _IDENT_NOISE = frozenset({"tool_use", "tool_result", "tool_call", "tool_use_id", "Traceback"})
 _DECISION_MAX = 100
 _TYPED_MAX = 2_000  # characters of a user message read as typed (longer is mostly a paste)
@@ -124,9 +129,11 @@ class _Collector:
 
     def finish(self) -> Handles:
         files = self.handles["file"]
-        longer = [name for name in files if "/" in name]
-        for name in list(files):  # "app.py" in prose is the "/repo/src/app.py" a tool touched
-            owner = next((p for p in longer if p != name and p.endswith("/" + name)), None)
+        # "app.py" in prose is the "/repo/src/app.py" a tool touched: longest names first,
+        # so a name is folded into one that is still there
+        for name in sorted(files, key=len, reverse=True):
+            tail = "/" + name
+            owner = next((p for p in files if p.endswith(tail)), None)
             if owner:
                 files[owner] += files.pop(name)
         idents = self.handles["ident"]
@@ -138,13 +145,24 @@ class _Collector:
 
 
 def _from_message(found: _Collector, content: str, role: str) -> None:
-    prose = []
+    """Prose, tool calls, and what follows a call inside the same message: the call's output
+    (Gemini CLI and OpenCode keep calls and results in the assistant's message)."""
+    prose: list[str] = []
+    output: list[str] = []
+    after_call = False
     for line in content.splitlines():
         call = _TOOL_LINE.match(line) if line.startswith("[tool ") else None
         if call:
+            if output:
+                _from_tool_output(found, "\n".join(output))
+            output, after_call = [], True
             _from_tool_input(found, call.group(2) or "")
+        elif after_call:
+            output.append(line)
         else:
             prose.append(line)
+    if output:
+        _from_tool_output(found, "\n".join(output))
     _from_prose(found, "\n".join(prose), role=role)
 
 
@@ -179,9 +197,10 @@ def command_kinds(command: str) -> list[str]:
     """ "cd x && git commit -m y | tee z" -> ["git commit", "tee"]: each chained command's
     program (its path dropped) and its subcommand when the next word is one."""
     kinds = []
-    command = _QUOTED.sub('""', command[:2_000])
-    if "<<" in command:  # a heredoc's body is data, not commands
-        command = command.split("\n", 1)[0]
+    # The first line only (continuations joined): later lines are a heredoc's or an inline
+    # script's body (`python -c "..."`), not commands.
+    command = command[:2_000].replace("\\\n", " ").split("\n", 1)[0]
+    command = _QUOTED.sub('""', command)
     for piece in _CHAIN.split(command):
         words = [w for w in piece.strip().split() if not _ENV_ASSIGNMENT.match(w)]
         if not words:
@@ -230,23 +249,54 @@ def _from_prose(found: _Collector, text: str, *, role: str) -> None:
                 found.add("url", entity.rstrip("/"))
             elif kind == "error":
                 found.add("error", entity)
-            elif kind == "ident" and role == "assistant" and _worth_naming(entity):
-                found.add("ident", entity)
         if "decision" in signals.kinds:
             found.add("decision", _clip(unit, _DECISION_MAX))
     if role == "user":
         for number in _NUMBER.findall(_LIST_MARKER.sub(" ", prose)):
             found.add("number", number)
+    elif role == "assistant":
+        _identifiers(found, prose)
+
+
+def _identifiers(found: _Collector, prose: str) -> None:
+    """What the assistant named as code: `backticked` names (a backticked path is a file),
+    calls `name()`, snake_case names and dotted module paths; plain CamelCase words
+    ("TypeScript") are left out."""
+    for quoted in _BACKTICKED.findall(prose):
+        quoted = quoted.strip()
+        if not quoted or any(ch.isspace() for ch in quoted):
+            continue
+        if "/" in quoted or quoted.rpartition(".")[2].lower() in EXTENSIONS:
+            if _looks_like_file(quoted):
+                found.add("file", quoted)
+        elif _worth_naming(quoted):
+            found.add("ident", quoted)
+    bare = _BACKTICKED.sub(" ", prose)
+    for pattern in (_CALL, _SNAKE, _MODULE):
+        for name in pattern.findall(bare):
+            if _worth_naming(name):
+                found.add("ident", name)
 
 
 def _looks_like_file(entity: str) -> bool:
-    """Prose "a/b/c" is often not a path ("Start/Pause/Reset"): a rooted path or a name
-    with an extension is."""
-    return entity.startswith(("/", "./", "../", "~/")) or "." in entity.rsplit("/", 1)[-1]
+    """Prose "a/b/c" is often not a path ("Start/Pause/Reset", "if/elif", "docs/"): a rooted
+    path or a name with a stem and an extension is."""
+    if not _PATH_CHARS.match(entity):
+        return False
+    if entity.startswith(("/", "./", "../", "~/")):
+        return len(entity) > 2
+    stem, dot, extension = entity.rstrip("/").rsplit("/", 1)[-1].rpartition(".")
+    return bool(dot and stem and extension.isalnum())
 
 
 def _worth_naming(entity: str) -> bool:
-    return len(entity) >= 3 and entity not in _IDENT_NOISE and not entity.startswith("toolu_")
+    return (
+        len(entity) >= 3
+        and entity[0].isalpha() | (entity[0] == "_")
+        and not entity.replace(".", "").isdigit()
+        and entity not in _IDENT_NOISE
+        and not entity.startswith("toolu_")
+    )
 
 
 def _clip(text: str, limit: int) -> str:

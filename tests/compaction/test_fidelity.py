@@ -38,8 +38,8 @@ def span() -> list[SourceItem]:
         ),
         (
             "assistant",
-            _call("Bash", "toolu_3", {"command": "git commit -am 'evict' && npm run build"})
-            + "\nSee https://docs.python.org/3/library/functools.html for the decorator.",
+            "See https://docs.python.org/3/library/functools.html for the decorator.\n"
+            + _call("Bash", "toolu_3", {"command": "git commit -am 'evict' && npm run build"}),
         ),
         ("tool", "[tool Bash toolu_3]\n[main 1a2b3c4] evict\n 1 file changed"),
     ]
