@@ -49,6 +49,8 @@ class SummaryRequest:
     conversation_id: int | None = None
     # The sources' handles (summarizers/handles.py), drawn by the engine; None: draw them.
     handles: Handles | None = None
+    # The fidelity gate's retry: handles an earlier answer left out, to name this time.
+    must_name: Handles | None = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,6 @@ class SummaryResult:
     model: str  # "deterministic" or the provider's model name
     input_tokens: int | None = None
     output_tokens: int | None = None
-    path: str = ""  # how the text was made, when not just the summarizer's name (the gate)
 
 
 class SummarizerError(Exception):

@@ -6,7 +6,7 @@ How a handle counts as named, per kind:
   span has the same name (`src/app.py` names `/repo/src/app.py`);
 * command: program and subcommand as words (`git commit`), any spacing between them;
 * error, url, ident: the text itself (errors and URLs ignoring case), not inside a longer word;
-* number: the digits, not inside a longer number;
+* number: the digits, not inside a longer number, a time or a ref (`msg:12`, `07:37`);
 * decision: at least 60% of the sentence's longer words (the summary may reword it).
 
 Pure and cheap: one lowered copy of the summary and a substring test or a small pattern per
@@ -101,7 +101,8 @@ class _Namer:
         if kind in ("error", "url"):
             return self._word(name.lower(), self.lowered)
         if kind == "number":
-            return re.search(rf"(?<!\d){re.escape(name)}(?!\d)", self.text) is not None
+            pattern = rf"(?<![\d.:]){re.escape(name)}(?!\d|[.:]\d)"  # not in "msg:1", "07:37"
+            return re.search(pattern, self.text) is not None
         if kind == "decision":
             return self._decision(name)
         return self._word(name, self.text)

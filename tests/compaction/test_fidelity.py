@@ -3,56 +3,14 @@ and the fidelity row the engine writes with every summary."""
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime, timedelta
-
 from compaction.engine import compact_conversation
 from compaction.models import SummaryFidelity
 from compaction.summarizers import SourceItem
 from compaction.summarizers.fidelity import measure, short_file_names
 from compaction.summarizers.handles import command_kinds, draw_handles, merge_handles
 from conversations.models import Summary
+from tests.compaction.helpers import T0, span
 from tests.factories import append_messages
-
-T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-
-
-def _call(name: str, call_id: str, given: dict) -> str:
-    return f"[tool {name} {call_id}] " + json.dumps(given, sort_keys=True)
-
-
-def span() -> list[SourceItem]:
-    """A small coding session in the stored text form of an imported agent transcript."""
-    texts = [
-        ("user", "Make the cache expire after 300 seconds and keep at most 5 entries."),
-        (
-            "assistant",
-            "We'll use `CacheStore.evict()` instead of a timer. Reading the config first.\n"
-            + _call("Read", "toolu_1", {"file_path": "/repo/src/cache/store.py"}),
-        ),
-        ("tool", "[tool Read toolu_1]\n    1\tclass CacheStore:\n    2\t    ttl = 60"),
-        ("assistant", _call("Bash", "toolu_2", {"command": "cd /repo && python -m pytest -q"})),
-        (
-            "tool",
-            "[tool Bash toolu_2]\nExit code 1\nE   KeyError: 'ttl'\nFAILED tests/test_store.py",
-        ),
-        (
-            "assistant",
-            "See https://docs.python.org/3/library/functools.html for the decorator.\n"
-            + _call("Bash", "toolu_3", {"command": "git commit -am 'evict' && npm run build"}),
-        ),
-        ("tool", "[tool Bash toolu_3]\n[main 1a2b3c4] evict\n 1 file changed"),
-    ]
-    return [
-        SourceItem(
-            ref=f"msg:{i + 1}",
-            kind="message",
-            content=text,
-            created_at=T0 + timedelta(minutes=i),
-            role=role,
-        )
-        for i, (role, text) in enumerate(texts)
-    ]
 
 
 def test_a_span_s_handles_are_drawn_by_kind():
