@@ -9,6 +9,7 @@ from compaction.summarizers import SourceItem
 from compaction.summarizers.fidelity import measure, short_file_names
 from compaction.summarizers.handles import command_kinds, draw_handles, merge_handles
 from conversations.models import Summary
+from retrieval.selectors import describe_for_user
 from tests.compaction.helpers import T0, span
 from tests.factories import append_messages
 
@@ -109,4 +110,9 @@ def test_every_summary_is_written_with_its_fidelity(conversation, small_chunks):
     below = merge_handles(rows[c].handles for c in children)
     assert rows[condensed.pk].handles == below  # a condensed summary's handles are its children's
     assert "tests/test_cache.py" in below["file"]
+    described = describe_for_user(
+        user=conversation.owner, item_id=condensed.pk
+    )  # API, lcm describe
+    assert described["fidelity"]["score"] == rows[condensed.pk].score
+    assert described["fidelity"]["dropped"] == rows[condensed.pk].dropped
     assert "TimeoutError" in below["error"]
