@@ -173,6 +173,7 @@ class CompactionEngine:
         self.started = time.monotonic()
         self.stop_reason = ""
         self.run: CompactionRun | None = None
+        self.stop_under: int | None = None  # an until_under run's target (see _pass_target)
         self._rows: list[Row] | None = None
         self._contents: dict[str, str | None] = {}
 
@@ -325,12 +326,12 @@ class CompactionEngine:
         shutdown.raise_if_requested()  # a stopping worker ends between passes, never inside
         if candidate.kind == "leaf":
             draft, sources, newest_message_id = self._leaf_summary(candidate)
-            target = settings.LCM_LEAF_TARGET_TOKENS
+            target = self._pass_target(candidate, settings.LCM_LEAF_TARGET_TOKENS)
             drawn = fidelity.leaf_handles(sources)
         else:
             draft, sources = self._condensed_summary(candidate)
             newest_message_id = None
-            target = settings.LCM_CONDENSED_TARGET_TOKENS
+            target = self._pass_target(candidate, settings.LCM_CONDENSED_TARGET_TOKENS)
             drawn = fidelity.condensed_handles(sources)
         try:
             outcome = escalation.summarize(
@@ -375,6 +376,16 @@ class CompactionEngine:
             return True
         self._remember(candidate, summary, applied, outcome)
         return True
+
+    def _pass_target(self, candidate: Candidate, base: int) -> int:
+        """The level's target, except for the pass of an `until_under` run that brings the
+        context under the run's target: that summary may use the room left under it (it is
+        what the model will read of its span, so more of the span's handles survive). The
+        room is always less than the candidate's sources while the context is over."""
+        if self.stop_under is None:
+            return base
+        room = self.stop_under - (self.context_tokens() - candidate.source_tokens)
+        return room if base < room < candidate.source_tokens else base
 
     def _run_id(self) -> int | None:
         return self.run.pk if self.run else None
@@ -510,6 +521,7 @@ class CompactionEngine:
         if self.context_tokens() <= target:
             self.stop_reason = f"the context is already at or under the target of {target} tokens"
             return 0
+        self.stop_under = target
         for round_number in range(settings.LCM_COMPACTION_MAX_ROUNDS):
             if self.context_tokens() <= target or self._out_of_budget():
                 break

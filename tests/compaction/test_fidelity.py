@@ -116,3 +116,20 @@ def test_every_summary_is_written_with_its_fidelity(conversation, small_chunks):
     assert described["fidelity"]["score"] == rows[condensed.pk].score
     assert described["fidelity"]["dropped"] == rows[condensed.pk].dropped
     assert "TimeoutError" in below["error"]
+
+
+def test_the_pass_that_brings_until_under_below_its_target_uses_the_room(
+    conversation, small_chunks
+):
+    append_messages(conversation, 200)
+
+    result = compact_conversation(
+        conversation_id=conversation.pk, mode="until_under", target_tokens=800
+    )
+
+    assert result.status == "compacted"
+    assert result.tokens_after <= 800
+    last = Summary.objects.get(pk=result.summaries_created[-1])
+    assert last.token_count > small_chunks.LCM_CONDENSED_TARGET_TOKENS  # the room, not 160
+    before_last = Summary.objects.filter(pk__in=result.summaries_created[:-1])
+    assert all(s.token_count <= 160 * 1.5 for s in before_last)
