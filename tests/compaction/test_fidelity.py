@@ -3,6 +3,8 @@ and the fidelity row the engine writes with every summary."""
 
 from __future__ import annotations
 
+import pytest
+
 from compaction.engine import compact_conversation
 from compaction.models import SummaryFidelity
 from compaction.summarizers import SourceItem
@@ -133,3 +135,60 @@ def test_the_pass_that_brings_until_under_below_its_target_uses_the_room(
     assert last.token_count > small_chunks.LCM_CONDENSED_TARGET_TOKENS  # the room, not 160
     before_last = Summary.objects.filter(pk__in=result.summaries_created[:-1])
     assert all(s.token_count <= 160 * 1.5 for s in before_last)
+
+
+def test_a_condensed_summary_names_the_files_its_children_carried_up():
+    from compaction.summarizers import DeterministicSummarizer, SummaryRequest
+
+    children = [
+        SourceItem(
+            ref=f"sum_{i:016x}",
+            kind="summary",
+            content=f"The assistant kept working on part {i}.",
+            created_at=T0,
+            latest_at=T0,
+        )
+        for i in range(3)
+    ]
+    carried = {"file": {f"/repo/pkg_{i}/module_{i}.py": 1 for i in range(3)}}
+    handles = draw_handles(children, carried=[carried, None, None])
+
+    content = (
+        DeterministicSummarizer()
+        .summarize(
+            SummaryRequest(
+                sources=children, depth=2, target_tokens=200, level="normal", handles=handles
+            )
+        )
+        .content
+    )
+
+    assert measure(content, handles).kept["file"] == [3, 3]  # none of it was in the text
+
+
+@pytest.mark.parametrize("target", [16, 40, 120, 400])
+def test_with_more_handles_than_room_it_stays_within_the_target_and_ranks(target):
+    from compaction.summarizers import DeterministicSummarizer, SummaryRequest
+    from core.token_estimate import estimate_tokens
+
+    handles = {
+        "file": {f"src/area_{i}/file_{i}.py": 1 for i in range(200)},
+        "error": {"KeyError": 1},
+        "number": {"4711": 1},
+        "command": {"git push": 9},
+    }
+    content = (
+        DeterministicSummarizer()
+        .summarize(
+            SummaryRequest(
+                sources=span(), depth=0, target_tokens=target, level="normal", handles=handles
+            )
+        )
+        .content
+    )
+
+    assert 0 < estimate_tokens(content) <= target
+    if target >= 120:  # errors and user numbers first, then recurrence
+        kept = measure(content, handles).kept
+        assert kept["error"] == [1, 1] and kept["number"] == [1, 1] and kept["command"] == [1, 1]
+        assert 0 < kept["file"][0] < 200
