@@ -159,7 +159,8 @@ class SummaryFidelity(models.Model):
     is measured against the whole span below it; `kept` is kind -> [named, total] and
     `dropped` kind -> the handles the text does not name. `path` is how the text was made:
     `deterministic`, `model`, `model_retried` (the gate asked again, naming what was
-    missing), `model_appended` (the gate appended the missing handles), `fallback`.
+    missing), `model_appended` (the gate appended the missing handles), `fallback`, `agent`
+    (an agent's own compaction, measured on import).
     """
 
     summary = models.OneToOneField(

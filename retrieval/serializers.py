@@ -56,7 +56,7 @@ class DescribeFidelitySerializer(serializers.Serializer):
     )
     path = serializers.CharField(
         help_text="How the text was made: deterministic, model, model_retried, model_appended, "
-        "model_retried_appended or fallback."
+        "model_retried_appended, fallback, or agent (an agent's own compaction, imported)."
     )
     measure_ms = serializers.FloatField()
 

@@ -10,6 +10,7 @@ import pytest
 from django.core.management import call_command
 
 from benchmarks.synthetic import claude_code_session
+from compaction.models import SummaryFidelity
 
 
 @pytest.mark.django_db
@@ -36,3 +37,7 @@ def test_lcm_eval_fidelity_measures_each_method_beside_the_agent_summary(tmp_pat
     assert summary["tokens"] <= 300 and newest["tokens"] <= 300
     assert summary["score"] >= newest["score"]
     assert sum(total for _, total in summary["kept"].values()) > 0
+    agent = SummaryFidelity.objects.get(summary__model__endswith="(agent compaction)")
+    assert agent.path == "agent"  # the import measured the agent's own summary like ours
+    cell = next(c for c in cells if c["method"] == "agent summary")
+    assert agent.score == cell["score"]
