@@ -138,3 +138,26 @@ def test_the_gate_is_off_at_zero(fake_messages_api, summarizer, settings, conver
     assert outcome.content.startswith(LOSSY)
     assert "Files:" not in outcome.content
     assert len(fake_messages_api.requests) == 1
+
+
+def test_the_path_the_gate_took_is_recorded_on_the_summary(
+    fake_messages_api, summarizer, gate_on, conversation
+):
+    from compaction.engine import compact_conversation
+    from compaction.models import SummaryFidelity
+    from tests.factories import append_messages
+
+    gate_on.LCM_LEAF_CHUNK_TOKENS = 100_000  # one leaf pass
+    gate_on.LCM_LEAF_TARGET_TOKENS = 120
+    gate_on.LCM_AUTOCOMPACT_DISABLED = True
+    append_messages(conversation, 30)
+    fake_messages_api.enqueue(message(f"{LOSSY}\n{EXPAND} tool outputs"))
+    fake_messages_api.enqueue(message(f"{LOSSY}\n{EXPAND} tool outputs"))
+
+    result = compact_conversation(conversation_id=conversation.pk, summarizer=summarizer)
+
+    assert result.status == "compacted", result.detail
+    [row] = SummaryFidelity.objects.filter(summary_id__in=result.summaries_created)
+    assert row.path == "model_appended"
+    assert row.score >= 0.7
+    assert row.summary.token_count <= 120
