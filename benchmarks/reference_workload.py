@@ -35,6 +35,8 @@ REFERENCE_SETTINGS = {
     "LCM_LEAF_MIN_FANOUT": 8,
     "LCM_CONDENSED_MIN_FANOUT": 4,
     "LCM_DEFAULT_TOKEN_BUDGET": 128_000,
+    # The reference's fake summarizer always fits and is never asked again: no fidelity gate.
+    "LCM_SUMMARY_MIN_FIDELITY": 0,
 }
 REFERENCE_BUDGET = REFERENCE_SETTINGS["LCM_DEFAULT_TOKEN_BUDGET"]
 SUMMARY_CHARS = 2_400

@@ -24,7 +24,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from compaction import escalation
+from compaction import escalation, fidelity
 from compaction.models import CompactionRun, Mode, Reason, RunStatus
 from compaction.planning import (
     Candidate,
@@ -173,6 +173,7 @@ class CompactionEngine:
         self.started = time.monotonic()
         self.stop_reason = ""
         self.run: CompactionRun | None = None
+        self.stop_under: int | None = None  # an until_under run's target (see _pass_target)
         self._rows: list[Row] | None = None
         self._contents: dict[str, str | None] = {}
 
@@ -325,11 +326,13 @@ class CompactionEngine:
         shutdown.raise_if_requested()  # a stopping worker ends between passes, never inside
         if candidate.kind == "leaf":
             draft, sources, newest_message_id = self._leaf_summary(candidate)
-            target = settings.LCM_LEAF_TARGET_TOKENS
+            target = self._pass_target(candidate, settings.LCM_LEAF_TARGET_TOKENS)
+            drawn = fidelity.leaf_handles(sources)
         else:
             draft, sources = self._condensed_summary(candidate)
             newest_message_id = None
-            target = settings.LCM_CONDENSED_TARGET_TOKENS
+            target = self._pass_target(candidate, settings.LCM_CONDENSED_TARGET_TOKENS)
+            drawn = fidelity.condensed_handles(sources)
         try:
             outcome = escalation.summarize(
                 summarizer=self.summarizer,
@@ -339,6 +342,7 @@ class CompactionEngine:
                 target_tokens=target,
                 previous_context=self._previous_context(candidate.previous_summary_id),
                 conversation_id=self.conversation.pk,
+                handles=drawn.handles,
             )
         except escalation.NoProgress as error:
             self.stop_reason = f"a {candidate.kind} pass could not shrink its sources ({error})"
@@ -350,12 +354,18 @@ class CompactionEngine:
             token_count=outcome.token_count,
             model=outcome.model[:255],
         )
+        measured = fidelity.measure_summary(outcome.content, drawn, outcome.path)
+
+        def on_applied(row: Summary) -> None:
+            self._record_on_run(row)
+            fidelity.record(row, measured)
+
         try:
             applied = apply_summary(
                 summary=summary,
                 planned_item_ids=[row.item_id for row in candidate.rows],
                 event=self._compaction_event(summary, newest_message_id, candidate, outcome),
-                on_applied=self._record_on_run,
+                on_applied=on_applied,
             )
         except RangeChanged as error:
             return self._replan(error)
@@ -366,6 +376,16 @@ class CompactionEngine:
             return True
         self._remember(candidate, summary, applied, outcome)
         return True
+
+    def _pass_target(self, candidate: Candidate, base: int) -> int:
+        """The level's target, except for the pass of an `until_under` run that brings the
+        context under the run's target: that summary may use the room left under it (it is
+        what the model will read of its span, so more of the span's handles survive). The
+        room is always less than the candidate's sources while the context is over."""
+        if self.stop_under is None:
+            return base
+        room = self.stop_under - (self.context_tokens() - candidate.source_tokens)
+        return room if base < room < candidate.source_tokens else base
 
     def _run_id(self) -> int | None:
         return self.run.pk if self.run else None
@@ -501,6 +521,7 @@ class CompactionEngine:
         if self.context_tokens() <= target:
             self.stop_reason = f"the context is already at or under the target of {target} tokens"
             return 0
+        self.stop_under = target
         for round_number in range(settings.LCM_COMPACTION_MAX_ROUNDS):
             if self.context_tokens() <= target or self._out_of_budget():
                 break

@@ -18,6 +18,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from django.conf import settings
+
 from compaction import guard
 from compaction.summarizers import (
     DeterministicSummarizer,
@@ -28,7 +30,11 @@ from compaction.summarizers import (
     SummaryRequest,
     fallback_summary,
 )
+from compaction.summarizers.base import Handles
 from compaction.summarizers.budget import effective_target
+from compaction.summarizers.fidelity import measure, missing
+from compaction.summarizers.gate import append_missing
+from compaction.summarizers.handles import draw_handles
 from conversations.models import SummaryLevel
 from core.token_estimate import estimate
 
@@ -50,6 +56,7 @@ class Outcome:
     level: str
     model: str
     attempts: list[str] = field(default_factory=list)  # one line per level tried
+    path: str = ""  # how the text was made (SummaryFidelity.path)
 
 
 def _stand_in(summarizer: Summarizer, conversation_id: int | None, attempts: list[str]):
@@ -75,6 +82,7 @@ def summarize(
     target_tokens: int,
     previous_context: str | None,
     conversation_id: int | None,
+    handles: Handles | None = None,
 ) -> Outcome:
     attempts: list[str] = []
     normal = SummaryRequest(
@@ -84,6 +92,7 @@ def summarize(
         level=SummaryLevel.NORMAL.value,
         previous_context=previous_context,
         conversation_id=conversation_id,
+        handles=handles,
     )
     aggressive = replace(normal, level=SummaryLevel.AGGRESSIVE.value)
     for level, request in ((SummaryLevel.NORMAL, normal), (SummaryLevel.AGGRESSIVE, aggressive)):
@@ -105,20 +114,95 @@ def summarize(
             guard.circuit_success(provider=chosen.name)
         content = result.content.strip()
         tokens = estimate(content)
-        if not content:
-            attempts.append(f"{level}: empty output")
-        elif tokens >= source_tokens:
-            attempts.append(f"{level}: {tokens} tokens is not shorter than {source_tokens}")
-        elif tokens > cap:
-            attempts.append(f"{level}: {tokens} tokens is over the cap of {cap}")
+        problem = _unusable(content, tokens, source_tokens, cap)
+        if problem:
+            attempts.append(f"{level}: {problem}")
         else:
             suffix = " (stand-in)" if substituted else ""
             attempts.append(f"{level}: accepted, {tokens} tokens{suffix}")
-            return Outcome(content, tokens, level.value, result.model, attempts)
+            path = DETERMINISTIC
+            if is_model:
+                gated = _Gate(chosen, request, source_tokens, cap, attempts)
+                content, path = gated.apply(content)
+                tokens = estimate(content)
+            return Outcome(content, tokens, level.value, result.model, attempts, path)
     content = fallback_summary(aggressive, FALLBACK_MAX_TOKENS, estimator=estimate).strip()
     tokens = estimate(content)
     if not content or tokens >= source_tokens:
         attempts.append(f"fallback: {tokens} tokens is not shorter than {source_tokens}")
         raise NoProgress("; ".join(attempts))
     attempts.append(f"fallback: accepted, {tokens} tokens")
-    return Outcome(content, tokens, SummaryLevel.FALLBACK.value, "fallback", attempts)
+    return Outcome(content, tokens, SummaryLevel.FALLBACK.value, "fallback", attempts, "fallback")
+
+
+def _unusable(content: str, tokens: int, source_tokens: int, cap: int) -> str:
+    """Why a level's text cannot be used, or "" when it can."""
+    if not content:
+        return "empty output"
+    if tokens >= source_tokens:
+        return f"{tokens} tokens is not shorter than {source_tokens}"
+    if tokens > cap:
+        return f"{tokens} tokens is over the cap of {cap}"
+    return ""
+
+
+class _Gate:
+    """The fidelity gate on a model summary (docs/compaction.md, "The gate"): below
+    LCM_SUMMARY_MIN_FIDELITY, one more call naming the missing handles (through the spend
+    guard and the breaker like any call), the better of the two kept; still below, the
+    missing handles appended within the target (summarizers/gate.py)."""
+
+    def __init__(self, summarizer, request, source_tokens: int, cap: int, attempts: list[str]):
+        self.summarizer, self.request, self.attempts = summarizer, request, attempts
+        self.source_tokens, self.cap = source_tokens, cap
+        self.minimum = settings.LCM_SUMMARY_MIN_FIDELITY
+        self.handles = request.handles
+        if self.handles is None:
+            self.handles = draw_handles(request.sources)
+
+    def apply(self, content: str) -> tuple[str, str]:
+        found = measure(content, self.handles)
+        if self.minimum <= 0 or found.score is None or found.score >= self.minimum:
+            return content, "model"
+        self.attempts.append(f"gate: fidelity {found.score:.2f} < {self.minimum:g}")
+        path = "model"
+        again = self._again(missing(self.handles, found))
+        if again is not None:
+            better = measure(again, self.handles)
+            self.attempts.append(f"gate: the retry names {better.score:.2f}")
+            if better.score > found.score:
+                content, found, path = again, better, "model_retried"
+            if found.score >= self.minimum:
+                return content, path
+        target = effective_target(self.request)
+        content = append_missing(content, self.handles, target, estimate)
+        appended = measure(content, self.handles).score
+        self.attempts.append(f"gate: missing handles appended, fidelity {appended:.2f}")
+        return content, f"{path}_appended" if path == "model_retried" else "model_appended"
+
+    def _again(self, left: Handles) -> str | None:
+        """The retry's text, or None when it was not made or not usable."""
+        conversation_id = self.request.conversation_id
+        name = self.summarizer.name
+        if conversation_id is not None:
+            if guard.circuit_open(provider=name) or not guard.spend_allowed(
+                conversation_id=conversation_id
+            ):
+                self.attempts.append("gate: no retry (spend guard or circuit breaker)")
+                return None
+            guard.spend_record(conversation_id=conversation_id, provider=name)
+        try:
+            result = self.summarizer.summarize(replace(self.request, must_name=left))
+        except SummarizerAuthError:
+            raise
+        except SummarizerError as error:
+            self.attempts.append(f"gate: the retry failed ({error})")
+            guard.circuit_failure(provider=name, error=str(error))
+            return None
+        guard.circuit_success(provider=name)
+        text = result.content.strip()
+        problem = _unusable(text, estimate(text), self.source_tokens, self.cap)
+        if problem:
+            self.attempts.append(f"gate: the retry is unusable ({problem})")
+            return None
+        return text

@@ -149,3 +149,34 @@ class CircuitBreaker(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider}: {self.consecutive_failures} failure(s)"
+
+
+class SummaryFidelity(models.Model):
+    """What a summary keeps of its sources' handles (docs/compaction.md, "Fidelity").
+
+    Written with the summary, in the apply's transaction. `handles` are the sources' handles
+    (kind -> handle -> times seen; a condensed summary's are its children's), so a parent
+    is measured against the whole span below it; `kept` is kind -> [named, total] and
+    `dropped` kind -> the handles the text does not name. `path` is how the text was made:
+    `deterministic`, `model`, `model_retried` (the gate asked again, naming what was
+    missing), `model_appended` (the gate appended the missing handles), `fallback`, `agent`
+    (an agent's own compaction, measured on import).
+    """
+
+    summary = models.OneToOneField(
+        "conversations.Summary", primary_key=True, on_delete=models.CASCADE, related_name="fidelity"
+    )
+    score = models.FloatField(null=True, blank=True)  # None when the sources had no handles
+    handle_count = models.PositiveIntegerField(default=0)
+    kept = models.JSONField(default=dict, blank=True)
+    dropped = models.JSONField(default=dict, blank=True)
+    handles = models.JSONField(default=dict, blank=True)
+    path = models.CharField(max_length=32, blank=True, default="")
+    measure_ms = models.FloatField(default=0)  # drawing the handles and measuring the text
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "summary fidelities"
+
+    def __str__(self) -> str:
+        return f"{self.summary_id}: {self.score}"

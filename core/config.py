@@ -285,6 +285,15 @@ SETTINGS: tuple[Setting, ...] = (
         1_000_000,
     ),
     Setting(
+        "LCM_SUMMARY_MIN_FIDELITY",
+        float,
+        0.7,
+        "Model summaries naming less than this share of their sources' handles are asked "
+        "again once, naming the missing ones, then get them appended (0 turns the gate off).",
+        0,
+        1,
+    ),
+    Setting(
         "LCM_SUMMARY_CALL_WINDOW_SECONDS", int, 3600, "Window of the spend guard.", 1, 2_592_000
     ),
     Setting(

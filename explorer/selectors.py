@@ -4,8 +4,10 @@ size of the conversation (the DAG walks are one recursive CTE each)."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.db import connection
@@ -14,6 +16,7 @@ from django.db.models.functions import Coalesce
 
 from compaction.assembly import assemble_context
 from compaction.evaluation import low_water_tokens
+from compaction.models import SummaryFidelity
 from compaction.planning import Row, fresh_tail_start
 from conversations.archive_port import hydrate_messages
 from conversations.models import (
@@ -316,6 +319,7 @@ class DagNode:
     first_seq: int | None = None
     last_seq: int | None = None
     message_count: int = 0
+    fidelity: float | None = None  # share of its sources' handles it names (None: not measured)
 
     def as_json(self) -> dict:
         return {
@@ -328,6 +332,7 @@ class DagNode:
             "firstSeq": self.first_seq,
             "lastSeq": self.last_seq,
             "messages": self.message_count,
+            "fidelity": self.fidelity,
         }
 
 
@@ -353,7 +358,7 @@ def conversation_dag(*, conversation: Conversation) -> Dag:
     summaries = list(
         Summary.objects.filter(conversation=conversation)
         .order_by("depth", "earliest_at", "id")
-        .values_list("id", "kind", "depth", "level", "token_count")
+        .values_list("id", "kind", "depth", "level", "token_count", "fidelity__score")
     )
     ranges = {
         row["summary_id"]: row
@@ -373,8 +378,8 @@ def conversation_dag(*, conversation: Conversation) -> Dag:
         ).values_list("summary_id", flat=True)
     )
     nodes: dict[str, DagNode] = {}
-    for sid, kind, depth, level, tokens in summaries:
-        node = DagNode(sid, kind, depth, level, tokens, sid in in_context)
+    for sid, kind, depth, level, tokens, fidelity in summaries:
+        node = DagNode(sid, kind, depth, level, tokens, sid in in_context, fidelity=fidelity)
         if sid in ranges:
             node.first_seq = ranges[sid]["first"]
             node.last_seq = ranges[sid]["last"]
@@ -403,12 +408,42 @@ class SummaryDetail:
     first_seq: int | None
     last_seq: int | None
     message_count: int
+    fidelity: SummaryFidelity | None = None
+    dropped: list[DroppedHandle] = field(default_factory=list)
+
+
+@dataclass
+class DroppedHandle:
+    kind: str
+    name: str
+    search_query: str  # the explorer's search form, an exact (regex) match in the messages
+
+
+def dropped_handles(fidelity: SummaryFidelity | None) -> list[DroppedHandle]:
+    """The handles a summary does not name, each with the search that finds where it occurs
+    in the conversation's messages."""
+    if fidelity is None:
+        return []
+    return [
+        DroppedHandle(
+            kind,
+            name,
+            urlencode({"q": re.escape(name), "mode": "regex", "scope": "messages"}),
+        )
+        for kind, names in fidelity.dropped.items()
+        for name in names
+    ]
 
 
 def summary_detail(*, conversation: Conversation, summary_id: str) -> SummaryDetail | None:
-    summary = Summary.objects.filter(conversation=conversation, pk=summary_id).first()
+    summary = (
+        Summary.objects.filter(conversation=conversation, pk=summary_id)
+        .select_related("fidelity")
+        .first()
+    )
     if summary is None:
         return None
+    fidelity = summary.fidelity if _has_fidelity(summary) else None
     sources = list(
         Summary.objects.filter(child_links__summary=summary).order_by("child_links__ordinal")
     )
@@ -426,7 +461,17 @@ def summary_detail(*, conversation: Conversation, summary_id: str) -> SummaryDet
         first_seq=span["first"],
         last_seq=span["last"],
         message_count=span["n"],
+        fidelity=fidelity,
+        dropped=dropped_handles(fidelity),
     )
+
+
+def _has_fidelity(summary: Summary) -> bool:
+    try:
+        summary.fidelity  # noqa: B018 (loaded by select_related; raises when there is none)
+    except SummaryFidelity.DoesNotExist:
+        return False
+    return True
 
 
 # --- large files -------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db.models import Q
 
+from compaction.models import SummaryFidelity
 from compaction.tail_outputs import OUTPUT_ID
 from conversations.archive_port import archived_contents
 from conversations.models import Message, MessagePart, Summary
@@ -81,7 +82,7 @@ def summary_get_for_user(*, user, summary_id: str) -> Summary:
     """A summary in a conversation the user may see; anything else is a 404."""
     summary = (
         Summary.objects.filter(pk=summary_id, conversation__in=conversations_visible_to(user))
-        .select_related("conversation")
+        .select_related("conversation", "fidelity")
         .first()
     )
     if summary is None:
@@ -119,6 +120,25 @@ def describe_summary(summary: Summary) -> dict:
         "parents": [ref(r) for r in neighbours if r[0] == "parent"],
         "children": [ref(r) for r in neighbours if r[0] == "child"],
         "manifest": manifest,
+        "fidelity": summary_fidelity(summary),
+    }
+
+
+def summary_fidelity(summary: Summary) -> dict | None:
+    """What the summary keeps of its sources' handles (docs/compaction.md, "Fidelity"), or
+    None for a summary written before fidelity was measured or by an import. Read with the
+    summary (select_related) where the caller loaded it so."""
+    try:
+        row = summary.fidelity
+    except SummaryFidelity.DoesNotExist:
+        return None
+    return {
+        "score": row.score,
+        "handle_count": row.handle_count,
+        "kept": row.kept,
+        "dropped": row.dropped,
+        "path": row.path,
+        "measure_ms": row.measure_ms,
     }
 
 

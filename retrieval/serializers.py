@@ -40,6 +40,28 @@ class DescribeManifestSerializer(serializers.Serializer):
     )
 
 
+class DescribeFidelitySerializer(serializers.Serializer):
+    score = serializers.FloatField(
+        allow_null=True,
+        help_text="Share of the sources' handles the summary names (null: the sources had none).",
+    )
+    handle_count = serializers.IntegerField()
+    kept = serializers.DictField(
+        child=serializers.ListField(child=serializers.IntegerField(), min_length=2, max_length=2),
+        help_text="Per handle kind (file, command, error, ident, url, number, decision): "
+        "[named, total].",
+    )
+    dropped = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Per handle kind: the handles the summary does not name.",
+    )
+    path = serializers.CharField(
+        help_text="How the text was made: deterministic, model, model_retried, model_appended, "
+        "model_retried_appended, fallback, or agent (an agent's own compaction, imported)."
+    )
+    measure_ms = serializers.FloatField()
+
+
 class DescribeSummarySerializer(serializers.Serializer):
     type = serializers.CharField(help_text='"summary"')
     id = serializers.CharField()
@@ -63,6 +85,11 @@ class DescribeSummarySerializer(serializers.Serializer):
         many=True, help_text="The summaries that were condensed from this one."
     )
     manifest = DescribeManifestSerializer()
+    fidelity = DescribeFidelitySerializer(
+        allow_null=True,
+        help_text="What the summary keeps of its sources' handles (docs/compaction.md); null "
+        "when it was not measured (written before, or imported).",
+    )
 
 
 class DescribeMessageRefSerializer(serializers.Serializer):

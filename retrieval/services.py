@@ -179,7 +179,7 @@ def grant_describe(*, grant: DelegationGrant, item_id: str) -> dict:
             raise NotFound(f"file {item_id} not found")
         grant_charge(grant=grant, tokens=estimate(large_file.exploration_summary))
         return selectors.describe_file(large_file)
-    summary = Summary.objects.filter(pk=item_id).first()
+    summary = Summary.objects.filter(pk=item_id).select_related("fidelity").first()
     if summary is None:
         raise NotFound(f"{item_id} not found")
     _require_in_grant(grant, summary)

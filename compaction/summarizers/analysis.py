@@ -25,6 +25,7 @@ from compaction.summarizers.extract import (
     sentences,
     split_code,
 )
+from compaction.summarizers.handle_lines import LABELS as HANDLE_LABELS
 from compaction.summarizers.markers import EXPAND_PREFIX, FALLBACK_MARKER, HEADER_PREFIX
 from compaction.summarizers.render import source_end
 
@@ -37,6 +38,7 @@ _SKIPPED_LINE_PREFIXES = (
     HEADER_PREFIX,
     FALLBACK_MARKER,
     *(label + ":" for label in FACT_LABELS.values()),
+    *(label + ":" for label in HANDLE_LABELS.values()),
 )
 
 

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
+# A span's handles (summarizers/handles.py): kind -> handle -> times seen, last seen last.
+Handles = dict[str, dict[str, int]]
+
 __all__ = [
     "SourceItem",
     "SummarizerAuthError",
@@ -44,6 +47,10 @@ class SummaryRequest:
     level: Literal["normal", "aggressive"]
     previous_context: str | None = None  # the most recent earlier summary, for continuity
     conversation_id: int | None = None
+    # The sources' handles (summarizers/handles.py), drawn by the engine; None: draw them.
+    handles: Handles | None = None
+    # The fidelity gate's retry: handles an earlier answer left out, to name this time.
+    must_name: Handles | None = None
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,21 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from compaction.summarizers.analysis import Group, analyze, time_span
+from compaction.summarizers.base import Handles
 from compaction.summarizers.budget import Estimator, truncate_to_tokens
 from compaction.summarizers.expand import expand_items, expand_line
 from compaction.summarizers.extract import FACT_LABELS
+from compaction.summarizers.fidelity import measure, missing
+from compaction.summarizers.handle_lines import handle_lines_cost, pick_handles, render_handles
+from compaction.summarizers.handles import draw_handles
 from compaction.summarizers.markers import HEADER_PREFIX
 from compaction.summarizers.render import format_time, source_end
 
 if TYPE_CHECKING:
     from compaction.summarizers.base import SourceItem, SummaryRequest
 
-_FACTS_SHARE = 0.3  # of the body budget, before sentences get the rest
+_OTHER_FACTS_SHARE = 0.1  # of the body budget: tool names and stored-file references
+_SENTENCE_SHARE = 0.25  # of the body budget at least, when the handles do not all fit
 _EXPAND_SHARE = 0.2  # of the whole target
 _MIN_EXPAND = 12
 _MAX_EXPAND = 120
@@ -54,27 +59,94 @@ def compose(
     budget = target - expand_cap - 1
     header = _header(request, budget, estimator)
     budget -= estimator(header + "\n")
-    fact_cap = int(budget * _FACTS_SHARE)
-    facts = _pick_facts(analysis.facts, fact_cap, estimator)
-    bullets, omitted = _pick_sentences(
-        analysis.groups,
-        budget - _cost(facts, estimator),
-        signal_only=signal_only,
-        estimator=estimator,
-        single_day=_single_day(request),
-    )
-    leftover = budget - _cost(facts, estimator) - sum(estimator(line + "\n") for line in bullets)
-    if leftover > 0:  # sentences did not need it all: give the rest to facts
-        more = _pick_facts(analysis.facts, _cost(facts, estimator) + leftover, estimator)
-        if _count(more) > _count(facts):
-            facts = more
-    closing = expand_line(expand_items(request, analysis, omitted), expand_cap, estimator)
-    lines = [line for line in (header, *_fact_lines(facts), *bullets) if line]
+    handles = request.handles if request.handles is not None else draw_handles(request.sources)
+    handles = _previous_last(handles, request.previous_context, drop=signal_only)
+    others = _pick_facts(_not_handles(analysis.facts), int(budget * _OTHER_FACTS_SHARE), estimator)
+    budget -= _cost(others, estimator)
+    body = _Body(analysis.groups, handles, _facts_as_handles(analysis.facts), estimator)
+    body.fill(header, budget, signal_only=signal_only, single_day=_single_day(request))
+    closing = expand_line(expand_items(request, analysis, body.omitted), expand_cap, estimator)
+    facts = [*_fact_lines(others), *render_handles(body.block)]
+    lines = [line for line in (header, *facts, *body.bullets) if line]
     text = "\n".join([*lines, closing])
     if estimator(text) > target:  # only with an estimator that is not subadditive
-        body = truncate_to_tokens("\n".join(lines), target - estimator(closing) - 1, estimator)
-        text = truncate_to_tokens(f"{body}\n{closing}" if body else closing, target, estimator)
+        kept = truncate_to_tokens("\n".join(lines), target - estimator(closing) - 1, estimator)
+        text = truncate_to_tokens(f"{kept}\n{closing}" if kept else closing, target, estimator)
     return text
+
+
+class _Body:
+    """Sentences and handle lines in one budget. Sentences first, at most the room the
+    handles leave (at least `_SENTENCE_SHARE` of it); then the handles the sentences do not
+    already name, ranked (handle_lines); then any room left goes back to sentences."""
+
+    def __init__(self, groups, handles: Handles, extras: Handles, estimator: Estimator) -> None:
+        self.groups, self.handles, self.extras, self.estimator = groups, handles, extras, estimator
+        self.bullets: list[str] = []
+        self.omitted: list[str] = []
+        self.block: dict[str, list[str]] = {}
+
+    def fill(self, header: str, budget: int, *, signal_only: bool, single_day: bool) -> None:
+        every = pick_handles(self.handles, budget, self.estimator, self.extras)
+        room = budget - handle_lines_cost(every, self.estimator)
+        first = max(int(budget * _SENTENCE_SHARE), room)
+        options = {"signal_only": signal_only, "single_day": single_day}
+        best = self._with_sentences(header, first, budget, options)
+        spare = budget - best[0]
+        if spare > 0:  # the handles needed less than they were left: more sentences
+            wider = self._with_sentences(header, first + spare, budget, options)
+            if wider[1] >= best[1] and wider[0] <= budget:
+                best = wider
+        _, _, self.bullets, self.omitted, self.block = best
+
+    def _with_sentences(self, header: str, sentence_budget: int, budget: int, options: dict):
+        """(tokens used, handles named, bullets, omitted refs, handle block)."""
+        estimator = self.estimator
+        bullets, omitted = _pick_sentences(
+            self.groups, sentence_budget, estimator=estimator, **options
+        )
+        used = sum(estimator(line + "\n") for line in bullets)
+        said = measure("\n".join([header, *bullets]), self.handles)
+        left = missing(self.handles, said)
+        block = pick_handles(left, budget - used, estimator, self.extras)
+        used += handle_lines_cost(block, estimator)
+        named = said.named + sum(len(names) for kind, names in block.items() if kind in left)
+        return used, named, bullets, omitted, block
+
+
+def _previous_last(handles: Handles, previous: str | None, *, drop: bool) -> Handles:
+    """Handles the previous summary already names rank after the others (the model reads
+    that summary too); at the aggressive level they are left out."""
+    if not previous:
+        return handles
+    said = measure(previous, handles)
+    if not said.named:
+        return handles
+    known = {kind: set(handles[kind]) - set(said.dropped.get(kind, ())) for kind in handles}
+    ordered: Handles = {}
+    for kind, names in handles.items():
+        fresh = {name: times for name, times in names.items() if name not in known[kind]}
+        again = {name: 0 for name in names if name in known[kind]}  # 0: ranked last
+        ordered[kind] = fresh if drop else {**again, **fresh}
+    return ordered
+
+
+def _not_handles(facts: dict[str, Counter[str]]) -> dict[str, Counter[str]]:
+    """The key facts that are not handle kinds: tool names and stored-file references."""
+    return {kind: counter for kind, counter in facts.items() if kind in ("fileref", "tool")}
+
+
+def _facts_as_handles(facts: dict[str, Counter[str]]) -> Handles:
+    """Paths, identifiers, URLs and errors found in the kept sentences (any speaker), listed
+    after the handles when there is room."""
+    kinds = {"path": "file", "ident": "ident", "url": "url", "error": "error"}
+    tools = set(facts.get("tool", ()))
+    extras: Handles = {}
+    for kind, handle_kind in kinds.items():
+        for name, times in facts.get(kind, Counter()).items():
+            if name not in tools:
+                extras.setdefault(handle_kind, {})[name] = times
+    return extras
 
 
 def _header(request: SummaryRequest, room: int, estimator: Estimator) -> str:
@@ -108,7 +180,8 @@ def _pick_facts(
     """Round-robin over fact kinds, most frequent first, while the cap allows."""
     ranked = {kind: [name for name, _ in counter.most_common()] for kind, counter in facts.items()}
     tools = set(ranked.get("tool", ()))
-    ranked["ident"] = [name for name in ranked.get("ident", ()) if name not in tools]
+    if "ident" in ranked:
+        ranked["ident"] = [name for name in ranked["ident"] if name not in tools]
     chosen: dict[str, list[str]] = {kind: [] for kind in ranked}
     used = 0
     longest = max((len(names) for names in ranked.values()), default=0)
@@ -126,10 +199,6 @@ def _pick_facts(
 
 def _fact_lines(facts: dict[str, list[str]]) -> list[str]:
     return [f"{FACT_LABELS[kind]}: {', '.join(names)}" for kind, names in facts.items() if names]
-
-
-def _count(facts: dict[str, list[str]]) -> int:
-    return sum(len(names) for names in facts.values())
 
 
 def _cost(facts: dict[str, list[str]], estimator: Estimator) -> int:

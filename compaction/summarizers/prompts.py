@@ -11,8 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from compaction.summarizers.budget import effective_target
+from compaction.summarizers.handle_lines import pick_handles, render_handles
 from compaction.summarizers.markers import EXPAND_PREFIX
 from compaction.summarizers.render import defang, render_sources
+from core.token_estimate import estimate_tokens
 
 if TYPE_CHECKING:
     from compaction.summarizers.base import SummaryRequest
@@ -70,6 +72,22 @@ files and ids, and unresolved threads, each with the date range it comes from. L
 anything that no longer matters.""",
 }
 
+STATE_INSTRUCTION = """\
+Write it so an agent can resume the work from it alone: after the account, give the state as \
+short labelled lines (leave out a label with nothing under it): Intent: what the user wants. \
+Files: each file touched and what changed in it. Decisions: what was decided and why. \
+Errors: each error met, by name, and how it was resolved (or that it was not). Open work: \
+what is unfinished. Next step: what was about to happen. Name every file path, command, \
+error, identifier, URL and number exactly as written in the sources."""
+
+MUST_NAME_INSTRUCTION = """\
+An earlier answer left out these names from the sources. Write the summary again and name \
+each of them exactly as written, where it belongs (a file under Files, an error under \
+Errors, and so on), still within the length asked:"""
+
+# Tokens of the must-name list at most (the most important first, handle_lines' ranking).
+MUST_NAME_MAX_TOKENS = 1500
+
 AGGRESSIVE_INSTRUCTION = """\
 A previous attempt was too long. Keep only durable facts: decisions in force, identifiers, \
 paths, ids, numbers, errors that still matter, and open questions, as terse lines. No \
@@ -92,9 +110,12 @@ def user_prompt(request: SummaryRequest) -> str:
             "it; use it only to understand references.)"
         )
     parts.append(f"<source_material>\n{render_sources(request)}\n</source_material>")
-    instructions = [depth_instruction(request.depth)]
+    instructions = [depth_instruction(request.depth), STATE_INSTRUCTION]
     if request.level == "aggressive":
         instructions.append(AGGRESSIVE_INSTRUCTION)
+    if request.must_name:
+        listed = pick_handles(request.must_name, MUST_NAME_MAX_TOKENS, estimate_tokens)
+        instructions.append("\n".join([MUST_NAME_INSTRUCTION, *render_handles(listed)]))
     instructions.append(
         f"Aim for at most {effective_target(request)} tokens. "
         f"End with the line starting with {EXPAND_PREFIX!r}."

@@ -19,7 +19,9 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from compaction import fidelity
 from compaction.store import NewSummary, summary_create, summary_id_for
+from compaction.summarizers import SourceItem
 from conversations.models import Message, Summary, SummaryKind, SummaryLevel
 from core import locks
 from core.token_estimate import estimate
@@ -91,5 +93,25 @@ def _link_one(conversation_id: int, compaction: AgentCompaction, result: Convers
                 **compaction.metadata,
             },
         )
+        _record_fidelity(row, [r[1] for r in covered])
     result.counts["summaries"] += 1
     result.counts["summary_messages"] += len(covered)
+
+
+def _record_fidelity(row: Summary, message_ids: list[int]) -> None:
+    """The agent's summary measured like ours (docs/compaction.md, "Fidelity"), path
+    `agent`: what it keeps of the handles of the messages it replaced."""
+    messages = Message.objects.filter(pk__in=message_ids).order_by("seq")
+    sources = [
+        SourceItem(
+            ref=f"msg:{m.seq}",
+            kind="message",
+            content=m.content,
+            created_at=m.created_at,
+            role=m.role,
+        )
+        for m in messages.only("seq", "role", "content", "created_at")
+    ]
+    fidelity.record(
+        row, fidelity.measure_summary(row.content, fidelity.leaf_handles(sources), "agent")
+    )

@@ -32,6 +32,7 @@ def one_pass(settings):
     settings.LCM_LEAF_CHUNK_TOKENS = 100_000
     settings.LCM_LEAF_TARGET_TOKENS = 120
     settings.LCM_AUTOCOMPACT_DISABLED = True
+    settings.LCM_SUMMARY_MIN_FIDELITY = 0  # the gate's own tests: test_fidelity_gate.py
     return settings
 
 

@@ -237,3 +237,36 @@ def test_expand_stops_at_the_token_cap_and_says_so(user, compacted_by_engine, se
     body = text_of(user, f"/conversations/{compacted_by_engine.pk}/summaries/{leaf.pk}/expand/")
     assert [int(s) for s in re.findall(r'<article [^>]*data-seq="(\d+)"', body)] == fits
     assert f"Cut at the expand token cap (100 tokens): {len(sources) - len(fits)} more item" in body
+
+
+def test_a_summary_s_fidelity_and_dropped_handles_link_to_where_they_occur(user, small_chunks):
+    from html import unescape
+
+    from compaction.engine import compact_conversation
+    from compaction.models import SummaryFidelity
+    from tests.factories import ConversationFactory, append_messages
+
+    def many_files(i: int) -> dict:  # more handles than a 120-token leaf can name
+        paths = " ".join(f"services/unit_{i}_{k}/handler_{k}.py" for k in range(3))
+        return {"role": "user", "content": f"Look at {paths} after build {1000 + i}."}
+
+    conversation = ConversationFactory(owner=user, session_id="handles")
+    append_messages(conversation, 60, payload=many_files)
+    compact_conversation(conversation_id=conversation.pk, mode="full")
+    row = SummaryFidelity.objects.filter(summary__conversation=conversation, summary__depth=0)
+    row = row.exclude(dropped={}).first()
+    assert row is not None
+    client = client_for(user)
+    body = client.get(f"/conversations/{conversation.pk}/summaries/{row.summary_id}/")
+    body = body.content.decode()
+
+    shown = re.findall(r'<dd class="fidelity"><strong>([0-9.]+)</strong>', body)
+    assert shown == [f"{row.score:.2f}"]
+    links = re.findall(r'<a href="(/conversations/\d+/search/\?[^"]+)"><code>', body)
+    assert len(links) == sum(len(names) for names in row.dropped.values())
+    found = client.get(unescape(links[0])).content.decode()
+    assert "message #" in found  # the dropped handle occurs in the messages
+    dag = client.get(f"/conversations/{conversation.pk}/dag/").content.decode()
+    data = json.loads(re.search(r'id="dag-data"[^>]*>(.*?)</script>', dag, re.S).group(1))
+    scores = {n["id"]: n["fidelity"] for n in data["nodes"]}
+    assert scores[row.summary_id] == row.score

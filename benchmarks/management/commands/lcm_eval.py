@@ -22,16 +22,28 @@ class Command(BaseCommand):
         "the turn's retrieval budget). Writes under a user 'lcm-eval': use a scratch database. "
         "capture: import coding-agent session files or folders (Claude Code, Codex, OpenCode, "
         "Gemini CLI; the format found from each file) and print, per file, how whole the "
-        "import is (docs/benchmarks.md, Capture). Writes under 'lcm-eval-capture'."
+        "import is (docs/benchmarks.md, Capture). Writes under 'lcm-eval-capture'. "
+        "fidelity: import session files (or take conversation ids) and print, per span (each "
+        "agent compaction's, else the whole session) and size, the share of the span's "
+        "handles kept by one deterministic summary, by compaction until under the size, by "
+        "the newest records that fit, and by the agent's own summary "
+        "(docs/benchmarks.md, Fidelity). Writes under 'lcm-eval-fidelity'."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("task", choices=["recall", "capture"])
+        parser.add_argument("task", choices=["recall", "capture", "fidelity"])
         parser.add_argument(
             "path",
             nargs="+",
             help="A dataset file or folder (see docs/memory.md); capture: "
-            "session files or folders.",
+            "session files or folders; fidelity: session files, folders or conversation ids.",
+        )
+        parser.add_argument(
+            "--size",
+            type=int,
+            default=None,
+            help="fidelity: the size in tokens (and twice it); default the agent's own "
+            "summary's size where the span has one, else 2,700.",
         )
         parser.add_argument(
             "--format", choices=sorted(recall_eval.LOADERS), help="recall: the dataset layout."
@@ -67,6 +79,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
+        if options["task"] == "fidelity":
+            self._fidelity(options["path"], options["size"], options["json"])
+            return
         paths = [Path(p) for p in options["path"]]
         missing = [str(p) for p in paths if not p.exists()]
         if missing:
@@ -133,4 +148,26 @@ class Command(BaseCommand):
         if json_path:
             Path(json_path).write_text(
                 json.dumps([vars(f) for f in rows], indent=2, ensure_ascii=False)
+            )
+
+    def _fidelity(self, given: list[str], size: int | None, json_path: str | None) -> None:
+        from benchmarks import fidelity
+
+        missing = [p for p in given if not p.isdigit() and not Path(p).exists()]
+        if missing:
+            raise CommandError(f"{', '.join(missing)} does not exist")
+        evaluation, drawn = fidelity.run(given, size=size)
+        if not evaluation.cells:
+            raise CommandError("no session file or conversation found")
+        self.stdout.write(fidelity.HEADER)
+        for cell in evaluation.cells:
+            self.stdout.write(cell.row())
+        self.stdout.write("\nhandles per span: " + ", ".join(f"{k}: {v}" for k, v in drawn.items()))
+        self.stdout.write(
+            f"drawing handles and measuring: {evaluation.cost_per_thousand_ms():.2f} ms "
+            "per 1,000 source tokens"
+        )
+        if json_path:
+            Path(json_path).write_text(
+                json.dumps([cell.as_dict() for cell in evaluation.cells], indent=2)
             )

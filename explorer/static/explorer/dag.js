@@ -10,7 +10,8 @@
 
   function label(n) {
     var range = n.firstSeq ? "#" + n.firstSeq + "–#" + n.lastSeq : "";
-    return (n.kind === "leaf" ? "leaf" : "d" + n.depth) + " " + range + "\n" + n.tokens + " tok";
+    var kept = n.fidelity === null || n.fidelity === undefined ? "" : " · kept " + n.fidelity.toFixed(2);
+    return (n.kind === "leaf" ? "leaf" : "d" + n.depth) + " " + range + "\n" + n.tokens + " tok" + kept;
   }
 
   var elements = [];
