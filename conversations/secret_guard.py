@@ -100,7 +100,7 @@ class _Scan:
     def message(self, item: MessageInput) -> MessageInput:
         content = self.text(item.content, "content")
         parts = tuple(self.part(p, i) for i, p in enumerate(item.parts))
-        if content is item.content and all(a is b for a, b in zip(parts, item.parts)):
+        if content is item.content and all(a is b for a, b in zip(parts, item.parts, strict=True)):
             return item
         return replace(item, content=content, parts=parts)
 
