@@ -134,18 +134,49 @@ def guard_messages(
 
 def mask_text(text: str, policy: str) -> str:
     """`text` as the policy stores it (masked only under `mask`): for text that is stored
-    beside the messages (a turn's user message, an imported summary)."""
+    beside the messages (an imported summary)."""
     if policy != SecretPolicy.MASK:
         return text
     findings = find_secrets(text)
     return mask(text, findings) if findings else text
 
 
-def mask_value(value: Any, policy: str) -> Any:
-    """A JSON value with its strings masked under `mask` (a turn's content blocks)."""
-    if policy != SecretPolicy.MASK:
-        return value
-    return _Scan(0, masking=True).value(value, "")
+# The keys of a content block that hold what a person or a tool wrote (not images, ids or
+# the provider's opaque signatures).
+_BLOCK_TEXT_KEYS = ("text", "content", "input")
+
+
+def _blocks(scan: _Scan, content: Any, location: str = "content") -> Any:
+    if isinstance(content, str):
+        return scan.text(content, location)
+    if not isinstance(content, list):
+        return content
+    out = []
+    for i, block in enumerate(content):
+        if isinstance(block, dict):
+            block = dict(block)
+            for key in _BLOCK_TEXT_KEYS:
+                if key in block:
+                    inner = block[key]
+                    where = f"{location}[{i}].{key}"
+                    block[key] = (
+                        _blocks(scan, inner, where)
+                        if key == "content"
+                        else scan.value(inner, where)
+                    )
+        out.append(block)
+    return out
+
+
+def guard_content(*, conversation_id: int, content: Any) -> Any:
+    """A turn's content (a string or content blocks: text, tool_use input, tool_result
+    content) as the conversation's policy stores it: masked under `mask`, else as sent
+    (a flagged secret is recorded when the turn is mirrored into the conversation)."""
+    probe = _Scan(0, masking=False)
+    _blocks(probe, content)
+    if not probe.found or policy_for(conversation_id) != SecretPolicy.MASK:
+        return content
+    return _blocks(_Scan(0, masking=True), content)
 
 
 def record_findings(
