@@ -109,11 +109,9 @@ def messages_append(
     All or nothing: either every new message, its parts and its context item are
     written, or nothing is.
 
-    Secrets are masked (or flagged) first, by the conversation's secret policy
-    (`secret_guard`); a batch with findings takes the general path, which records them.
-
-    Large file blocks and tool outputs (at or above LCM_LARGE_FILE_TOKEN_THRESHOLD tokens)
-    are intercepted first, before the transaction (exploring a text may call the model):
+    Secrets are masked (or flagged) first, by the conversation's policy (`secret_guard`).
+    Then large file blocks and tool outputs (at or above LCM_LARGE_FILE_TOKEN_THRESHOLD tokens)
+    are intercepted, before the transaction (exploring a text may call the model):
     the stored message carries the compact reference and `file_ids`. Their bytes are
     written before the transaction too, their `large_files` rows inside it, under the
     conversation lock.
@@ -136,12 +134,7 @@ def messages_append(
     # With no external ids every message is new: the lock statement advances the counters
     # too (UPDATE ... RETURNING), one statement fewer than lock, then advance.
     reserve = len(messages) if not external_ids else 0
-    staging = (
-        batch.staged(conversation_id=conversation_id)
-        if batch is not None
-        else nullcontext(NothingStaged())
-    )
-    with staging as files, transaction.atomic(durable=True):
+    with _staging(batch, conversation_id) as files, transaction.atomic(durable=True):
         session_id, last_seq, last_ordinal = _lock_conversation(conversation_id, reserve)
         # Read under the lock: writers take it in turn, so server-assigned times rise with
         # `seq` (a time read before the lock could be older than the previous writer's).
@@ -156,11 +149,9 @@ def messages_append(
         if batch is not None and batch.remapped:
             new_rows = [_swap_ids(m, item, batch) for m, item in new_rows]
         _insert_new_messages(conversation_id, session_id, new_rows, last_ordinal, now)
+        created = [r.message.pk if r.created else None for r in results]
         secret_guard.record_findings(
-            conversation_id=conversation_id,
-            guarded=guarded,
-            message_ids=[r.message.pk if r.created else None for r in results],
-            now=now,
+            conversation_id=conversation_id, guarded=guarded, message_ids=created, now=now
         )
         if not reserve:
             _advance_counters(
@@ -170,6 +161,13 @@ def messages_append(
             transaction.on_commit(lambda: _run_after_append_hooks(conversation_id))
     logger.debug("appended %d message(s) to conversation %s", len(new_rows), conversation_id)
     return results
+
+
+def _staging(batch: Intercepted | None, conversation_id: int):
+    """The large files set aside (written now, their rows recorded under the lock)."""
+    if batch is None:
+        return nullcontext(NothingStaged())
+    return batch.staged(conversation_id=conversation_id)
 
 
 def _lock_conversation(conversation_id: int, reserve: int) -> tuple[str, int, int]:
