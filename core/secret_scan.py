@@ -262,7 +262,8 @@ _KEY_BEGIN = re.compile(
 _KEY_END = re.compile(
     r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|Private-MAC: *[0-9a-f]+"
 )
-_KEY_BODY = re.compile(r"(?:[A-Za-z0-9+/=:\- \t\r\n]|\\[nrt])*")
+# A cut-short body: lines of base64 (or `Name: value` headers), up to a blank line.
+_KEY_BODY = re.compile(r"(?:(?:\r?\n|\\r?\\n)[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z\-]+: [^\n\\]*))+")
 _KEY_SPAN = 64 * 1024  # an END further than this belongs to another block
 
 
@@ -280,21 +281,8 @@ def _private_keys(text: str) -> Iterator[Finding]:
             if sum(c.isalnum() for c in text[begin.end() : stop]) < 40:
                 position = begin.end()
                 continue  # a header quoted in code or prose, not a key
-            stop = _trim_body(text, stop)
         yield Finding("private_key", begin.start(), stop)
         position = stop
-
-
-def _trim_body(text: str, stop: int) -> int:
-    """The end of a cut-short key body without the whitespace and escapes after it."""
-    while stop > 0:
-        if text[stop - 1] in " \t\r\n":
-            stop -= 1
-        elif stop >= 2 and text[stop - 2] == "\\" and text[stop - 1] in "nrt":
-            stop -= 2
-        else:
-            break
-    return stop
 
 
 def _matches(rules: list[_Rule], text: str, lowered: str) -> Iterator[Finding]:
