@@ -22,11 +22,14 @@ class Command(BaseCommand):
         "the turn's retrieval budget). Writes under a user 'lcm-eval': use a scratch database. "
         "capture: import coding-agent session files or folders (Claude Code, Codex, OpenCode, "
         "Gemini CLI; the format found from each file) and print, per file, how whole the "
-        "import is (docs/benchmarks.md, Capture). Writes under 'lcm-eval-capture'."
+        "import is (docs/benchmarks.md, Capture). Writes under 'lcm-eval-capture'. "
+        "secrets: import session files under the flag policy and scan conversation datasets "
+        "(JSON), and print the secrets found by kind with a preview of each for spot checks "
+        "(docs/benchmarks.md, Secrets at ingest). Writes under 'lcm-eval-secrets'."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("task", choices=["recall", "capture"])
+        parser.add_argument("task", choices=["recall", "capture", "secrets"])
         parser.add_argument(
             "path",
             nargs="+",
@@ -73,6 +76,11 @@ class Command(BaseCommand):
             raise CommandError(f"{', '.join(missing)} does not exist")
         if options["task"] == "capture":
             self._capture(paths, options["json"])
+            return
+        if options["task"] == "secrets":
+            from benchmarks import secrets
+
+            self.stdout.write(secrets.render(secrets.run(paths)))
             return
         if len(paths) != 1:
             raise CommandError("recall takes one dataset path")
