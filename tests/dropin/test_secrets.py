@@ -27,7 +27,13 @@ def test_a_pasted_key_is_masked_in_the_store_and_the_history_still_continues(ups
         "my key is stripe.api_key = '[secret:stripe_key]' and session cookie [secret:jwt] expired"
     )
     assert stored == [masked, "noted", "thanks", "done"]
-    assert sorted(SecretFinding.objects.values_list("kind", flat=True)) == ["jwt", "stripe_key"]
+    found = sorted(SecretFinding.objects.values_list("message__seq", "kind", "location"))
+    assert found == [  # the message's content and its text part, the first message only
+        (1, "jwt", "content"),
+        (1, "jwt", "parts[0].text_content"),
+        (1, "stripe_key", "content"),
+        (1, "stripe_key", "parts[0].text_content"),
+    ]
     sent = "\n".join(r.raw.decode() for r in upstreams.chat.requests)
     for kind in ("stripe_key", "jwt"):
         assert SHAPES[kind][1] not in sent
