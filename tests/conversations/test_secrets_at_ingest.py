@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 
 from django.db import connection
+from django.test import Client
 
 from conversations.inputs import parse_message
 from conversations.models import Conversation, Message, MessagePart, SecretFinding, Summary
@@ -255,3 +256,20 @@ def test_a_turn_masks_its_user_message_before_the_turn_and_its_mirror_store_it(
     assert stored["rendered_text"] == MASKED_CORPUS
     assert Message.objects.get(conversation_id=branch.conversation_id).content == MASKED_CORPUS
     assert _leaked(_database_text()) == []
+
+
+def test_the_admin_lists_findings_for_review_and_marks_them_reviewed(api, conversation, settings):
+    settings.LCM_SECRET_POLICY = "flag"
+    assert _post(api, conversation.pk, {"role": "user", "content": CORPUS}).status_code == 201
+    browser = Client()
+    browser.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    page = browser.get("/admin/conversations/secretfinding/", {"action__exact": "flagged"})
+    assert page.status_code == 200
+    assert not any(secret in page.content.decode() for secret in SECRETS)
+    pks = list(SecretFinding.objects.values_list("pk", flat=True)[:3])
+    browser.post(
+        "/admin/conversations/secretfinding/",
+        {"action": "mark_reviewed", "_selected_action": pks},
+    )
+    assert SecretFinding.objects.filter(reviewed_at__isnull=False).count() == 3
+    assert browser.get(f"/admin/conversations/secretfinding/{pks[0]}/delete/").status_code == 403
