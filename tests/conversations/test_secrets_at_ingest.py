@@ -16,6 +16,7 @@ from django.test import Client
 
 from conversations.inputs import parse_message
 from conversations.models import Conversation, Message, MessagePart, SecretFinding, Summary
+from conversations.secret_guard import guard_content
 from conversations.services import messages_append
 from importers.services import import_file
 from tests.conversations.secret_shapes import SHAPES, shape_text
@@ -273,3 +274,25 @@ def test_the_admin_lists_findings_for_review_and_marks_them_reviewed(api, conver
     )
     assert SecretFinding.objects.filter(reviewed_at__isnull=False).count() == 3
     assert browser.get(f"/admin/conversations/secretfinding/{pks[0]}/delete/").status_code == 403
+
+
+def test_turn_content_blocks_are_masked_by_the_conversations_policy(conversation):
+    """The walk the turn engine uses on a turn's content and on the tool results it keeps."""
+    blocks = [
+        {"type": "text", "text": shape_text("openai_key")},
+        {"type": "tool_use", "id": "t1", "name": "sh", "input": {"cmd": shape_text("slack_token")}},
+        {
+            "type": "tool_result",
+            "tool_use_id": "t1",
+            "content": [{"type": "text", "text": shape_text("google_api_key")}],
+        },
+        {"type": "image", "source": {"type": "base64", "data": SHAPES["high_entropy_string"][1]}},
+    ]
+    masked = guard_content(conversation_id=conversation.pk, content=blocks)
+    assert masked[0]["text"] == SHAPES["openai_key"][0].format("[secret:openai_key]")
+    assert masked[1]["input"] == {"cmd": "SLACK=[secret:slack_token]"}
+    assert masked[2]["content"][0]["text"] == "maps?key=[secret:google_api_key]"
+    assert masked[3] == blocks[3]  # images are not text
+    assert blocks[0]["text"] == shape_text("openai_key")  # the caller's blocks are not changed
+    Conversation.objects.filter(pk=conversation.pk).update(secret_policy="flag")
+    assert guard_content(conversation_id=conversation.pk, content=blocks) == blocks
