@@ -3,6 +3,8 @@ list the active context. Views parse, call one service or selector, and render."
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import status
@@ -237,12 +239,16 @@ def _bool_param(request, name: str) -> bool | None:
     return raw == "true"
 
 
+_ID_MAX = 10**18 - 1
+_POSITIVE = re.compile(r"[1-9][0-9]{0,17}")
+
+
 def _int_param(request, name: str) -> int | None:
     raw = request.query_params.get(name)
     if raw is None:
         return None
-    if not raw.isdigit() or len(raw) > 18:
-        raise InvalidInput(f"{name} must be a positive integer", extra={"field": name})
+    if not _POSITIVE.fullmatch(raw):
+        raise InvalidInput(f"{name} must be an integer from 1 to {_ID_MAX}", extra={"field": name})
     return int(raw)
 
 
@@ -250,7 +256,11 @@ class SecretFindingListApi(APIView):
     @extend_schema(
         operation_id="secret_findings_list",
         parameters=[
-            OpenApiParameter("conversation", int, description="Only this conversation's."),
+            OpenApiParameter(
+                "conversation",
+                {"type": "integer", "minimum": 1, "maximum": _ID_MAX},
+                description="Only this conversation's.",
+            ),
             OpenApiParameter("action", str, enum=["masked", "flagged"]),
             OpenApiParameter("reviewed", bool, description="Only reviewed (true) or not (false)."),
             *CURSOR_PARAMETERS,
