@@ -138,9 +138,8 @@ def _not_a_value(value: str) -> bool:
     return ("/" in value and "." in tail) or bool(_REFERENCE.match(value))
 
 
-_PLACEHOLDER = re.compile(r"(?i)your|example|placeholder|redacted|dummy|changeme|^[A-Z_\-]+$")
-
-
+# Placeholders: a word that says so, or a value in capitals alone (`YOUR_OLLAMA_CLOUD_KEY`).
+_PLACEHOLDER = re.compile(r"(?i:your|example|placeholder|redacted|dummy|changeme)|^[A-Z_\-]+$")
 _DEMO = re.compile(r"(?i)password|secret|passwd")
 
 
@@ -154,6 +153,8 @@ def _path_like(value: str) -> bool:
 
 
 def _assigned_secret(value: str, text: str, start: int) -> bool:
+    if value.endswith(("...", "…")):
+        return False  # an elided example (`api_key: sk_test_abc123...`)
     value = value.rstrip(".,;")
     if len(value) < 12 or _not_a_value(value) or _path_like(value) or _PLACEHOLDER.search(value):
         return False

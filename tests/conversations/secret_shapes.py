@@ -66,4 +66,5 @@ ORDINARY = [
     'path = "/var/folders/4n/2f7pppjd2_n0fftzg8vrlg040000gn/T/tmpzpz61wxy"',
     '<link integrity="sha384-' + _R[:40] + '" rel="stylesheet">',
     "the test-key shape sk-some-kebab-name is a name, not a key",
+    "| API Keys | `api_key: sk" + "_test_abc123...` |",  # an elided example
 ]
