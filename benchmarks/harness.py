@@ -53,6 +53,7 @@ BENCH_MODULES = [
     "benchmarks.retention",
     "benchmarks.cost",
     "benchmarks.dropin",
+    "benchmarks.secrets",
 ]
 
 

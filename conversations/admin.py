@@ -8,12 +8,15 @@ raw id widgets instead of loading every related row into a select box.
 from __future__ import annotations
 
 from django.contrib import admin
+from django.utils import timezone
 
 from conversations.models import (
     ContextItem,
     Conversation,
     Message,
     MessagePart,
+    OwnerSecretPolicy,
+    SecretFinding,
     Summary,
     SummaryMessage,
     SummaryParent,
@@ -169,3 +172,31 @@ class ContextItemAdmin(ReadOnlyAdmin):
     list_filter = [ConversationIdFilter, "item_type"]
     search_fields = ["=conversation__id"]
     raw_id_fields = ["conversation", "message", "summary"]
+
+
+@admin.register(SecretFinding)
+class SecretFindingAdmin(ReadOnlyAdmin):
+    """Secrets found at ingest: the review list (flagged ones not yet reviewed first)."""
+
+    list_display = [
+        "id", "conversation", "message", "kind", "location", "action", "created_at", "reviewed_at",
+    ]  # fmt: skip
+    list_select_related = ["conversation"]
+    list_filter = ["action", ("reviewed_at", admin.EmptyFieldListFilter), "kind"]
+    search_fields = ["=conversation__id", "=message__id"]
+    raw_id_fields = ["conversation", "message", "reviewed_by"]
+    actions = ["mark_reviewed"]
+
+    @admin.action(description="Mark the selected findings as reviewed")
+    def mark_reviewed(self, request, queryset):
+        count = queryset.filter(reviewed_at__isnull=True).update(
+            reviewed_at=timezone.now(), reviewed_by=request.user
+        )
+        self.message_user(request, f"{count} finding(s) marked as reviewed.")
+
+
+@admin.register(OwnerSecretPolicy)
+class OwnerSecretPolicyAdmin(admin.ModelAdmin):
+    list_display = ["owner", "policy", "updated_at"]
+    list_filter = ["policy"]
+    raw_id_fields = ["owner"]

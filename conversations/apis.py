@@ -3,13 +3,15 @@ list the active context. Views parse, call one service or selector, and render."
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from conversations import selectors, serializers, services
+from conversations import secret_settings, selectors, serializers, services
 from conversations.archive_port import hydrate_messages
 from conversations.inputs import parse_message_payload
 from core.api.errors import InvalidInput
@@ -163,3 +165,134 @@ class ContextItemListApi(APIView):
         return paginator.get_paginated_response(
             serializers.ContextItemSerializer(page, many=True).data
         )
+
+
+# --- secrets at ingest (docs/security.md, "Secrets at ingest") ---------------------------
+
+
+def _policy_body(request) -> str | None:
+    body = serializers.SecretPolicyInputSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    return body.validated_data["policy"]
+
+
+class OwnerSecretPolicyApi(APIView):
+    @extend_schema(
+        operation_id="secret_policy_get",
+        responses={200: serializers.OwnerSecretPolicySerializer, **ERRORS},
+        description="Your secret policy at ingest (null: none), the server's, and the one in force.",
+    )
+    def get(self, request):
+        return Response(secret_settings.owner_policy(user=request.user))
+
+    @extend_schema(
+        operation_id="secret_policy_set",
+        request=serializers.SecretPolicyInputSerializer,
+        responses={200: serializers.OwnerSecretPolicySerializer, **WRITE_ERRORS},
+        description="Set your secret policy for all your conversations (null: the server's "
+        "applies). Audited. Applies to content sent from now on.",
+    )
+    def put(self, request):
+        policy = _policy_body(request)
+        return Response(
+            secret_settings.owner_policy_set(user=request.user, policy=policy, request=request)
+        )
+
+
+class ConversationSecretPolicyApi(APIView):
+    @extend_schema(
+        operation_id="conversation_secret_policy_get",
+        responses={200: serializers.ConversationSecretPolicySerializer, **ERRORS},
+        description="The conversation's own secret policy (null: inherit), its owner's, the "
+        "server's, and the one in force.",
+    )
+    def get(self, request, conversation_id: int):
+        conversation = selectors.conversation_get_for_user(
+            user=request.user, conversation_id=conversation_id
+        )
+        return Response(secret_settings.conversation_policy(conversation=conversation))
+
+    @extend_schema(
+        operation_id="conversation_secret_policy_set",
+        request=serializers.SecretPolicyInputSerializer,
+        responses={200: serializers.ConversationSecretPolicySerializer, **WRITE_ERRORS},
+        description="Set the conversation's own secret policy (null: inherit). Audited.",
+    )
+    def put(self, request, conversation_id: int):
+        conversation = selectors.conversation_get_for_user(
+            user=request.user, conversation_id=conversation_id
+        )
+        policy = _policy_body(request)
+        return Response(
+            secret_settings.conversation_policy_set(
+                conversation=conversation, policy=policy, actor=request.user, request=request
+            )
+        )
+
+
+def _bool_param(request, name: str) -> bool | None:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    if raw not in ("true", "false"):
+        raise InvalidInput(f"{name} must be true or false", extra={"field": name})
+    return raw == "true"
+
+
+_ID_MAX = 10**18 - 1
+_POSITIVE = re.compile(r"[1-9][0-9]{0,17}")
+
+
+def _int_param(request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    if not _POSITIVE.fullmatch(raw):
+        raise InvalidInput(f"{name} must be an integer from 1 to {_ID_MAX}", extra={"field": name})
+    return int(raw)
+
+
+class SecretFindingListApi(APIView):
+    @extend_schema(
+        operation_id="secret_findings_list",
+        parameters=[
+            OpenApiParameter(
+                "conversation",
+                {"type": "integer", "minimum": 1, "maximum": _ID_MAX},
+                description="Only this conversation's.",
+            ),
+            OpenApiParameter("action", str, enum=["masked", "flagged"]),
+            OpenApiParameter("reviewed", bool, description="Only reviewed (true) or not (false)."),
+            *CURSOR_PARAMETERS,
+        ],
+        responses={200: serializers.SecretFindingPageSerializer, **ERRORS},
+        description="Secrets found at ingest in your conversations, newest first: where and "
+        "of what kind, never the secret. `action=flagged&reviewed=false` is the review queue.",
+    )
+    def get(self, request):
+        action = request.query_params.get("action")
+        if action is not None and action not in ("masked", "flagged"):
+            raise InvalidInput("action must be masked or flagged", extra={"field": "action"})
+        queryset = secret_settings.findings_for_user(
+            user=request.user,
+            conversation_id=_int_param(request, "conversation"),
+            action=action,
+            reviewed=_bool_param(request, "reviewed"),
+        )
+        paginator = IdPagination()
+        page = paginator.paginate_queryset(queryset, request, view=self)
+        return paginator.get_paginated_response(
+            serializers.SecretFindingSerializer(page, many=True).data
+        )
+
+
+class SecretFindingReviewApi(APIView):
+    @extend_schema(
+        operation_id="secret_finding_review",
+        request=None,
+        responses={200: serializers.SecretFindingSerializer, **WRITE_ERRORS},
+        description="Mark a finding as reviewed (it leaves the review queue).",
+    )
+    def post(self, request, finding_id: int):
+        finding = secret_settings.finding_review(user=request.user, finding_id=finding_id)
+        return Response(serializers.SecretFindingSerializer(finding).data)

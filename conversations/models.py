@@ -59,6 +59,14 @@ class ItemType(models.TextChoices):
     SUMMARY = "summary"
 
 
+class SecretPolicy(models.TextChoices):
+    """What ingest does with a secret it finds (docs/security.md, "Secrets at ingest")."""
+
+    MASK = "mask"  # replaced by a typed marker before anything is stored
+    FLAG = "flag"  # stored as sent, recorded as a finding for review
+    OFF = "off"  # not scanned
+
+
 def _in(field: str, choices: type[models.TextChoices]) -> Q:
     return Q(**{f"{field}__in": choices.values})
 
@@ -75,11 +83,20 @@ class Conversation(models.Model):
     last_context_ordinal = models.BigIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Secrets at ingest: this conversation's policy; blank inherits the owner's, then the
+    # server's (LCM_SECRET_POLICY).
+    secret_policy = models.CharField(
+        max_length=8, blank=True, default="", db_default="", choices=SecretPolicy.choices
+    )
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
                 fields=["owner", "session_id"], name="conversation_owner_session_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(secret_policy="") | _in("secret_policy", SecretPolicy),
+                name="conversation_secret_policy_valid",
             ),
             models.CheckConstraint(
                 condition=Q(token_budget__gt=0), name="conversation_budget_positive"
@@ -328,6 +345,73 @@ class ContextItem(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.ordinal} {self.item_type} {self.message_id or self.summary_id}"
+
+
+class OwnerSecretPolicy(models.Model):
+    """A user's secret policy for all their conversations (a conversation's own wins)."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="secret_policy"
+    )
+    policy = models.CharField(max_length=8, choices=SecretPolicy.choices)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=_in("policy", SecretPolicy), name="owner_secret_policy_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.owner_id}: {self.policy}"
+
+
+class SecretAction(models.TextChoices):
+    MASKED = "masked"
+    FLAGGED = "flagged"
+
+
+class SecretFinding(models.Model):
+    """A secret that ingest found in a stored message: where and of what kind, never the
+    secret itself nor a hash of it (a hash would confirm a guessed secret). Flagged ones
+    are listed for review (API and admin)."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.PROTECT, related_name="secret_findings"
+    )
+    message = models.ForeignKey(Message, on_delete=models.PROTECT, related_name="+")
+    kind = models.CharField(max_length=64)
+    # The field of the message: "content", "parts[2].tool_output", "parts[0].tool_input.env.KEY"
+    location = models.CharField(max_length=255)
+    start = models.PositiveIntegerField()  # offsets in that field as sent
+    end = models.PositiveIntegerField()
+    action = models.CharField(max_length=8, choices=SecretAction.choices)
+    created_at = models.DateTimeField()
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=_in("action", SecretAction), name="secret_finding_action_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(end__gt=models.F("start")), name="secret_finding_span_ordered"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["conversation", "action", "id"], name="secret_finding_review"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} in message {self.message_id} ({self.action})"
 
 
 # Retention: the part columns an archive segment holds and the database clears (migration

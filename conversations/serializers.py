@@ -11,7 +11,15 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from conversations.inputs import DECIMAL_LIMIT, INT_MAX, INT_MIN, PART_FIELDS
-from conversations.models import ContextItem, Conversation, Message, MessagePart, PartType, Role
+from conversations.models import (
+    ContextItem,
+    Conversation,
+    Message,
+    MessagePart,
+    PartType,
+    Role,
+    SecretFinding,
+)
 from core.api.requests import BLANK_PATTERN, RequestSerializer
 from core.api.schema import cursor_page
 
@@ -205,3 +213,39 @@ class ContextItemSerializer(serializers.ModelSerializer):
 ConversationPageSerializer = cursor_page("ConversationPageSerializer", ConversationSerializer)
 MessagePageSerializer = cursor_page("MessagePageSerializer", MessageSerializer)
 ContextItemPageSerializer = cursor_page("ContextItemPageSerializer", ContextItemSerializer)
+
+
+# --- secrets at ingest (docs/security.md, "Secrets at ingest") ---------------------------
+
+
+class SecretPolicyInputSerializer(RequestSerializer):
+    policy = serializers.ChoiceField(
+        choices=["mask", "flag", "off"],
+        allow_null=True,
+        help_text="mask: secrets are replaced by [secret:<kind>] before anything is stored; "
+        "flag: stored as sent and listed for review; off: not scanned; null: inherit.",
+    )
+
+
+class OwnerSecretPolicySerializer(serializers.Serializer):
+    policy = serializers.CharField(allow_null=True, help_text="Your own policy (null: none).")
+    server = serializers.CharField(help_text="LCM_SECRET_POLICY.")
+    effective = serializers.CharField()
+
+
+class ConversationSecretPolicySerializer(OwnerSecretPolicySerializer):
+    owner = serializers.CharField(allow_null=True, help_text="The owner's policy (null: none).")
+
+
+class SecretFindingSerializer(serializers.ModelSerializer):
+    message_seq = serializers.IntegerField(source="message.seq", read_only=True)
+
+    class Meta:
+        model = SecretFinding
+        fields = [
+            "id", "conversation", "message", "message_seq", "kind", "location", "start", "end",
+            "action", "created_at", "reviewed_at",
+        ]  # fmt: skip
+
+
+SecretFindingPageSerializer = cursor_page("SecretFindingPage", SecretFindingSerializer)

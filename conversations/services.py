@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from conversations import bulk, one_statement_append
+from conversations import bulk, one_statement_append, secret_guard
 from conversations.inputs import MessageInput, PartInput, render_parts_text
 from conversations.interception import Intercepted, NothingStaged, intercept
 from conversations.models import ContextItem, Conversation, ItemType, Message, MessagePart
@@ -109,31 +109,32 @@ def messages_append(
     All or nothing: either every new message, its parts and its context item are
     written, or nothing is.
 
-    Large file blocks and tool outputs (at or above LCM_LARGE_FILE_TOKEN_THRESHOLD tokens)
-    are intercepted first, before the transaction (exploring a text may call the model):
+    Secrets are masked (or flagged) first, by the conversation's policy (`secret_guard`).
+    Then large file blocks and tool outputs (at or above LCM_LARGE_FILE_TOKEN_THRESHOLD tokens)
+    are intercepted, before the transaction (exploring a text may call the model):
     the stored message carries the compact reference and `file_ids`. Their bytes are
     written before the transaction too, their `large_files` rows inside it, under the
     conversation lock.
     """
     if not messages:
         return []
+    # Secrets first (masked before anything, large-file bytes included, is stored).
+    guarded = secret_guard.guard_messages(conversation_id=conversation_id, messages=messages)
+    messages = guarded.messages
     batch = intercept(conversation_id=conversation_id, messages=messages)
     file_ids: Sequence[list[str]] = ()
     if batch is not None:
         messages, file_ids = batch.messages, batch.file_ids
     prepared = [message_text_and_tokens(content=m.content, parts=m.parts) for m in messages]
-    if one_statement_append.applies(messages=messages, has_large_files=batch is not None):
+    if not guarded.found and one_statement_append.applies(
+        messages=messages, has_large_files=batch is not None
+    ):
         return _append_in_one_statement(conversation_id, messages, prepared)
     external_ids = [m.external_id for m in messages if m.external_id is not None]
     # With no external ids every message is new: the lock statement advances the counters
     # too (UPDATE ... RETURNING), one statement fewer than lock, then advance.
     reserve = len(messages) if not external_ids else 0
-    staging = (
-        batch.staged(conversation_id=conversation_id)
-        if batch is not None
-        else nullcontext(NothingStaged())
-    )
-    with staging as files, transaction.atomic(durable=True):
+    with _staging(batch, conversation_id) as files, transaction.atomic(durable=True):
         session_id, last_seq, last_ordinal = _lock_conversation(conversation_id, reserve)
         # Read under the lock: writers take it in turn, so server-assigned times rise with
         # `seq` (a time read before the lock could be older than the previous writer's).
@@ -148,6 +149,10 @@ def messages_append(
         if batch is not None and batch.remapped:
             new_rows = [_swap_ids(m, item, batch) for m, item in new_rows]
         _insert_new_messages(conversation_id, session_id, new_rows, last_ordinal, now)
+        created = [r.message.pk if r.created else None for r in results]
+        secret_guard.record_findings(
+            conversation_id=conversation_id, guarded=guarded, message_ids=created, now=now
+        )
         if not reserve:
             _advance_counters(
                 conversation_id, new_rows[-1][0].seq, last_ordinal + len(new_rows), now
@@ -156,6 +161,13 @@ def messages_append(
             transaction.on_commit(lambda: _run_after_append_hooks(conversation_id))
     logger.debug("appended %d message(s) to conversation %s", len(new_rows), conversation_id)
     return results
+
+
+def _staging(batch: Intercepted | None, conversation_id: int):
+    """The large files set aside (written now, their rows recorded under the lock)."""
+    if batch is None:
+        return nullcontext(NothingStaged())
+    return batch.staged(conversation_id=conversation_id)
 
 
 def _lock_conversation(conversation_id: int, reserve: int) -> tuple[str, int, int]:

@@ -15,4 +15,16 @@ urlpatterns = [
         apis.ContextItemListApi.as_view(),
         name="context-item-list",
     ),
+    path("secret-policy/", apis.OwnerSecretPolicyApi.as_view(), name="secret-policy"),
+    path(
+        "conversations/<int:conversation_id>/secret-policy/",
+        apis.ConversationSecretPolicyApi.as_view(),
+        name="conversation-secret-policy",
+    ),
+    path("secret-findings/", apis.SecretFindingListApi.as_view(), name="secret-finding-list"),
+    path(
+        "secret-findings/<int:finding_id>/review/",
+        apis.SecretFindingReviewApi.as_view(),
+        name="secret-finding-review",
+    ),
 ]

@@ -429,6 +429,16 @@ SETTINGS: tuple[Setting, ...] = (
         "empty turns redaction off.",
     ),
     Setting(
+        "LCM_SECRET_POLICY",
+        str,
+        "mask",
+        "What ingest does with a secret it finds in new content (API keys, tokens, private "
+        "keys, credentials in URLs): mask (replace it by [secret:<kind>] before storing), "
+        "flag (store it, list it for review) or off; users and conversations may override "
+        "it (docs/security.md).",
+        choices=("mask", "flag", "off"),
+    ),
+    Setting(
         "LCM_PROVIDER_MAX_RETRIES",
         int,
         2,

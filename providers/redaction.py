@@ -2,9 +2,9 @@
 text blocks, tool results) goes through one function str -> str first.
 
 LCM_REDACTION_HOOK names it as a dotted path (default `providers.redaction.redact_secrets`;
-empty turns redaction off). The default masks common secret shapes: Anthropic/OpenAI keys
-(`sk-ant-...`, `sk-...`), AWS access key ids and secret keys, bearer tokens, GitHub tokens
-and PEM private keys, each as `[REDACTED:<kind>]`.
+empty turns redaction off). The default masks what the ingest scanner finds
+(`core.secret_scan`, the same detector: provider and cloud keys, tokens, private keys,
+credentials in URLs, high-entropy strings), each as `[REDACTED:<kind>]`.
 """
 
 from __future__ import annotations
@@ -14,67 +14,20 @@ import dataclasses
 import functools
 import importlib
 import os
-import re
 from collections.abc import Callable
 
 from django.core.exceptions import ImproperlyConfigured
 
+from core.secret_scan import mask_secrets
 from providers.blocks import rendered_text
 
 DEFAULT_HOOK = "providers.redaction.redact_secrets"
-
-_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
-    (
-        "private_key",
-        re.compile(
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----",
-            re.S,
-        ),
-    ),
-    ("anthropic_key", re.compile(r"\bsk-ant-[A-Za-z0-9_\-]{8,}")),
-    ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{16,}")),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
-    ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
-    (
-        "aws_secret_access_key",
-        re.compile(
-            r"(?i)(aws_secret_access_key|aws_secret_key|secret_access_key)(\s*[:=]\s*[\"']?)"
-            r"[A-Za-z0-9/+=]{40}"
-        ),
-    ),
-    ("bearer_token", re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9\-._~+/]{16,}=*")),
-)
-
-
-# Substrings without which a pattern cannot match: a cheap test that skips most regex
-# passes over ordinary prose (lower-case needles are tested against the lowered text).
-_NEEDLES = {
-    "private_key": ("PRIVATE KEY",),
-    "anthropic_key": ("sk-ant-",),
-    "openai_key": ("sk-",),
-    "github_token": ("gh", "github_pat_"),
-    "aws_access_key_id": ("AKIA", "ASIA"),
-    "aws_secret_access_key": ("secret",),
-    "bearer_token": ("bearer",),
-}
+OUTBOUND_MARKER = "[REDACTED:{kind}]"
 
 
 def redact_secrets(text: str) -> str:
     """`text` with every recognised secret replaced by `[REDACTED:<kind>]`."""
-    lowered = text.lower()
-    for kind, pattern in _PATTERNS:
-        needles = _NEEDLES[kind]
-        haystack = lowered if needles[0].islower() else text
-        if not any(needle in haystack for needle in needles):
-            continue
-        if pattern.groups >= 2:
-            text = pattern.sub(lambda m, k=kind: m.group(1) + m.group(2) + f"[REDACTED:{k}]", text)
-        elif pattern.groups == 1:
-            text = pattern.sub(lambda m, k=kind: m.group(1) + f"[REDACTED:{k}]", text)
-        else:
-            text = pattern.sub(f"[REDACTED:{kind}]", text)
-        lowered = text.lower()
-    return text
+    return mask_secrets(text, OUTBOUND_MARKER)[0]
 
 
 def _identity(text: str) -> str:

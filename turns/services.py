@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from conversations.secret_guard import guard_content
 from core.api.errors import InvalidInput, NotFound, PayloadTooLarge
 from core.ids import new_id
 from providers import blocks as B
@@ -184,6 +185,8 @@ def turn_accept(
     turn is refused with 409 and a retry hint; nothing is stored then."""
     if branch.session_id != session.pk:
         raise NotFound(f"branch {branch.pk} does not exist in session {session.pk}")
+    # Secrets at ingest: masked (by the conversation's policy) before the turn stores them.
+    content = guard_content(conversation_id=branch.conversation_id, content=content)
     message = user_message_from(content)
     spec = resolve_model(session, model)
     mode = tools_mode or session.tools_mode
@@ -280,6 +283,9 @@ def step_finish(*, step: ProviderStep, response, tool_results: list[dict] | None
     """Record a non-final step (a tool loop continues after it). `tool_results` (the
     tool_result blocks sent back) are kept as `tool_output` transcript items."""
     fields = _response_fields(response)
+    if tool_results:
+        conversation_id = step.turn.branch.conversation_id
+        tool_results = guard_content(conversation_id=conversation_id, content=tool_results)
     for block in tool_results or []:
         fields["normalized_items"].append(
             B.item_tool_output(block.get("tool_use_id", ""), block.get("content") or [])

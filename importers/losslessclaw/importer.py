@@ -26,7 +26,7 @@ from django.db import DatabaseError, IntegrityError, transaction
 from django.utils import timezone
 
 from conversations import bulk
-from conversations.inputs import PartInput
+from conversations.inputs import MessageInput, PartInput
 from conversations.models import (
     ContextItem,
     Conversation,
@@ -39,6 +39,13 @@ from conversations.models import (
     SummaryLevel,
     SummaryMessage,
     SummaryParent,
+)
+from conversations.secret_guard import (
+    Guarded,
+    guard_messages,
+    mask_text,
+    policy_for,
+    record_findings,
 )
 from conversations.services import MESSAGE_COLUMNS, message_text_and_tokens
 from core import locks
@@ -113,6 +120,7 @@ class _State:
     files: dict[str, str] = field(default_factory=dict)  # source file id -> our file id
     file_shas: dict[str, str] = field(default_factory=dict)  # sha256 -> our file id
     max_source_seq: int = 0
+    secret_policy: str = ""  # the conversation's effective secret policy, once read
 
 
 @dataclass(frozen=True)
@@ -127,6 +135,7 @@ class _NewMessage:
     role: str
     seq: int
     created_at: object
+    secrets: Guarded | None = None  # what the secret scan found (recorded once stored)
 
 
 def _free_file_id(source_id: str) -> str:
@@ -503,6 +512,7 @@ class ConversationImport:
         conversation = state.conversation
         remap = any(s != f for s, f in state.files.items())
         known_files = set(state.files.values())
+        state.secret_policy = policy_for(conversation.pk)
         prepared = [
             self._prepare_message(state, row, conversation.last_seq + offset, remap, known_files)
             for offset, row in enumerate(new, start=1)
@@ -510,6 +520,14 @@ class ConversationImport:
         ids = self._insert_messages(conversation, prepared)
         self._insert_parts(ids, prepared)
         self._insert_import_records(conversation, ids, prepared)
+        for pk, message in zip(ids, prepared, strict=True):
+            if message.secrets is not None:
+                record_findings(
+                    conversation_id=conversation.pk,
+                    guarded=message.secrets,
+                    message_ids=[pk],
+                    now=self.now,
+                )
         for pk, message in zip(ids, prepared, strict=True):
             state.messages[str(message.row["message_id"])] = (
                 pk,
@@ -530,6 +548,13 @@ class ConversationImport:
         if remap:
             parts = [self._remapped_part(state, part) for part in parts]
             content = self._remap_files(state, content)
+        # Secrets at ingest, as `messages_append` does: masked or flagged by the policy.
+        guarded = guard_messages(
+            conversation_id=state.conversation.pk,
+            messages=[MessageInput(role=Role.USER, content=content, parts=tuple(parts))],
+            policy=state.secret_policy,
+        )
+        content, parts = guarded.messages[0].content, list(guarded.messages[0].parts)
         content, tokens = message_text_and_tokens(content=content, parts=parts)
         return _NewMessage(
             row=row,
@@ -540,6 +565,7 @@ class ConversationImport:
             role=self._message_role(row),
             seq=seq,
             created_at=parse_time(row["created_at"]) or self.now,
+            secrets=guarded if guarded.found else None,
         )
 
     def _remapped_part(self, state: _State, part: PartInput) -> PartInput:
@@ -738,6 +764,7 @@ class ConversationImport:
             return
         conversation = state.conversation
         _refuse_taken_summary_ids(conversation, [p[0]["summary_id"] for p in planned])
+        state.secret_policy = state.secret_policy or policy_for(conversation.pk)
         known_files = set(state.files.values())
         by_id = dict(state.summaries)
         messages = {pk: (tokens, at) for pk, tokens, at in state.messages.values()}
@@ -773,6 +800,7 @@ class ConversationImport:
         """The summary with its span and counts taken from its sources (messages, as
         `messages` {id: (tokens, time)} gives them, or summaries), its text remapped."""
         content = self._remap_files(state, clean_text(str(row["content"] or "")))
+        content = mask_text(content, state.secret_policy)
         if message_ids:
             times = [messages[m][1] for m in message_ids]
             source_tokens = sum(messages[m][0] for m in message_ids)

@@ -72,6 +72,9 @@ def test_a_canary_key_is_nowhere_after_a_turn_a_compaction_an_expansion_and_401s
     settings.LCM_LEAF_TARGET_TOKENS = 120
     settings.LCM_AUTOCOMPACT_DISABLED = True
     settings.LCM_SUMMARY_MAX_RETRIES = 0
+    # The secret must reach the store as sent: this test is about outbound redaction (ingest
+    # masking has its own tests, tests/conversations/test_secrets_at_ingest.py).
+    settings.LCM_SECRET_POLICY = "off"
     with FakeMessagesAPI() as fake:
         monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
         monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)

@@ -27,11 +27,14 @@ class Command(BaseCommand):
         "agent compaction's, else the whole session) and size, the share of the span's "
         "handles kept by one deterministic summary, by compaction until under the size, by "
         "the newest records that fit, and by the agent's own summary "
-        "(docs/benchmarks.md, Fidelity). Writes under 'lcm-eval-fidelity'."
+        "(docs/benchmarks.md, Fidelity). Writes under 'lcm-eval-fidelity'. "
+        "secrets: import session files under the flag policy and scan conversation datasets "
+        "(JSON), and print the secrets found by kind with a preview of each for spot checks "
+        "(docs/benchmarks.md, Secrets at ingest). Writes under 'lcm-eval-secrets'."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("task", choices=["recall", "capture", "fidelity"])
+        parser.add_argument("task", choices=["recall", "capture", "fidelity", "secrets"])
         parser.add_argument(
             "path",
             nargs="+",
@@ -88,6 +91,11 @@ class Command(BaseCommand):
             raise CommandError(f"{', '.join(missing)} does not exist")
         if options["task"] == "capture":
             self._capture(paths, options["json"])
+            return
+        if options["task"] == "secrets":
+            from benchmarks import secrets
+
+            self.stdout.write(secrets.render(secrets.run(paths)))
             return
         if len(paths) != 1:
             raise CommandError("recall takes one dataset path")
