@@ -53,3 +53,11 @@ def test_no_product_package_holds_benchmark_code():
         if benchmark_names.search(path.stem) and "management" not in path.parts
     ]
     assert misplaced == []
+
+
+def test_every_package_is_installed_by_a_wheel():
+    # A package left out of setuptools' find list runs from a checkout and is missing from
+    # every wheel built from it.
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    included = {pattern.rstrip("*") for pattern in found["packages"]["find"]["include"]}
+    assert set(PACKAGES) <= included
