@@ -1,0 +1,250 @@
+"""Redaction (docs/security.md, "Redaction"): a secret planted in a message's text, a tool
+output and a large file of a compacted (depth >= 2), memory-indexed, partly archived
+conversation with a turn session's journals and event logs is removed from every place;
+verify finds it nowhere; summaries are regenerated and still expand; integrity reports
+nothing; places it did not touch stay byte-identical; other users' data is untouched; a
+job interrupted after any step resumes to the end."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from django.core.files.storage import storages
+from django.db import DatabaseError, transaction
+
+from archive.models import Segment
+from archive.selectors import forget
+from archive.services import segment_archive
+from compaction.engine import compact_conversation
+from compaction.summarizers import DeterministicSummarizer
+from conversations.inputs import parse_message
+from conversations.models import Message, MessagePart, Summary, SummaryMessage
+from conversations.services import messages_append
+from integrity.checks import Scope
+from integrity.report import scan
+from largefiles.models import LargeFile
+from largefiles.store import file_storage
+from memory.indexing import index_conversation_messages, index_turn
+from memory.models import Chunk
+from security.models import AuditEvent, Redaction
+from security.redaction import jobs
+from security.redaction.request import parse, scope_of_conversation, scope_of_user
+from security.redaction.verify import verify
+from tests.factories import ConversationFactory, append_messages
+from tests.largefile_support import large_file_storage  # noqa: F401
+from tests.turns.conftest import send
+from turns import services as turn_services
+from turns.events import events_path
+from turns.journal import journal_path
+from turns.models import ProviderStep
+
+pytestmark = pytest.mark.usefixtures("large_file_storage", "offline_engine", "archive_folder")
+
+SECRET = "sk_test_51HqZt9QuokkaZanzibar0042"
+FILE_BODY = "".join(f"row {i}: ledger entry {'x' * 40}\n" for i in range(300))
+
+
+@pytest.fixture
+def archive_folder(tmp_path, settings):
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "archive_segments": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "archive")},
+        },
+    }
+    storages._storages.pop("archive_segments", None)
+    forget()
+    yield
+    storages._storages.pop("archive_segments", None)
+    forget()
+
+
+@pytest.fixture(autouse=True)
+def small_limits(settings):
+    settings.LCM_LARGE_FILE_TOKEN_THRESHOLD = 1000
+    settings.LCM_LEAF_CHUNK_TOKENS = 200
+    settings.LCM_CONDENSED_MIN_FANOUT = 2
+    settings.LCM_LEAF_MIN_FANOUT = 2
+    settings.LCM_LEAF_TARGET_TOKENS = 60
+    settings.LCM_CONDENSED_TARGET_TOKENS = 60
+    settings.LCM_FRESH_TAIL_COUNT = 4
+
+
+def _planted(owner, secret: str = SECRET):
+    """A conversation with the secret in message text (seq 4), a tool output (seq 6) and a
+    large file (seq 7), compacted to depth >= 2, indexed, its oldest messages archived."""
+    conversation = ConversationFactory(owner=owner)
+    append_messages(conversation, 3)
+    messages_append(
+        conversation_id=conversation.pk,
+        messages=[
+            parse_message({"role": "user", "content": f"my key is {secret} please use it"}),
+            parse_message({"role": "assistant", "content": "calling the payments API now"}),
+            parse_message(
+                {
+                    "role": "tool",
+                    "content": "charge created",
+                    "parts": [
+                        {
+                            "part_type": "tool",
+                            "tool_name": "bash",
+                            "tool_call_id": "call_pay",
+                            "tool_output": f"curl -u {secret}: https://api.example/charges ok",
+                            "tool_status": "completed",
+                        }
+                    ],
+                }
+            ),
+            parse_message(
+                {
+                    "role": "user",
+                    "content": f'<file name="env.txt" mime="text/plain">{FILE_BODY}'
+                    f"PAYMENTS_KEY={secret}\n{FILE_BODY}</file>",
+                }
+            ),
+        ],
+    )
+    append_messages(conversation, 60, start=10)
+    compact_conversation(
+        conversation_id=conversation.pk, mode="full", summarizer=DeterministicSummarizer()
+    )
+    index_conversation_messages(conversation_id=conversation.pk)
+    segment_archive(conversation=conversation, seq_from=1, seq_to=5)
+    return conversation
+
+
+@pytest.fixture
+def chat(user):
+    """A turn session with the secret in a turn, its journal and its event log."""
+    session = turn_services.session_create(owner=user, title="chat")
+    turn = send(session, f"remember the staging key {SECRET} for later", commit=True)
+    index_turn(turn_id=turn.pk)
+    events_path(turn.pk).write_text(f'{{"id":1,"event":"delta","data":{{"text":"{SECRET}"}}}}\n')
+    return session, turn
+
+
+def _places(conversation) -> dict:
+    """Fingerprints of the conversation's stored places (for byte-identity checks)."""
+    messages = list(
+        Message.objects.filter(conversation=conversation).order_by("seq").values_list("content")
+    )
+    parts = list(
+        MessagePart.objects.filter(message__conversation=conversation)
+        .order_by("pk")
+        .values_list("tool_output", "text_content")
+    )
+    summaries = list(
+        Summary.objects.filter(conversation=conversation)
+        .order_by("pk")
+        .values_list("pk", "content")
+    )
+    files = [
+        hashlib.sha256(file_storage().open(f.storage_key, "rb").read()).hexdigest()
+        for f in LargeFile.objects.filter(conversation=conversation).order_by("pk")
+    ]
+    return {"messages": messages, "parts": parts, "summaries": summaries, "files": files}
+
+
+def _depth(conversation) -> int:
+    return max(Summary.objects.filter(conversation=conversation).values_list("depth", flat=True))
+
+
+def _redact(api, url, body, capture):
+    with capture(execute=True):
+        response = api.post(url, body, format="json")
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def test_a_literal_is_redacted_everywhere_and_verify_finds_nothing(
+    api, user, django_capture_on_commit_callbacks
+):
+    conversation = _planted(user)
+    untouched = _planted(user, secret="nothing-secret-here")
+    untouched_before = _places(untouched)
+    assert _depth(conversation) >= 2
+    assert Segment.objects.filter(conversation=conversation).exists()
+    assert verify([SECRET]).count > 0
+    before = _places(conversation)
+    summary_ids = {pk for pk, _ in before["summaries"]}
+
+    url = f"/api/v1/conversations/{conversation.pk}/redactions/"
+    plan = api.post(url, {"literal": SECRET, "reason": "api-key", "dry_run": True}, format="json")
+    assert plan.status_code == 200, plan.content
+    places = plan.json()["places"]
+    assert places["canonical"]["messages"] >= 1 and places["canonical"]["archived_messages"] >= 1
+    assert places["large_files"]["files"] == 1 and places["archive_segments"] == 1
+    assert places["summaries"]["total"] >= 2 and places["memory_units"] >= 1
+    assert Redaction.objects.count() == 0  # a dry run writes nothing
+
+    body = _redact(
+        api, url, {"literal": SECRET, "reason": "api-key"}, django_capture_on_commit_callbacks
+    )
+    assert body["state"] == "done", body
+    assert body["verification"]["occurrences"] == 0, body["verification"]
+    assert verify([SECRET]).count == 0
+    marker = body["marker"]
+    assert marker.startswith("[redacted: api-key red_")
+
+    # Summaries keep their ids and still expand, to the redacted text.
+    after = _places(conversation)
+    assert {pk for pk, _ in after["summaries"]} == summary_ids
+    regenerated = set(body["steps"]["summaries"]["ids"])
+    assert len(regenerated) >= 2 and body["steps"]["summaries"].get("depth_1", 0) >= 1
+    leaf = SummaryMessage.objects.filter(message__conversation=conversation, message__seq=4).get()
+    for summary_id in (
+        leaf.summary_id,
+        Summary.objects.filter(conversation=conversation).order_by("-depth").first().pk,
+    ):
+        expanded = api.post(
+            "/api/v1/expand/",
+            {"summary_id": summary_id, "include_messages": True, "depth": 3, "token_cap": 100000},
+            format="json",
+        )
+        assert expanded.status_code == 200, expanded.content
+        assert SECRET not in expanded.content.decode() and marker in expanded.content.decode()
+    # Places it did not touch are byte-identical.
+    assert [s for s in after["summaries"] if s[0] not in regenerated] == [
+        s for s in before["summaries"] if s[0] not in regenerated
+    ]
+    # seq 4 is archived (its segment was rewritten), seq 6's tool output is a part, seq 7
+    # holds a reference to the large file (whose bytes were rewritten).
+    assert after["messages"] == before["messages"]
+    assert sum(a != b for a, b in zip(before["parts"], after["parts"], strict=True)) == 1
+    assert after["files"] != before["files"]
+    assert _places(untouched) == untouched_before
+    assert scan(Scope(None)).total_problems == 0
+    event = AuditEvent.objects.get(action="redaction")
+    assert SECRET not in str(event.details) and event.details["verification"]["occurrences"] == 0
+    assert Redaction.objects.get().sealed == ""
+
+
+def test_a_pattern_across_a_users_data_leaves_another_user_untouched(
+    api, user, other_user, chat, django_capture_on_commit_callbacks
+):
+    mine = [_planted(user), _planted(user, secret="sk_test_51SecondConversationKey77")]
+    theirs = _planted(other_user, secret="sk_test_51SomeoneElsesKeyQQ123")
+    theirs_before = _places(theirs)
+    session, turn = chat
+    step = ProviderStep.objects.filter(turn=turn).first()
+    assert SECRET in str(step.request_json)
+
+    body = _redact(
+        api, "/api/v1/redactions/", {"regex": r"sk_test_[0-9A-Za-z]{20,}"},
+        django_capture_on_commit_callbacks,
+    )  # fmt: skip
+    assert body["state"] == "done" and body["verification"]["occurrences"] == 0, body
+    assert verify([SECRET, "sk_test_51SecondConversationKey77"]).count == 0
+    assert _places(theirs) == theirs_before
+    assert verify(["sk_test_51SomeoneElsesKeyQQ123"]).count > 0
+    step.refresh_from_db()
+    assert SECRET not in str(step.request_json) and SECRET not in str(step.response_json)
+    assert SECRET not in events_path(turn.pk).read_text()
+    assert not journal_path(step.pk).exists() or SECRET not in journal_path(step.pk).read_text()
+    assert scan(Scope(None)).total_problems == 0
+    for conversation in mine:
+        assert not Chunk.objects.filter(
+            conversation=conversation, rendered_text__contains="sk_test"
+        )
