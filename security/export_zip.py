@@ -45,7 +45,7 @@ from core import crypto
 from importers.exporters import export_jsonl
 from largefiles.models import LargeFile
 from largefiles.store import file_storage
-from security.hard_delete import _batches, stream_paths, collect
+from security.hard_delete import _batches, collect, stream_paths
 from turns import journal_store
 
 FORMAT = "lcm-archive"

@@ -93,7 +93,7 @@ class UserRedactionRequestSerializer(RedactionRequestSerializer):
 
 class RedactionSerializer(serializers.Serializer):
     id = serializers.CharField()
-    state = serializers.ChoiceField(choices=["running", "done", "failed"])
+    state = serializers.CharField(help_text="running, done or failed (resume it)")
     reason = serializers.CharField()
     marker = serializers.CharField()
     scope = serializers.DictField()

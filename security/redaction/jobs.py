@@ -43,7 +43,7 @@ from security.redaction import (
 )
 from security.redaction.context import JobContext
 from security.redaction.matcher import MIN_NEEDLE, seal
-from security.redaction.plan import exports_on_record, form_strings, message_forms, plan
+from security.redaction.plan import form_strings, message_forms, plan
 from security.redaction.request import RedactionRequest
 from security.redaction.verify import verify
 from security.services import audit_record

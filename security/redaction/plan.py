@@ -27,7 +27,7 @@ def _strings(value) -> list[str]:
     if isinstance(value, list):
         return [s for item in value for s in _strings(item)]
     if isinstance(value, dict):
-        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+        return [s for v in value.values() for s in _strings(v)]  # keys are structure
     return []
 
 

@@ -36,12 +36,21 @@ _TEXT = (models.TextField, models.CharField, models.JSONField)
 _BATCH = 500
 
 
-def text_columns(model) -> list[str]:
-    return [
-        f.attname
+def text_columns(model) -> dict[str, int | None]:
+    """The columns that can hold free text, with their length limit (enumerations, keys
+    and references cannot)."""
+    return {
+        f.attname: getattr(f, "max_length", None) if isinstance(f, models.CharField) else None
         for f in model._meta.concrete_fields
-        if isinstance(f, _TEXT) and not f.primary_key and not f.is_relation
-    ]
+        if isinstance(f, _TEXT) and not f.primary_key and not f.is_relation and not f.choices
+    }
+
+
+def _fit(original, new, limit: int | None, ctx: JobContext):
+    """A short column keeps its length limit: the short marker `[redacted]`, then cut."""
+    if limit is None or not isinstance(new, str) or len(new) <= limit:
+        return new
+    return ctx.matcher.pattern.sub("[redacted]", original)[:limit]
 
 
 def scrub_model(model, ids: set, ctx: JobContext, *, dry: bool = False) -> int:
@@ -54,10 +63,10 @@ def scrub_model(model, ids: set, ctx: JobContext, *, dry: bool = False) -> int:
         batch = ordered[start : start + _BATCH]
         for row in model._base_manager.filter(pk__in=batch).values("pk", *columns):
             updates = {}
-            for column in columns:
+            for column, limit in columns.items():
                 new, n = ctx.matcher.sub_value(row[column])
                 if n:
-                    updates[column] = new
+                    updates[column] = _fit(row[column], new, limit, ctx)
             if updates and not dry:
                 model._base_manager.filter(pk=row["pk"]).update(**updates)
             changed += bool(updates)

@@ -22,6 +22,7 @@ Found occurrences name the place (table and column, or file) and the row id, nev
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import re
@@ -167,10 +168,8 @@ def _clear_texts(path: Path, data: bytes) -> list[bytes]:
             return texts
     if data.startswith(segments.MAGIC):
         header, _, compressed = data.partition(b"\n")
-        try:
+        with contextlib.suppress(Exception):  # an unreadable segment is integrity's to report
             texts.append(segments.decompress(compressed, header[len(segments.MAGIC) :].decode()))
-        except Exception:  # an unreadable segment is integrity's to report
-            pass
     if path.suffix == ".jsonl":
         for raw in data.split(b"\n"):
             try:

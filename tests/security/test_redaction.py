@@ -29,7 +29,7 @@ from memory.indexing import index_conversation_messages, index_turn
 from memory.models import Chunk
 from security.models import AuditEvent, Redaction
 from security.redaction import jobs
-from security.redaction.request import parse, scope_of_conversation, scope_of_user
+from security.redaction.request import parse, scope_of_conversation
 from security.redaction.verify import verify
 from tests.factories import ConversationFactory, append_messages
 from tests.largefile_support import large_file_storage  # noqa: F401
@@ -248,3 +248,123 @@ def test_a_pattern_across_a_users_data_leaves_another_user_untouched(
         assert not Chunk.objects.filter(
             conversation=conversation, rendered_text__contains="sk_test"
         )
+
+
+def test_a_job_interrupted_after_each_step_resumes_to_the_end(user, monkeypatch):
+    """An error at each step in turn (the job fails there, its earlier steps recorded);
+    integrity stays clean at every stop; resuming finishes it and verify finds nothing."""
+    conversation = _planted(user)
+    failing = {"at": None}
+    steps = []
+    for name, step in jobs.STEPS:
+
+        def wrapped(ctx, name=name, step=step):
+            if failing["at"] == name:
+                raise RuntimeError("interrupted")
+            return step(ctx)
+
+        steps.append((name, wrapped))
+    monkeypatch.setattr(jobs, "STEPS", tuple(steps))
+    request = parse({"literal": SECRET}, scope_of_conversation(conversation))
+    for index, name in enumerate(jobs.STEP_NAMES):
+        failing["at"] = name
+        with pytest.raises(RuntimeError, match="interrupted"):
+            if index == 0:
+                jobs.start(request, via="command")
+            else:
+                jobs.resume(Redaction.objects.get().pk)
+        row = Redaction.objects.get()
+        assert row.state == "failed" and row.error == f"step {name}: RuntimeError"
+        assert set(row.steps) == set(jobs.STEP_NAMES[:index])  # (jsonb sorts keys)
+        assert scan(Scope(None)).total_problems == 0, name
+    failing["at"] = None
+    row = jobs.resume(Redaction.objects.get().pk)
+    assert row.state == "done" and row.verification["occurrences"] == 0
+    assert verify([SECRET]).count == 0
+    assert AuditEvent.objects.filter(action="redaction").count() == 1
+
+
+def test_whole_messages_and_a_span(api, user, django_capture_on_commit_callbacks):
+    conversation = _planted(user)
+    live = Message.objects.filter(conversation=conversation, archived_in=None).order_by("seq")
+    whole, spanned = live[0], live[1]
+    url = f"/api/v1/conversations/{conversation.pk}/redactions/"
+    body = _redact(api, url, {"message_ids": [whole.pk]}, django_capture_on_commit_callbacks)
+    whole.refresh_from_db()
+    assert whole.content == body["marker"] and body["state"] == "done"
+    assert all(
+        value in (None, "", body["marker"], {"redacted": body["marker"]})
+        for part in MessagePart.objects.filter(message=whole).values()
+        for key, value in part.items()
+        if key in ("text_content", "tool_output", "tool_input")
+    )
+    text = spanned.content
+    body = _redact(
+        api, url, {"span": {"message_id": spanned.pk, "start": 0, "end": 7}},
+        django_capture_on_commit_callbacks,
+    )  # fmt: skip
+    spanned.refresh_from_db()
+    assert spanned.content == body["marker"] + text[7:]
+    assert scan(Scope(None)).total_problems == 0
+
+
+def test_bad_requests_get_one_error_shape_and_write_nothing(api, other_api, user):
+    conversation = _planted(user)
+    url = f"/api/v1/conversations/{conversation.pk}/redactions/"
+    message = Message.objects.filter(conversation=conversation).first()
+    cases = [
+        ({}, 400),
+        ({"literal": "abc"}, 400),  # too short
+        ({"literal": SECRET, "regex": "x+"}, 400),  # two selectors
+        ({"regex": "("}, 400),
+        ({"regex": "x*"}, 400),  # matches the empty string
+        ({"regex": "redacted"}, 400),  # matches the marker
+        ({"literal": SECRET, "reason": "Bad Reason!"}, 400),
+        ({"message_ids": [999999]}, 400),
+        ({"message_ids": ["1"]}, 400),
+        ({"span": {"message_id": message.pk, "start": 5, "end": 2}}, 400),
+        ({"span": {"message_id": message.pk, "start": 0, "end": 10**6}}, 400),
+        ({"literal": SECRET, "surprise": 1}, 400),
+    ]
+    for body, status in cases:
+        response = api.post(url, body, format="json")
+        assert response.status_code == status, (body, response.content)
+        assert set(response.json()) == {"code", "message", "extra"}, body
+    assert other_api.post(url, {"literal": SECRET}, format="json").status_code == 404
+    assert Redaction.objects.count() == 0 and verify([SECRET]).count > 0
+
+
+def test_canonical_rows_refuse_updates_outside_the_permit(user):
+    from security.redaction.permit import redact_permit
+
+    conversation = _planted(user, secret="nothing-secret-here")
+    message = Message.objects.filter(conversation=conversation, archived_in=None).first()
+    with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
+        Message.objects.filter(pk=message.pk).update(content="rewritten")
+    with transaction.atomic(), redact_permit():
+        Message.objects.filter(pk=message.pk).update(content="rewritten")
+    with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
+        Message.objects.filter(pk=message.pk).update(content="again")  # the permit ended
+
+
+def test_the_command_redacts_from_stdin_verifies_and_shows(user, monkeypatch, capsys):
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    conversation = _planted(user)
+    monkeypatch.setattr("sys.stdin", io.StringIO(SECRET + "\n"))
+    call_command(
+        "lcm_redact", "redact", "--conversation", str(conversation.pk), "--stdin", "--dry-run"
+    )
+    assert json.loads(capsys.readouterr().out)["places"]["large_files"]["files"] == 1
+    monkeypatch.setattr("sys.stdin", io.StringIO(SECRET + "\n"))
+    call_command("lcm_redact", "redact", "--conversation", str(conversation.pk), "--stdin")
+    report = json.loads(capsys.readouterr().out)
+    assert report["state"] == "done" and report["verification"]["occurrences"] == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO(SECRET + "\n"))
+    call_command("lcm_redact", "verify")
+    assert json.loads(capsys.readouterr().out)["occurrences"] == 0
+    call_command("lcm_redact", "show", report["id"])
+    assert json.loads(capsys.readouterr().out)["id"] == report["id"]
