@@ -170,12 +170,19 @@ def start(request: RedactionRequest, *, actor=None, via: str, http_request=None)
     return run(row, http_request=http_request)
 
 
+# Runs before its record's transaction: verify folds SQLite's WAL into the database file
+# first (a checkpoint cannot run inside a transaction) and only reads.
+_OUTSIDE_TRANSACTION = {"verify"}
+
+
 def _run_step(ctx: JobContext, name: str, step) -> None:
+    counts = step(ctx) if name in _OUTSIDE_TRANSACTION else None
     with transaction.atomic():
         if connection.vendor == "sqlite":
             with connection.cursor() as cursor:  # overwritten text is zeroed on disk
                 cursor.execute("PRAGMA secure_delete = ON")
-        counts = step(ctx)
+        if counts is None:
+            counts = step(ctx)
         ctx.row.steps = {**ctx.row.steps, name: {**counts, "at": timezone.now().isoformat()}}
         ctx.row.save(update_fields=["steps", "message_ids", "verification"])
     crash_point(name)
