@@ -221,7 +221,7 @@ def _hard_delete(
     *, conversation_ids: set[int], session_ids: set[str], actor, via: str, request, target
 ) -> HardDeleteResult:
     with transaction.atomic(durable=True):
-        _lock_conversations(conversation_ids)
+        lock_conversations(conversation_ids)
         collected = collect(conversation_ids=conversation_ids, session_ids=session_ids)
         _refuse_shared_rows(collected, conversation_ids, session_ids)
         keys = list(
@@ -251,7 +251,7 @@ def _hard_delete(
     return result
 
 
-def _lock_conversations(conversation_ids: set[int]) -> None:
+def lock_conversations(conversation_ids: set[int]) -> None:
     """Writers of these conversations wait for us (appends lock the row; compaction
     holds the advisory lock), and we wait for them."""
     list(

@@ -46,6 +46,7 @@ from security.redaction.matcher import MIN_NEEDLE, seal
 from security.redaction.plan import form_strings, message_forms, plan
 from security.redaction.request import RedactionRequest
 from security.redaction.verify import verify
+from security.hard_delete import lock_conversations
 from security.services import audit_record
 
 
@@ -182,6 +183,9 @@ def _run_step(ctx: JobContext, name: str, step) -> None:
             with connection.cursor() as cursor:  # overwritten text is zeroed on disk
                 cursor.execute("PRAGMA secure_delete = ON")
         if counts is None:
+            # Appends and compaction of these conversations wait for the step, and it for
+            # them, so no summary is written from content read before the redaction.
+            lock_conversations(set(ctx.row.conversation_ids))
             counts = step(ctx)
         ctx.row.steps = {**ctx.row.steps, name: {**counts, "at": timezone.now().isoformat()}}
         ctx.row.save(update_fields=["steps", "message_ids", "verification"])

@@ -8,6 +8,8 @@ job interrupted after any step resumes to the end."""
 from __future__ import annotations
 
 import hashlib
+import io
+import zipfile
 
 import pytest
 from django.core.files.storage import storages
@@ -216,6 +218,12 @@ def test_a_literal_is_redacted_everywhere_and_verify_finds_nothing(
     assert after["files"] != before["files"]
     assert _places(untouched) == untouched_before
     assert scan(Scope(None)).total_problems == 0
+    # An export taken now holds the marker, not the secret, in every entry.
+    exported = api.post("/api/v1/exports/", {"conversation_id": conversation.pk}, format="json")
+    with zipfile.ZipFile(io.BytesIO(b"".join(exported.streaming_content))) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    assert not [name for name, data in entries.items() if SECRET.encode() in data]
+    assert any(marker.encode() in data for data in entries.values())
     event = AuditEvent.objects.get(action="redaction")
     assert SECRET not in str(event.details) and event.details["verification"]["occurrences"] == 0
     assert Redaction.objects.get().sealed == ""

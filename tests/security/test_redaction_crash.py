@@ -76,3 +76,30 @@ def test_a_killed_redaction_resumes_to_the_end(user, child_storages, step):
     assert row.verification["occurrences"] == 0, row.verification
     assert verify([SECRET]).count == 0
     assert scan(Scope(None)).total_problems == 0
+
+
+def test_a_running_server_serves_the_redacted_text_after_a_redaction_elsewhere(
+    user, child_storages
+):
+    """Caches of another process: a server renders the conversation's summaries and reads
+    its archived messages (both cached per process), this process redacts, and the server's
+    next answers hold the marker, not the secret."""
+    from security.redaction import jobs
+    from security.redaction.request import parse, scope_of_conversation
+    from tests.support.tokens import issue_token
+    from tests.turns.live import LiveServer, httpx
+
+    conversation = _planted(user)
+    headers = {"Authorization": f"Token {issue_token(user)}"}
+    assemble = f"/api/v1/conversations/{conversation.pk}/assemble/"
+    listing = f"/api/v1/conversations/{conversation.pk}/messages/?limit=1000"
+    with LiveServer() as server, httpx.Client(base_url=server.url, headers=headers) as client:
+        assert SECRET in client.post(assemble, json={}).text  # a summary quotes it
+        assert SECRET in client.get(listing).text  # the archived message, from its segment
+        row = jobs.start(
+            parse({"literal": SECRET}, scope_of_conversation(conversation)), via="command"
+        )
+        marker = jobs.report(row)["marker"]
+        assembled, listed = client.post(assemble, json={}).text, client.get(listing).text
+    assert SECRET not in assembled and marker in assembled
+    assert SECRET not in listed and marker in listed
