@@ -31,6 +31,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.api.errors import LcmError
+from security.hard_delete import lock_conversations
 from security.models import Redaction, RedactionState
 from security.redaction import (
     archived,
@@ -46,7 +47,6 @@ from security.redaction.matcher import MIN_NEEDLE, seal
 from security.redaction.plan import form_strings, message_forms, plan
 from security.redaction.request import RedactionRequest
 from security.redaction.verify import verify
-from security.hard_delete import lock_conversations
 from security.services import audit_record
 
 
