@@ -12,7 +12,6 @@ from archive.models import Segment, SegmentState
 from conversations.archive_port import hydrate_messages
 from conversations.models import ARCHIVED_PART_COLUMNS, Message
 from largefiles.models import LargeFile
-from security.hard_delete import stream_paths
 from security.models import AuditEvent
 from security.redaction import files, memory_units, rows, streams, summaries
 from security.redaction.canonical import rewrite_form
@@ -143,7 +142,7 @@ def plan(ctx: JobContext) -> tuple[dict, list[str]]:
         for model, ids in collected.items()
         if model not in rows.OWNED and (n := rows.scrub_model(model, ids, ctx, dry=True))
     }
-    journals = [p for p in stream_paths(collected) if streams.scrub_file(p, ctx, dry=True)]
+    journals = [p for p in streams.paths_of(ctx) if streams.scrub_file(p, ctx, dry=True)]
     places["journals"] = len(journals)
     places["exports_on_record"] = exports_on_record(ctx.row.conversation_ids, ctx.row.session_ids)
     return places, sorted(found)

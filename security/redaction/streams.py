@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 
+from django.db.models import Q
+
 from core import crypto
 from security.hard_delete import stream_paths
 from security.redaction.context import JobContext
-from security.redaction.rows import scope_rows
 
 
 def _scrub_line(raw: bytes, ctx: JobContext) -> tuple[bytes, int]:
@@ -48,9 +49,26 @@ def scrub_file(path, ctx: JobContext, *, dry: bool = False) -> int:
     return total
 
 
+def paths_of(ctx: JobContext) -> list:
+    """The journals of the scope's provider steps and the event logs of its turns."""
+    from turns.models import ProviderStep, UserTurn
+
+    turns = UserTurn.objects.filter(
+        Q(session_id__in=ctx.row.session_ids)
+        | Q(branch__conversation_id__in=ctx.row.conversation_ids)
+    )
+    steps = ProviderStep.objects.filter(turn__in=turns)
+    return stream_paths(
+        {
+            ProviderStep: set(steps.values_list("pk", flat=True)),
+            UserTurn: set(turns.values_list("pk", flat=True)),
+        }
+    )
+
+
 def run(ctx: JobContext) -> dict:
     counts = {"journals": 0, "matches": 0}
-    for path in stream_paths(scope_rows(ctx)):
+    for path in paths_of(ctx):
         found = scrub_file(path, ctx)
         if found:
             counts["journals"] += 1

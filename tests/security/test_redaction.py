@@ -108,7 +108,7 @@ def _planted(owner, secret: str = SECRET):
             ),
         ],
     )
-    append_messages(conversation, 60, start=10)
+    append_messages(conversation, 30, start=10)
     compact_conversation(
         conversation_id=conversation.pk, mode="full", summarizer=DeterministicSummarizer()
     )
