@@ -376,3 +376,27 @@ def test_the_command_redacts_from_stdin_verifies_and_shows(user, monkeypatch, ca
     assert json.loads(capsys.readouterr().out)["occurrences"] == 0
     call_command("lcm_redact", "show", report["id"])
     assert json.loads(capsys.readouterr().out)["id"] == report["id"]
+
+
+def test_the_admin_action_redacts_whole_messages_and_lists_the_job(user):
+    from django.test import Client
+
+    from tests.factories import UserFactory
+
+    staff_user = UserFactory(username="admin", is_staff=True, is_superuser=True)
+    conversation = _planted(user)
+    message = Message.objects.filter(conversation=conversation, archived_in=None).first()
+    client = Client()
+    client.force_login(staff_user)
+    response = client.post(
+        "/admin/conversations/message/",
+        {"action": "redact_messages", "_selected_action": [message.pk]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    row = Redaction.objects.get()
+    assert (row.state, row.via, row.actor_id) == ("done", "admin", staff_user.pk)
+    message.refresh_from_db()
+    assert message.content == f"[redacted: admin {row.pk}]"
+    listing = client.get("/admin/security/redaction/")
+    assert listing.status_code == 200 and row.pk in listing.content.decode()
