@@ -30,7 +30,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.utils import timezone
 
-from core.api.errors import LcmError
+from core.api.errors import InvalidInput, LcmError
 from security.hard_delete import lock_conversations
 from security.models import Redaction, RedactionState
 from security.redaction import (
@@ -43,7 +43,7 @@ from security.redaction import (
     summaries,
 )
 from security.redaction.context import JobContext
-from security.redaction.matcher import MIN_NEEDLE, seal
+from security.redaction.matcher import MATCH_TIMEOUT, MIN_NEEDLE, seal
 from security.redaction.plan import form_strings, message_forms, plan
 from security.redaction.request import RedactionRequest
 from security.redaction.verify import verify
@@ -142,11 +142,21 @@ def _row(request: RedactionRequest, *, actor, via: str) -> Redaction:
     )
 
 
+def _plan(row: Redaction) -> tuple[dict, list[str]]:
+    try:
+        return plan(JobContext.of(row))
+    except TimeoutError:
+        raise InvalidInput(
+            f"the regex took over {MATCH_TIMEOUT:g} s on one text: simplify it",
+            code="regex_too_slow",
+        ) from None
+
+
 def dry_run(request: RedactionRequest) -> dict:
     """Every place the redaction would touch, with counts; nothing is written."""
     row = _row(request, actor=None, via="dry_run")
     row.sealed = seal(_needles(request, []))
-    places, found = plan(JobContext.of(row))
+    places, found = _plan(row)
     needles = found if request.selector_kind == "regex" else []
     return {
         "dry_run": True,
@@ -161,7 +171,7 @@ def start(request: RedactionRequest, *, actor=None, via: str, http_request=None)
     """Create the job (the plan and the sealed needles on its row) and run it to the end."""
     row = _row(request, actor=actor, via=via)
     row.sealed = seal(_needles(request, []))
-    places, found = plan(JobContext.of(row))
+    places, found = _plan(row)
     if request.selector_kind == "regex":
         row.sealed = seal(_needles(request, found))
     row.plan = places

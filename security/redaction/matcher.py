@@ -14,11 +14,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 
+import regex as regex_engine  # `regex` names a parameter below
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
+
+# A user's pattern runs over all of their data: each match call gives up after this long
+# (the `regex` package's timeout; `re` has none), so a catastrophic pattern fails the
+# request with a 400 (the plan runs first) instead of holding a worker.
+MATCH_TIMEOUT = 1.0
 
 # Needles shorter than this are not scrubbed from derived places (a whole message "ok"
 # would otherwise take every "ok" with it); the canonical row is still redacted.
@@ -31,24 +36,24 @@ def marker(reason: str, redaction_id: str) -> str:
 
 @dataclass
 class Matcher:
-    pattern: re.Pattern
+    pattern: regex_engine.Pattern
     replacement: str
 
     @classmethod
     def of(cls, *, literal: str | None, regex: str | None, needles: list[str], mark: str):
         if literal is not None:
-            source = re.escape(literal)
+            source = regex_engine.escape(literal)
         elif regex is not None:
             source = regex
         else:
             kept = sorted({n for n in needles if len(n) >= MIN_NEEDLE}, key=len, reverse=True)
-            source = "|".join(re.escape(n) for n in kept) or r"(?!x)x"
-        return cls(re.compile(source), mark)
+            source = "|".join(regex_engine.escape(n) for n in kept) or r"(?!x)x"
+        return cls(regex_engine.compile(source), mark)
 
     def sub(self, text: str) -> tuple[str, int]:
         if not text:
             return text, 0
-        return self.pattern.subn(lambda _: self.replacement, text)
+        return self.pattern.subn(lambda _: self.replacement, text, timeout=MATCH_TIMEOUT)
 
     def sub_value(self, value):
         """Every string inside a JSON value (keys too), and how many matches."""
@@ -76,13 +81,17 @@ class Matcher:
         try:
             text = data.decode()
         except UnicodeDecodeError:
-            pattern = re.compile(self.pattern.pattern.encode())
-            return pattern.subn(lambda _: self.replacement.encode(), data)
+            pattern = regex_engine.compile(self.pattern.pattern.encode())
+            return pattern.subn(lambda _: self.replacement.encode(), data, timeout=MATCH_TIMEOUT)
         new, count = self.sub(text)
         return (new.encode(), count) if count else (data, 0)
 
     def found(self, text: str) -> list[str]:
-        return [m.group(0) for m in self.pattern.finditer(text or "") if m.group(0)]
+        found = self.pattern.finditer(text or "", timeout=MATCH_TIMEOUT)
+        return [m.group(0) for m in found if m.group(0)]
+
+    def search(self, text: str) -> bool:
+        return bool(text) and self.pattern.search(text, timeout=MATCH_TIMEOUT) is not None
 
 
 def _fernet() -> Fernet:

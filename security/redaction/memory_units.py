@@ -37,8 +37,7 @@ def affected(ctx: JobContext) -> list[Chunk]:
     found = {c.pk: c for c in Chunk.objects.filter(covering)}
     for chunk in Chunk.objects.filter(conversation_id__in=ctx.row.conversation_ids).iterator():
         if chunk.pk not in found and (
-            ctx.matcher.pattern.search(chunk.rendered_text)
-            or ctx.matcher.pattern.search(chunk.summary)
+            ctx.matcher.search(chunk.rendered_text) or ctx.matcher.search(chunk.summary)
         ):
             found[chunk.pk] = chunk
     return list(found.values())

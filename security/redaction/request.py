@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import regex
+
 from conversations.archive_port import hydrate_messages
 from conversations.models import Conversation, Message
 from core.api.errors import InvalidInput
@@ -112,8 +114,8 @@ def _pattern(kind: str, value) -> str:
         raise _bad(f"literal: at least {MIN_LITERAL} characters", "invalid_literal")
     if kind == "regex":
         try:
-            compiled = re.compile(value)
-        except re.error as error:
+            compiled = regex.compile(value)
+        except regex.error as error:
             raise _bad(f"regex does not compile: {error}", "invalid_regex") from None
         if compiled.search(""):
             raise _bad("regex matches the empty string", "invalid_regex")

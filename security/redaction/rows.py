@@ -25,6 +25,7 @@ from largefiles.models import LargeFile
 from memory.models import Chunk, ChunkVector, SummaryVector
 from security.hard_delete import collect
 from security.redaction.context import JobContext
+from security.redaction.matcher import MATCH_TIMEOUT
 from security.redaction.permit import redact_permit
 
 # The places other steps own.
@@ -50,7 +51,7 @@ def _fit(original, new, limit: int | None, ctx: JobContext):
     """A short column keeps its length limit: the short marker `[redacted]`, then cut."""
     if limit is None or not isinstance(new, str) or len(new) <= limit:
         return new
-    return ctx.matcher.pattern.sub("[redacted]", original)[:limit]
+    return ctx.matcher.pattern.sub("[redacted]", original, timeout=MATCH_TIMEOUT)[:limit]
 
 
 def scrub_model(model, ids: set, ctx: JobContext, *, dry: bool = False) -> int:

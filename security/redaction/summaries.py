@@ -43,7 +43,7 @@ def affected(ctx: JobContext) -> list[Summary]:
         .values_list("pk", "content")
         .iterator()
     ):
-        if ctx.matcher.pattern.search(content):
+        if ctx.matcher.search(content):
             ids.add(pk)
     frontier = set(ids)
     while frontier:

@@ -333,6 +333,7 @@ def test_bad_requests_get_one_error_shape_and_write_nothing(api, other_api, user
         ({"span": {"message_id": message.pk, "start": 5, "end": 2}}, 400),
         ({"span": {"message_id": message.pk, "start": 0, "end": 10**6}}, 400),
         ({"literal": SECRET, "surprise": 1}, 400),
+        ({"regex": r"(x|xx)+y", "dry_run": True}, 400),  # catastrophic: regex_too_slow
     ]
     for body, status in cases:
         response = api.post(url, body, format="json")
