@@ -46,7 +46,7 @@ class RedactionRequest:
             return {"message_ids": self.message_ids}
         if self.selector_kind == "span":
             return dict(self.span)
-        return {"length": len(self.literal or self.regex or "")}
+        return {}  # not even its length
 
 
 def scope_of_conversation(conversation: Conversation) -> Scope:
