@@ -18,6 +18,10 @@ from security import exports, hard_delete
 from security.serializers import (
     ExportRequestSerializer,
     HardDeleteResultSerializer,
+    RedactionPlanSerializer,
+    RedactionRequestSerializer,
+    RedactionSerializer,
+    UserRedactionRequestSerializer,
 )
 
 HARD_DELETE_SCHEMA = {
@@ -148,3 +152,105 @@ async def _async_chunks(chunks):
         if chunk is None:
             return
         yield chunk
+
+
+REDACTION_RESPONSES = {
+    200: RedactionPlanSerializer,
+    201: RedactionSerializer,
+    **ERRORS,
+}
+REDACTION_DESCRIPTION = (
+    "Redact (docs/security.md, 'Redaction'): by message ids, one message's span, or a "
+    "literal or regex, across the scope. The removed text becomes `[redacted: <reason> "
+    "<id>]` in the messages and in everything derived (summaries regenerated up the DAG, "
+    "memory units and vectors, full-text rows, large files, archive segments, journals, "
+    "turn rows), then every place is scanned (`verification.occurrences` 0 is the proof). "
+    "`dry_run: true` answers 200 with every place it would touch; the job answers 201. "
+    "Owner or staff."
+)
+
+
+def _redact(request, scope, serializer_class=RedactionRequestSerializer) -> Response:
+    from security.redaction import jobs
+    from security.redaction.request import parse
+
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    data = {k: v for k, v in serializer.validated_data.items() if k != "user_id"}
+    redaction = parse(data, scope)
+    if redaction.dry_run:
+        return Response(jobs.dry_run(redaction))
+    row = jobs.start(redaction, actor=request.user, via="api", http_request=request)
+    return Response(jobs.report(row), status=201)
+
+
+class ConversationRedactionApi(APIView):
+    @extend_schema(
+        operation_id="conversations_redact",
+        request=RedactionRequestSerializer,
+        responses=REDACTION_RESPONSES,
+        description=REDACTION_DESCRIPTION,
+    )
+    def post(self, request, conversation_id: int) -> Response:
+        from conversations.selectors import conversation_get_for_user
+        from security.redaction.request import scope_of_conversation
+
+        conversation = conversation_get_for_user(user=request.user, conversation_id=conversation_id)
+        return _redact(request, scope_of_conversation(conversation))
+
+
+class SessionRedactionApi(APIView):
+    @extend_schema(
+        operation_id="sessions_redact",
+        request=RedactionRequestSerializer,
+        responses=REDACTION_RESPONSES,
+        description=REDACTION_DESCRIPTION + " Scope: the session and all its branches.",
+    )
+    def post(self, request, session_id: str) -> Response:
+        from security.redaction.request import scope_of_session
+        from turns.selectors import session_get_for_user
+
+        session = session_get_for_user(user=request.user, session_id=session_id)
+        return _redact(request, scope_of_session(session))
+
+
+class UserRedactionApi(APIView):
+    @extend_schema(
+        operation_id="redactions_create",
+        request=UserRedactionRequestSerializer,
+        responses=REDACTION_RESPONSES,
+        description=REDACTION_DESCRIPTION + " Scope: all of the caller's data (staff: "
+        "`user_id`'s).",
+    )
+    def post(self, request) -> Response:
+        from django.contrib.auth import get_user_model
+
+        from core.api.errors import NotFound
+        from security.redaction.request import scope_of_user
+
+        user = request.user
+        user_id = request.data.get("user_id") if isinstance(request.data, dict) else None
+        if user_id is not None and user_id != user.pk:
+            other = get_user_model().objects.filter(pk=user_id).first() if user.is_staff else None
+            if other is None:
+                raise NotFound("no such user")
+            user = other
+        return _redact(request, scope_of_user(user), UserRedactionRequestSerializer)
+
+
+class RedactionDetailApi(APIView):
+    @extend_schema(
+        operation_id="redactions_retrieve",
+        responses={200: RedactionSerializer, **ERRORS},
+        description="A redaction job's report: steps, counts, verification, exports on "
+        "record. Its creator or staff.",
+    )
+    def get(self, request, redaction_id: str) -> Response:
+        from core.api.errors import NotFound
+        from security.models import Redaction
+        from security.redaction import jobs
+
+        row = Redaction.objects.filter(pk=redaction_id).first()
+        if row is None or not (request.user.is_staff or row.actor_id == request.user.pk):
+            raise NotFound("no such redaction")
+        return Response(jobs.report(row))

@@ -6,13 +6,17 @@ class SecurityConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from conversations.models import Message
         from core import crypto
+        from core.admin_base import extend_admin
         from core.audit import register_audit_writer
         from security import signals  # noqa: F401  (audits admin sign-ins and changes)
         from security.metrics_guard import validate_metrics_guard
+        from security.redaction_admin import redact_messages
         from security.services import audit_record
         from security.throttling import validate_rates
 
+        extend_admin(Message, actions=[redact_messages])  # docs/security.md, "Redaction"
         register_audit_writer(audit_record)  # the lower apps' audited actions land here
 
         crypto.validate_configuration()  # a malformed key stops start-up, naming the variable

@@ -45,7 +45,7 @@ from core import crypto
 from importers.exporters import export_jsonl
 from largefiles.models import LargeFile
 from largefiles.store import file_storage
-from security.hard_delete import _batches, _stream_paths, collect
+from security.hard_delete import _batches, collect, stream_paths
 from turns import journal_store
 
 FORMAT = "lcm-archive"
@@ -130,7 +130,7 @@ def archive_plan(
         target=target,
         collected=collected,
         file_ids=sorted(collected.get(LargeFile, ())),
-        stream_paths=list(_stream_paths(collected)),
+        stream_paths=list(stream_paths(collected)),
     )
 
 

@@ -179,7 +179,7 @@ def hard_delete_permit():
             cursor.execute("DELETE FROM turns_delete_permit")
 
 
-def _delete_pgvector_rows(chunk_ids: set) -> None:
+def delete_pgvector_rows(chunk_ids: set) -> None:
     """pgvector side tables (memory/vectors/pgvector.py) are not models; clear them too."""
     if connection.vendor != "postgresql" or not chunk_ids:
         return
@@ -193,7 +193,7 @@ def _delete_pgvector_rows(chunk_ids: set) -> None:
                 cursor.execute(f'DELETE FROM "{table}" WHERE chunk_id = ANY(%s)', [batch])
 
 
-def _stream_paths(collected: dict[type, set]) -> list:
+def stream_paths(collected: dict[type, set]) -> list:
     from turns.events import events_path
     from turns.journal import journal_path
     from turns.models import ProviderStep, UserTurn
@@ -221,7 +221,7 @@ def _hard_delete(
     *, conversation_ids: set[int], session_ids: set[str], actor, via: str, request, target
 ) -> HardDeleteResult:
     with transaction.atomic(durable=True):
-        _lock_conversations(conversation_ids)
+        lock_conversations(conversation_ids)
         collected = collect(conversation_ids=conversation_ids, session_ids=session_ids)
         _refuse_shared_rows(collected, conversation_ids, session_ids)
         keys = list(
@@ -229,7 +229,7 @@ def _hard_delete(
                 "storage_key", flat=True
             )
         )
-        paths = _stream_paths(collected)
+        paths = stream_paths(collected)
         result = HardDeleteResult(
             conversation_ids=sorted(conversation_ids), session_ids=sorted(session_ids)
         )
@@ -251,7 +251,7 @@ def _hard_delete(
     return result
 
 
-def _lock_conversations(conversation_ids: set[int]) -> None:
+def lock_conversations(conversation_ids: set[int]) -> None:
     """Writers of these conversations wait for us (appends lock the row; compaction
     holds the advisory lock), and we wait for them."""
     list(
@@ -287,7 +287,7 @@ def _delete_rows(collected: dict) -> dict[str, int]:
 
     counts = {}
     with hard_delete_permit():
-        _delete_pgvector_rows(collected.get(Chunk, set()))
+        delete_pgvector_rows(collected.get(Chunk, set()))
         for model in _deletion_order(collected):
             deleted = 0
             for batch in _batches(sorted(collected[model], key=str)):

@@ -21,6 +21,7 @@ class AuditAction(models.TextChoices):
     TOKEN_ISSUE = "token_issue", "API token issued"
     TOKEN_ROTATE = "token_rotate", "API token rotated"
     TOKEN_REVOKE = "token_revoke", "API token revoked"
+    REDACTION = "redaction", "redaction"
 
 
 class AuditEvent(models.Model):
@@ -44,3 +45,52 @@ class AuditEvent(models.Model):
         return (
             f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.action} {self.target_kind} {self.target_id}"
         )
+
+
+class RedactionState(models.TextChoices):
+    RUNNING = "running"  # steps left to do (a crash leaves it here: resume it)
+    DONE = "done"  # every step done, verified; the sealed needles are cleared
+    FAILED = "failed"  # a step raised; resume retries from that step
+
+
+class Redaction(models.Model):
+    """One redaction job (docs/security.md, "Redaction"): what it addresses, which steps
+    are done (each recorded as it commits, so a crash resumes at the next one), the counts
+    per place and the verification. Never the removed text: `sealed` holds it encrypted
+    (security.redaction.sealing) while the job runs, for resume and verify, and is emptied
+    when the job is done."""
+
+    id = models.CharField(primary_key=True, max_length=24)  # red_ + 16 hex
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    actor_id = models.BigIntegerField(null=True, blank=True)
+    actor_name = models.CharField(max_length=150, blank=True, default="")
+    via = models.CharField(max_length=16)
+    reason = models.CharField(max_length=40)
+    scope_kind = models.CharField(max_length=16)  # conversation | session | user
+    scope_id = models.CharField(max_length=64)
+    selector_kind = models.CharField(max_length=16)  # messages | span | literal | regex
+    selector = models.JSONField(default=dict, blank=True)  # ids, offsets, flags; no text
+    sealed = models.TextField(blank=True, default="")
+    conversation_ids = models.JSONField(default=list, blank=True)
+    session_ids = models.JSONField(default=list, blank=True)
+    message_ids = models.JSONField(default=list, blank=True)  # canonical rows it changed
+    state = models.CharField(
+        max_length=16, choices=RedactionState.choices, default=RedactionState.RUNNING
+    )
+    steps = models.JSONField(default=dict, blank=True)  # step -> {"at": ..., counts}
+    plan = models.JSONField(default=dict, blank=True)  # the dry run's places and counts
+    verification = models.JSONField(default=dict, blank=True)
+    exports = models.JSONField(default=list, blank=True)  # exports on record before it
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(state__in=RedactionState.values), name="redaction_state_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pk} ({self.state}) {self.scope_kind} {self.scope_id}"

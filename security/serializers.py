@@ -31,3 +31,100 @@ class ExportRequestSerializer(RequestSerializer):
         if ("conversation_id" in attrs) == ("session_id" in attrs):
             raise serializers.ValidationError("give exactly one of conversation_id, session_id")
         return attrs
+
+
+class RedactionSpanSerializer(RequestSerializer):
+    message_id = serializers.IntegerField(min_value=1)
+    start = serializers.IntegerField(min_value=0, help_text="First character (0-based).")
+    end = serializers.IntegerField(min_value=1, help_text="One past the last character.")
+
+    class Meta:
+        ref_name = "RedactionSpan"
+
+
+class RedactionRequestSerializer(RequestSerializer):
+    """Exactly one of message_ids, span, literal, regex (docs/security.md, "Redaction")."""
+
+    reason = serializers.RegexField(
+        r"^[a-z0-9][a-z0-9_.-]{0,39}$",
+        required=False,
+        help_text="Written into the marker `[redacted: <reason> <id>]` (default `secret`).",
+    )
+    dry_run = serializers.BooleanField(
+        required=False, help_text="Only list every place it would touch, with counts."
+    )
+    message_ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1),
+        required=False,
+        min_length=1,
+        max_length=1000,
+        help_text="Whole messages: their content, parts and files become the marker.",
+    )
+    span = RedactionSpanSerializer(required=False, help_text="One message's characters.")
+    literal = serializers.CharField(
+        required=False, min_length=4, max_length=10000, trim_whitespace=False
+    )
+    regex = serializers.CharField(
+        required=False, min_length=1, max_length=10000, trim_whitespace=False,
+        help_text="A Python regular expression; it may not match the empty string.",
+    )  # fmt: skip
+
+    schema_rules = {
+        "oneOf": [
+            {"required": ["message_ids"]},
+            {"required": ["span"]},
+            {"required": ["literal"]},
+            {"required": ["regex"]},
+        ]
+    }
+
+    class Meta:
+        ref_name = "RedactionRequest"
+
+
+class UserRedactionRequestSerializer(RedactionRequestSerializer):
+    user_id = serializers.IntegerField(
+        required=False, min_value=1, help_text="Staff only: another user's data."
+    )
+
+    class Meta:
+        ref_name = "UserRedactionRequest"
+
+
+class RedactionSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    state = serializers.CharField(help_text="running, done or failed (resume it)")
+    reason = serializers.CharField()
+    marker = serializers.CharField()
+    scope = serializers.DictField()
+    selector = serializers.CharField()
+    created_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    by = serializers.CharField()
+    plan = serializers.DictField(help_text="The places it touched, with counts.")
+    steps = serializers.DictField(help_text="Each step: when it finished, its counts.")
+    verification = serializers.DictField(
+        help_text="`occurrences` (0 is the proof), `places_scanned`, `found`."
+    )
+    exports_on_record = serializers.ListField(
+        child=serializers.DictField(), help_text="Exports taken before it (out of reach)."
+    )
+    error = serializers.CharField()
+
+    class Meta:
+        ref_name = "Redaction"
+
+
+class RedactionPlanSerializer(serializers.Serializer):
+    dry_run = serializers.BooleanField()
+    scope = serializers.DictField()
+    selector = serializers.CharField()
+    distinct_matches = serializers.IntegerField(allow_null=True)
+    places = serializers.DictField(
+        help_text="canonical (messages, parts, archived_messages), archive_segments, "
+        "summaries by depth, memory_units, full_text_rows, large_files, rows per model, "
+        "journals, exports_on_record."
+    )
+
+    class Meta:
+        ref_name = "RedactionPlan"

@@ -4,4 +4,20 @@ from security import apis
 
 urlpatterns = [
     path("exports/", apis.ExportApi.as_view(), name="export-create"),
+    path(
+        "conversations/<int:conversation_id>/redactions/",
+        apis.ConversationRedactionApi.as_view(),
+        name="conversation-redactions",
+    ),
+    path(
+        "sessions/<str:session_id>/redactions/",
+        apis.SessionRedactionApi.as_view(),
+        name="session-redactions",
+    ),
+    path("redactions/", apis.UserRedactionApi.as_view(), name="redactions-create"),
+    path(
+        "redactions/<str:redaction_id>/",
+        apis.RedactionDetailApi.as_view(),
+        name="redaction-detail",
+    ),
 ]
