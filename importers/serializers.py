@@ -109,3 +109,18 @@ class AgentSessionSerializer(serializers.Serializer):
 
 
 AgentSessionPageSerializer = cursor_page("AgentSessionPageSerializer", AgentSessionSerializer)
+
+
+class WatchReceiveQuerySerializer(serializers.Serializer):
+    path = serializers.CharField(max_length=4000)
+    mode = serializers.ChoiceField(choices=["append", "replace", "delete", "import"])
+    offset = serializers.IntegerField(min_value=0, default=0)
+
+
+class WatchReceiveSerializer(serializers.Serializer):
+    size = serializers.IntegerField(help_text="Bytes of the file the mirror now holds.")
+    imported = serializers.DictField(
+        child=serializers.IntegerField(), required=False, help_text="import: rows added."
+    )
+    errors = serializers.ListField(child=serializers.DictField(), required=False)
+    problems = serializers.ListField(child=serializers.DictField(), required=False)
