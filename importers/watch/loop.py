@@ -62,7 +62,6 @@ class Watcher:
         self, paths: Iterable[Path] | None = None, *, progress: bool = False
     ) -> PassResult:
         """Bring in what changed: in `paths`, or in every store when None."""
-        close_old_connections()  # a long-running watcher outlives database connections
         if paths is None:
             candidates = self._everything()
         else:
@@ -116,6 +115,7 @@ class Watcher:
         self.run_pass()
         if poll:
             while not stop.wait(interval):
+                close_old_connections()  # a long-running watcher outlives connections
                 self.run_pass()
             return
         from importers.watch.events import EventQueue
@@ -124,6 +124,7 @@ class Watcher:
             last_full = time.monotonic()
             while not stop.is_set():
                 paths = events.wait(timeout=min(rescan, 1.0), stop=stop)
+                close_old_connections()
                 if paths:
                     self.run_pass(paths)
                 if time.monotonic() - last_full >= rescan or events.needs_full_pass():
