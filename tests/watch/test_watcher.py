@@ -96,7 +96,9 @@ def test_a_session_written_line_by_line_is_captured_exactly_once(stores, new_wat
 
 def test_a_sub_agent_file_is_imported_with_its_session(stores, new_watcher):
     folder = stores[0].root / "-work-app"
-    agent = write_jsonl(folder / SESSION / "subagents" / "agent-abc123.jsonl", subagent("abc123")[:1])
+    agent = write_jsonl(
+        folder / SESSION / "subagents" / "agent-abc123.jsonl", subagent("abc123")[:1]
+    )
     watcher = new_watcher()
     watcher.run_pass()  # its session file is not there yet: nothing to import
     assert not Message.objects.exists()
