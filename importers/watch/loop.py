@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.db import close_old_connections
+from django.db import DatabaseError, close_old_connections
 
 from importers.watch.changes import Change, detect
 from importers.watch.local import Retry
@@ -38,6 +38,7 @@ class Watcher:
         self.sink = sink
         self.offsets = Offsets(sink.target)
         self.log = log
+        self.pending: set[Path] = set()  # files of units that could not be delivered yet
 
     # -- one pass ------------------------------------------------------------------
 
@@ -65,7 +66,9 @@ class Watcher:
         if paths is None:
             candidates = self._everything()
         else:
-            candidates = [w for w in map(self.watched_for, paths) if w is not None]
+            wanted = set(paths) | self.pending
+            candidates = [w for w in map(self.watched_for, sorted(wanted)) if w is not None]
+        self.pending = set()
         units: dict[Path, list[Change]] = {}
         for watched in candidates:
             change = detect(watched, self.offsets.get(watched.path))
@@ -76,6 +79,7 @@ class Watcher:
             added = self._deliver(unit, changes)
             if added is None:
                 result.waiting += 1
+                self.pending.update(change.watched.path for change in changes)
                 continue
             result.units += 1
             result.messages += added
@@ -100,6 +104,10 @@ class Watcher:
         except RemoteError as error:
             self.log(f"{unit}: refused by the server: {error}")
             return None
+        except DatabaseError as error:  # e.g. SQLite busy beyond its timeout: next pass
+            self.log(f"{unit}: database error ({error}); next pass")
+            close_old_connections()
+            return None
         for problem in delivery.errors[:20]:
             self.log(f"{unit}: {problem}")
         for index, change in enumerate(changes):
@@ -112,20 +120,21 @@ class Watcher:
         """Pass after pass until `stop` is set: on file events, or every `interval`
         seconds when polling; a full pass every `rescan` seconds catches anything the
         events missed (and stores created after the start)."""
-        self.run_pass()
         if poll:
+            self.run_pass()
             while not stop.wait(interval):
                 close_old_connections()  # a long-running watcher outlives connections
                 self.run_pass()
             return
         from importers.watch.events import EventQueue
 
-        with EventQueue(self.stores) as events:
+        with EventQueue(self.stores) as events:  # first: no write during the catch-up is missed
+            self.run_pass()
             last_full = time.monotonic()
             while not stop.is_set():
                 paths = events.wait(timeout=min(rescan, 1.0), stop=stop)
                 close_old_connections()
-                if paths:
+                if paths or self.pending:
                     self.run_pass(paths)
                 if time.monotonic() - last_full >= rescan or events.needs_full_pass():
                     events.schedule_new_roots()
