@@ -32,6 +32,9 @@ class PassResult:
     waiting: int = 0  # units left for the next pass
 
 
+_REFUSED = object()
+
+
 class Watcher:
     def __init__(self, stores: list[Store], sink, *, log: Callable[[str], None] = print):
         self.stores = stores
@@ -77,9 +80,10 @@ class Watcher:
         result = PassResult(files=sum(len(c) for c in units.values()))
         for number, (unit, changes) in enumerate(units.items(), start=1):
             added = self._deliver(unit, changes)
-            if added is None:
+            if added is None or added is _REFUSED:
                 result.waiting += 1
-                self.pending.update(change.watched.path for change in changes)
+                if added is None:  # soon again; a refused unit waits for a full pass
+                    self.pending.update(change.watched.path for change in changes)
                 continue
             result.units += 1
             result.messages += added
@@ -89,7 +93,8 @@ class Watcher:
                 )
         return result
 
-    def _deliver(self, unit: Path, changes: list[Change]) -> int | None:
+    def _deliver(self, unit: Path, changes: list[Change]):
+        """Messages added; None to try again soon; _REFUSED to try at the next full pass."""
         agent = changes[0].watched.agent
         unit_row = self.offsets.get(unit)
         lines = unit_row.lines if unit_row is not None else 0
@@ -103,7 +108,7 @@ class Watcher:
             return None
         except RemoteError as error:
             self.log(f"{unit}: refused by the server: {error}")
-            return None
+            return _REFUSED
         except DatabaseError as error:  # e.g. SQLite busy beyond its timeout: next pass
             self.log(f"{unit}: database error ({error}); next pass")
             close_old_connections()

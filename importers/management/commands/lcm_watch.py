@@ -27,7 +27,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--user", help="Username that owns the captured sessions (local).")
         parser.add_argument("--server", help="Send to this LCM server (e.g. https://lcm.example).")
-        parser.add_argument("--token", help="--server: the user's API token (or LCM_WATCH_TOKEN).")
+        parser.add_argument("--token", help="--server: the user's API token.")
+        parser.add_argument(
+            "--token-file",
+            help="--server: read the token from this file (keeps it out of the process list).",
+        )
         for agent in AGENTS:
             parser.add_argument(
                 f"--{agent}-dir",
@@ -100,14 +104,14 @@ class Command(BaseCommand):
         return chosen
 
     def _sink(self, options):
-        import os
-
         if options["server"]:
             from importers.watch.remote import RemoteSink
 
-            token = options["token"] or os.environ.get("LCM_WATCH_TOKEN")
+            token = options["token"]
+            if options["token_file"]:
+                token = Path(options["token_file"]).expanduser().read_text().strip()
             if not token:
-                raise CommandError("--server needs --token (or LCM_WATCH_TOKEN)")
+                raise CommandError("--server needs --token or --token-file")
             return RemoteSink(options["server"], token, log=self.stderr.write)
         if not options["user"]:
             raise CommandError("give --user NAME (local) or --server URL --token T (remote)")
