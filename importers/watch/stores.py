@@ -118,7 +118,10 @@ _OPENCODE_TREES = {"session", "message", "part"}
 
 
 def _gemini(path: Path, parts: tuple, store: Store) -> Watched | None:
-    if len(parts) < 3 or parts[1] != "chats" or not path.name.startswith("session-"):
+    # <project>/chats/session-<time>-<id>.json[l]; a sub-agent's <project>/chats/<parent>/<id>.jsonl
+    subagent = len(parts) == 4 and parts[1] == "chats"
+    main = len(parts) == 3 and parts[1] == "chats" and path.name.startswith("session-")
+    if not (main or subagent):
         return None
     if path.suffix == ".json":
         return Watched(path, store, WHOLE, path)

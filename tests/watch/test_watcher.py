@@ -149,3 +149,23 @@ def test_a_gemini_file_rewritten_whole_adds_only_new_messages(stores, new_watche
     assert watcher.run_pass().messages == 3
     assert Message.objects.count() == before + 3
     assert watcher.run_pass().files == 0
+
+
+def test_a_gemini_sub_agent_log_is_followed_and_linked_to_its_parent(stores, new_watcher):
+    from importers.models import ImportedConversation
+
+    parent = "11111111-2222-3333-4444-555555555555"
+    path = stores[4].root / "proj" / "chats" / parent / "sub-0001.jsonl"
+    header = {"sessionId": "sub-0001", "projectHash": "ab" * 32, "kind": "subagent",
+              "startTime": "2026-05-03T08:00:00Z", "lastUpdated": "2026-05-03T08:00:00Z"}  # fmt: skip
+    first = {"id": "s1", "timestamp": "2026-05-03T08:00:01Z", "type": "user", "content": "Look."}
+    write_jsonl(path, [header, first])
+    watcher = new_watcher()
+    assert watcher.run_pass().messages == 1
+    answer = {"id": "s2", "timestamp": "2026-05-03T08:00:02Z", "type": "gemini", "content": "Done."}
+    write_jsonl(path, [header, first, answer])
+    assert watcher.run_pass().messages == 1
+    facts = ImportedConversation.objects.get(conversation__session_id="sub-0001")
+    assert facts.metadata["line"] == "subagent"
+    assert facts.metadata["parent_session"] == parent
+    assert facts.metadata["project"] == "proj"
