@@ -104,6 +104,7 @@ class WatchReceiveApi(APIView):
             raise InvalidInput(f"{field}: {problems[0]}", extra={"field": field})
         params = query.validated_data
         data = request.data if params["mode"] in ("append", "replace") else b""
+        data = data or b""  # an empty body parses as an empty form
         if not isinstance(data, bytes):
             raise InvalidInput("the body must be application/octet-stream bytes")
         result = mirror.receive(

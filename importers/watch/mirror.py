@@ -75,7 +75,7 @@ def receive(*, user, relative: str, mode: str, offset: int, data: bytes) -> dict
     if mode == "import":
         return _import(user, store, path)
     watched = classify(path, store)
-    if watched is None:
+    if watched is None or path.name.endswith("-wal"):  # a database arrives as one copy
         raise InvalidInput(
             f"{relative} is not a session file of {store.agent}", extra={"field": "path"}
         )
@@ -87,6 +87,8 @@ def receive(*, user, relative: str, mode: str, offset: int, data: bytes) -> dict
         if mode == "replace":
             temporary = path.with_name(f".{path.name}.part")
             temporary.write_bytes(data)
+            for log in (f"{path.name}-wal", f"{path.name}-shm"):  # the last copy's, if any
+                path.with_name(log).unlink(missing_ok=True)
             os.replace(temporary, path)
             return {"size": len(data)}
         size = path.stat().st_size if path.exists() else 0

@@ -109,8 +109,12 @@ class RemoteSink:
 
     def deliver(self, unit: Path, format: str, changes: list, complete_lines: int | None):
         watched = changes[0].watched
-        for change in changes:
-            self.send_change(change)
+        if unit.suffix == ".db":  # OpenCode's database: one consistent copy, never its WAL
+            if unit.exists():
+                self._send(watched.relative(unit), _whole_bytes(unit), 0, True, unit)
+        else:
+            for change in changes:
+                self.send_change(change)
         delivery = Delivery()
         if not unit.exists():
             return delivery

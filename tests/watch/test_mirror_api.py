@@ -71,3 +71,10 @@ def test_bad_requests_get_one_error_shape(api, anon_api):
 def test_each_user_has_their_own_mirror(api, other_api):
     send(api, "append", lines(linear_session(1)))
     assert send(other_api, "import").status_code == 404
+
+
+def test_an_empty_piece_is_stored_and_a_database_log_is_refused(api):
+    empty = send(api, "replace", b"", path="gemini/proj/chats/session-2026-05-01T10-00-ab.jsonl")
+    assert empty.status_code == 200 and empty.json() == {"size": 0}
+    wal = send(api, "replace", b"x", path="opencode/opencode.db-wal")
+    assert wal.status_code == 400
