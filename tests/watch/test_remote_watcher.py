@@ -15,7 +15,7 @@ from importers.models import WatchedFile
 from importers.watch.loop import Watcher
 from importers.watch.remote import RemoteSink
 from tests.factories import UserFactory
-from tests.importers.agent_sessions import SESSION
+from tests.importers.agent_sessions import SESSION, opencode_session, write_opencode_db
 from tests.support.tokens import issue_token
 from tests.turns.live import free_port
 from tests.workers.processes import kill_group, start_server, wait_for, worker_env
@@ -58,9 +58,14 @@ def test_a_remote_watcher_survives_a_server_that_is_down(stores):
         path.write_text("".join(json.dumps(r) + "\n" for r in records) + '{"half')
         assert watcher.run_pass().messages == 8
         wait_for(lambda: received() == 16, timeout=5)
+        # OpenCode's database travels as one consistent copy and imports like a local one.
+        write_opencode_db(stores[3].root / "opencode.db", [opencode_session()])
+        added = watcher.run_pass().messages
+        assert added > 0 and received() == 16 + added
+        assert watcher.run_pass().files == 0
     finally:
         kill_group(server)
     expected = [f"claude-code:{r['uuid']}" for r in records if r["type"] != "attachment"]
-    stored = Message.objects.filter(conversation__owner=owner).order_by("seq")
+    stored = Message.objects.filter(conversation__session_id=SESSION).order_by("seq")
     assert list(stored.values_list("external_id", flat=True)) == expected
     assert WatchedFile.objects.get(path=str(path)).lines == 20
