@@ -97,6 +97,8 @@ class Command(BaseCommand):
             command = [sys.executable, str(manage), "lcm_watch", "--user", options["watch_user"]]
             watcher = subprocess.Popen(command + ["--quiet"], start_new_session=True)
             self.stdout.write(f"session watcher started (pid {watcher.pid})")
+            # As for the worker: let uvicorn's re-raised SIGTERM reach the `finally` below.
+            signal.signal(signal.SIGTERM, lambda signum, frame: None)
         try:
             self.stdout.write(f"serving on http://{options['host']}:{options['port']}/")
             serve(
