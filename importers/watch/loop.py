@@ -42,6 +42,7 @@ class Watcher:
         self.offsets = Offsets(sink.target)
         self.log = log
         self.pending: set[Path] = set()  # files of units that could not be delivered yet
+        self.told: set[tuple[Path, str]] = set()
 
     # -- one pass ------------------------------------------------------------------
 
@@ -114,7 +115,9 @@ class Watcher:
             close_old_connections()
             return None
         for problem in delivery.errors[:20]:
-            self.log(f"{unit}: {problem}")
+            if (unit, problem) not in self.told:  # a file's standing problem, said once
+                self.told.add((unit, problem))
+                self.log(f"{unit}: {problem}")
         for index, change in enumerate(changes):
             self.offsets.record(change, delivery.messages if index == 0 else 0)
         return delivery.messages
