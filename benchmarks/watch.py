@@ -232,11 +232,34 @@ def capture(ctx: BenchContext) -> list[BenchRow]:
             f"{result.units:,} sessions (700 Claude Code, 200 Codex, 100 Gemini per 1,000), "
             f"{result.messages:,} messages in {t.seconds:.1f} s",
         ))  # fmt: skip
+        rows.append(_baseline(make_stores(roots), result.messages))
         for label, extra in (("file events", ()), ("--poll 1", ("--poll", "1"))):
             cpu = _idle_cpu(user, roots, *extra)
             rows.append(BenchRow(f"capture: idle CPU, {label}", cpu, "% of a core", "",
                                  f"lcm_watch following {result.units:,} session files, 10 s"))  # fmt: skip
     return rows
+
+
+def _baseline(stores, expected: int) -> BenchRow:
+    """The same sessions through `import_file` one by one (what `lcm_import` does), for
+    another user: the importer's own cost, without the watcher's bookkeeping."""
+    from django.contrib.auth import get_user_model
+
+    from importers.services import import_file
+    from importers.watch.stores import discover
+
+    other, _ = get_user_model().objects.get_or_create(username="lcm-bench-baseline")
+    units = {(w.agent, w.unit) for store in stores for w in discover(store)}
+    with Timer() as t:
+        added = sum(
+            import_file(format=agent, path=unit, owner=other).totals()["messages"]
+            for agent, unit in sorted(units)
+        )
+    assert added == expected, (added, expected)
+    return BenchRow(
+        "capture: backfill baseline (import_file per session)", added / t.seconds, "messages/s",
+        "", f"the same {len(units):,} sessions for another user, {added:,} messages in {t.seconds:.1f} s",
+    )  # fmt: skip
 
 
 def _latency_rows(full: list, semantic: list, missed: int) -> list[BenchRow]:

@@ -17,7 +17,7 @@ from rest_framework.views import APIView
 from conversations.selectors import conversation_get_for_user
 from core.api.errors import InvalidInput
 from core.api.pagination import IdPagination
-from core.api.schema import CURSOR_PARAMETERS, ERRORS, WRITE_ERRORS
+from core.api.schema import CURSOR_PARAMETERS, ERRORS, WRITE_ERRORS, ErrorSerializer
 from importers import exporters, jobs, selectors, serializers
 from importers.watch import mirror
 
@@ -71,7 +71,7 @@ class WatchReceiveApi(APIView):
         parameters=[
             OpenApiParameter(
                 "path",
-                str,
+                {"type": "string", "pattern": mirror.PATH_PATTERN, "maxLength": 4000},
                 required=True,
                 description="The file as the watcher names it: `<store>/<path in the store>`, "
                 "store one of claude-code, codex/sessions, codex/archived_sessions, opencode, "
@@ -85,10 +85,23 @@ class WatchReceiveApi(APIView):
                 description="append the body at `offset`; replace the file with the body; "
                 "delete the mirror's copy; import the session `path` from the mirror.",
             ),
-            OpenApiParameter("offset", int, description="append: the byte the body starts at."),
+            OpenApiParameter(
+                "offset",
+                {"type": "integer", "minimum": 0},
+                description="append: the byte the body starts at.",
+            ),
         ],
         request={"application/octet-stream": OpenApiTypes.BINARY},
-        responses={200: serializers.WatchReceiveSerializer, **WRITE_ERRORS},
+        responses={
+            200: serializers.WatchReceiveSerializer,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="`offset_ahead`: the mirror holds fewer bytes (`extra.size`); "
+                "send from there. `not_readable`: the mirrored session cannot be read now "
+                "(sent mid-save); send it again.",
+            ),
+            **WRITE_ERRORS,
+        },
         description=(
             "Mirror a piece of a coding-agent session file for the authenticated user, or "
             "import a mirrored session (docs/capture.md, remote watcher). An append above "

@@ -6,6 +6,7 @@ from core.api.requests import RequestSerializer
 from core.api.schema import cursor_page
 from importers.exporters import FORMATS
 from importers.models import Format, ImportJob
+from importers.watch.mirror import PATH_PATTERN
 
 
 class ImportUploadSerializer(RequestSerializer):
@@ -112,7 +113,7 @@ AgentSessionPageSerializer = cursor_page("AgentSessionPageSerializer", AgentSess
 
 
 class WatchReceiveQuerySerializer(serializers.Serializer):
-    path = serializers.CharField(max_length=4000)
+    path = serializers.RegexField(PATH_PATTERN, max_length=4000)
     mode = serializers.ChoiceField(choices=["append", "replace", "delete", "import"])
     offset = serializers.IntegerField(min_value=0, default=0)
 

@@ -33,6 +33,12 @@ LABELS = {
 }
 MODES = ("append", "replace", "delete", "import")
 _SAFE = re.compile(r"^[A-Za-z0-9._@+=,~ -]{1,255}$")
+# What the API's `path` must look like (a store, then plain names that do not start with
+# a dot): the OpenAPI schema states it, and anything else is a 400 before any lookup.
+PATH_PATTERN = (
+    r"^(claude-code|codex/sessions|codex/archived_sessions|opencode|gemini)"
+    r"(/[A-Za-z0-9_@+=,~-][A-Za-z0-9._@+=,~ -]{0,254})+$"
+)
 
 
 def user_root(user) -> Path:
@@ -76,9 +82,7 @@ def receive(*, user, relative: str, mode: str, offset: int, data: bytes) -> dict
         return _import(user, store, path)
     watched = classify(path, store)
     if watched is None or path.name.endswith("-wal"):  # a database arrives as one copy
-        raise InvalidInput(
-            f"{relative} is not a session file of {store.agent}", extra={"field": "path"}
-        )
+        raise NotFound(f"{relative} is not a session file of {store.agent}")
     with _locked(user):
         if mode == "delete":
             path.unlink(missing_ok=True)
@@ -111,13 +115,18 @@ def _import(user, store: Store, path: Path) -> dict:
 
     is_tree = store.agent == "opencode" and path == store.root / "storage"
     if not is_tree and (classify(path, store) is None or classify(path, store).unit != path):
-        raise InvalidInput(
-            f"{path.name} is not a session the importer reads", extra={"field": "path"}
-        )
+        raise NotFound(f"{path.name} is not a session the importer reads")
     with _locked(user):
         if not path.exists():
             raise NotFound("that session is not in the mirror yet: send its bytes first")
-        report = import_file(format=store.agent, path=path, owner=user).as_dict()
+        try:
+            report = import_file(format=store.agent, path=path, owner=user).as_dict()
+        except InvalidInput as error:  # e.g. a file rewritten whole, sent mid-save
+            raise Conflict(
+                f"the mirror's copy cannot be read now ({error.message}): send it again",
+                code="not_readable",
+                retry_after=0,
+            ) from None
     return {
         "size": 0 if is_tree else path.stat().st_size,
         "imported": report["totals"],

@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 from importers.watch.changes import read_region
-from importers.watch.local import Delivery
+from importers.watch.local import Delivery, Retry
 
 CHUNK = 4 * 1024 * 1024  # bytes per request, well under LCM_MAX_REQUEST_BYTES
 MAX_BACKOFF = 60.0
@@ -69,9 +69,8 @@ class RemoteSink:
                 status, body = self._post_once(params, data)
             except (urllib.error.URLError, OSError) as error:
                 status, body = None, {"message": str(getattr(error, "reason", error))}
-            if status is not None and (
-                status < 300 or status == 409 and "size" in body.get("extra", {})
-            ):
+            answered = status == 409 and body.get("code") in ("offset_ahead", "not_readable")
+            if status is not None and (status < 300 or answered):
                 return dict(body, status=status)
             if status is not None and 400 <= status < 500 and status not in (408, 409, 429):
                 raise RemoteError(f"{status} {body.get('code', '')}: {body.get('message', '')}")
@@ -119,6 +118,8 @@ class RemoteSink:
         if not unit.exists():
             return delivery
         answer = self.post({"path": watched.relative(unit), "mode": "import"})
+        if answer["status"] == 409:  # the copy sent was caught mid-save: next pass
+            raise Retry(answer.get("message", "not readable"))
         imported = answer.get("imported", {})
         delivery.messages = imported.get("messages", 0)
         delivery.conversations = imported.get("conversations", 0)

@@ -51,14 +51,28 @@ def test_pieces_at_offsets_then_import(api, user):
         "claude-code/../../etc/passwd.jsonl",
         "elsewhere/x.jsonl",
         "claude-code/-work-app/.hidden.jsonl",
-        "claude-code/-work-app/notes.txt",
-        "codex/sessions/2026/notarollout.jsonl",
         "claude-code",
+        "claude-code//x.jsonl",
+        "gemini/p/chats/a\x00.json",
     ],
 )
 def test_a_path_outside_the_agents_stores_is_refused(api, path):
     response = send(api, "append", b"{}\n", path=path)
     assert response.status_code == 400 and response.json()["code"] == "invalid"
+
+
+@pytest.mark.parametrize(
+    "path", ["claude-code/-work-app/notes.txt", "codex/sessions/2026/notarollout.jsonl"]
+)
+def test_a_file_no_agent_writes_there_is_not_found(api, path):
+    assert send(api, "append", b"{}\n", path=path).status_code == 404
+
+
+def test_a_mirrored_file_that_cannot_be_read_is_a_conflict_to_resend(api):
+    path = "gemini/proj/chats/session-2026-05-01T10-00-ab.json"
+    send(api, "replace", b'{"half', path=path)
+    response = send(api, "import", path=path)
+    assert response.status_code == 409 and response.json()["code"] == "not_readable"
 
 
 def test_bad_requests_get_one_error_shape(api, anon_api):
@@ -77,4 +91,4 @@ def test_an_empty_piece_is_stored_and_a_database_log_is_refused(api):
     empty = send(api, "replace", b"", path="gemini/proj/chats/session-2026-05-01T10-00-ab.jsonl")
     assert empty.status_code == 200 and empty.json() == {"size": 0}
     wal = send(api, "replace", b"x", path="opencode/opencode.db-wal")
-    assert wal.status_code == 400
+    assert wal.status_code == 404
