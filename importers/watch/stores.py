@@ -59,7 +59,10 @@ def make_stores(roots: dict[str, list[Path]]) -> list[Store]:
     stores = []
     for agent, folders in roots.items():
         for folder in folders:
-            label = agent if len(folders) == 1 else f"{agent}/{folder.name}"
+            label = agent  # the remote mirror's name for the store (importers/watch/mirror.py)
+            if agent == "codex":
+                archived = Path(folder).name == "archived_sessions"
+                label = "codex/archived_sessions" if archived else "codex/sessions"
             root = Path(folder).expanduser().resolve()
             stores.append(Store(agent=agent, root=root, label=label))
     return stores
