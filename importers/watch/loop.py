@@ -105,7 +105,7 @@ class Watcher:
         try:
             delivery = self.sink.deliver(unit, agent, changes, lines)
         except Retry as error:
-            self.log(f"{unit}: not now ({error}); next pass")
+            self._tell(unit, f"not now ({error}); next pass")
             return None
         except RemoteError as error:
             self.log(f"{unit}: refused by the server: {error}")
@@ -115,12 +115,15 @@ class Watcher:
             close_old_connections()
             return None
         for problem in delivery.errors[:20]:
-            if (unit, problem) not in self.told:  # a file's standing problem, said once
-                self.told.add((unit, problem))
-                self.log(f"{unit}: {problem}")
+            self._tell(unit, problem)
         for index, change in enumerate(changes):
             self.offsets.record(change, delivery.messages if index == 0 else 0)
         return delivery.messages
+
+    def _tell(self, unit: Path, problem: str) -> None:
+        if (unit, problem) not in self.told:  # a file's standing problem, said once
+            self.told.add((unit, problem))
+            self.log(f"{unit}: {problem}")
 
     # -- following ----------------------------------------------------------------
 
