@@ -48,6 +48,7 @@ BENCH_MODULES = [
     "benchmarks.embeddings",
     "benchmarks.recall_search",
     "benchmarks.importers",
+    "benchmarks.watch",
     "benchmarks.mcpserver",
     "benchmarks.tokens",
     "benchmarks.retention",

@@ -10,15 +10,16 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.negotiation import DefaultContentNegotiation
-from rest_framework.parsers import MultiPartParser
+from rest_framework.parsers import BaseParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations.selectors import conversation_get_for_user
 from core.api.errors import InvalidInput
 from core.api.pagination import IdPagination
-from core.api.schema import CURSOR_PARAMETERS, ERRORS, WRITE_ERRORS
+from core.api.schema import CURSOR_PARAMETERS, ERRORS, WRITE_ERRORS, ErrorSerializer
 from importers import exporters, jobs, selectors, serializers
+from importers.watch import mirror
 
 
 class ImportCreateApi(APIView):
@@ -51,6 +52,82 @@ class ImportCreateApi(APIView):
         )
         job.refresh_from_db()  # a synchronous queue (tests) has already run it
         return Response(serializers.ImportJobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class _RawBytes(BaseParser):
+    media_type = "application/octet-stream"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return stream.read() if stream is not None else b""
+
+
+class WatchReceiveApi(APIView):
+    """The receiving end of `lcm_watch --server` (importers/watch/mirror.py)."""
+
+    parser_classes = [_RawBytes]
+
+    @extend_schema(
+        operation_id="imports_watch_create",
+        parameters=[
+            OpenApiParameter(
+                "path",
+                {"type": "string", "pattern": mirror.PATH_PATTERN, "maxLength": 4000},
+                required=True,
+                description="The file as the watcher names it: `<store>/<path in the store>`, "
+                "store one of claude-code, codex/sessions, codex/archived_sessions, opencode, "
+                "gemini.",
+            ),
+            OpenApiParameter(
+                "mode",
+                str,
+                required=True,
+                enum=["append", "replace", "delete", "import"],
+                description="append the body at `offset`; replace the file with the body; "
+                "delete the mirror's copy; import the session `path` from the mirror.",
+            ),
+            OpenApiParameter(
+                "offset",
+                {"type": "integer", "minimum": 0},
+                description="append: the byte the body starts at.",
+            ),
+        ],
+        request={"application/octet-stream": OpenApiTypes.BINARY},
+        responses={
+            200: serializers.WatchReceiveSerializer,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="`offset_ahead`: the mirror holds fewer bytes (`extra.size`); "
+                "send from there. `not_readable`: the mirrored session cannot be read now "
+                "(sent mid-save); send it again.",
+            ),
+            **WRITE_ERRORS,
+        },
+        description=(
+            "Mirror a piece of a coding-agent session file for the authenticated user, or "
+            "import a mirrored session (docs/capture.md, remote watcher). An append above "
+            "the mirror's size is refused (409 `offset_ahead`, `extra.size`: send from "
+            "there); one below it replaces what follows (a retried piece). Importing again "
+            "adds only what is new."
+        ),
+    )
+    def post(self, request):
+        query = serializers.WatchReceiveQuerySerializer(data=request.query_params)
+        if not query.is_valid():
+            field, problems = next(iter(query.errors.items()))
+            raise InvalidInput(f"{field}: {problems[0]}", extra={"field": field})
+        params = query.validated_data
+        data = request.data if params["mode"] in ("append", "replace") else b""
+        data = data or b""  # an empty body parses as an empty form
+        if not isinstance(data, bytes):
+            raise InvalidInput("the body must be application/octet-stream bytes")
+        result = mirror.receive(
+            user=request.user,
+            relative=params["path"],
+            mode=params["mode"],
+            offset=params["offset"],
+            data=data,
+        )
+        return Response(result)
 
 
 class ImportDetailApi(APIView):

@@ -152,3 +152,31 @@ class ImportJob(models.Model):
 
     def __str__(self) -> str:
         return f"import {self.pk} ({self.format}, {self.state})"
+
+
+class WatchedFile(models.Model):
+    """How far `lcm_watch` has brought one agent session file into one target (this
+    server's user, or a remote server): the byte offset after the last complete line
+    acknowledged (append-only files) or the signature last imported (files rewritten
+    whole), so a restarted watcher goes on where it stopped (docs/capture.md)."""
+
+    target = models.CharField(max_length=255)  # "local:<username>" or the server's URL
+    path = models.TextField()
+    path_key = models.CharField(max_length=64)  # sha256 of the path: unique, indexable
+    agent = models.CharField(max_length=32)
+    format = models.CharField(max_length=16, choices=Format.choices)
+    offset = models.BigIntegerField(default=0)  # bytes of complete lines done
+    lines = models.IntegerField(default=0)  # complete lines up to `offset`
+    head = models.CharField(max_length=64, blank=True, default="")  # sha256 of the first bytes
+    signature = models.CharField(max_length=128, blank=True, default="")  # size:mtime:inode
+    deleted = models.BooleanField(default=False)
+    messages = models.IntegerField(default=0)  # messages this watcher added from the file
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["target", "path_key"], name="watched_file_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.path} @ {self.offset} -> {self.target}"

@@ -6,6 +6,7 @@ from core.api.requests import RequestSerializer
 from core.api.schema import cursor_page
 from importers.exporters import FORMATS
 from importers.models import Format, ImportJob
+from importers.watch.mirror import PATH_PATTERN
 
 
 class ImportUploadSerializer(RequestSerializer):
@@ -109,3 +110,18 @@ class AgentSessionSerializer(serializers.Serializer):
 
 
 AgentSessionPageSerializer = cursor_page("AgentSessionPageSerializer", AgentSessionSerializer)
+
+
+class WatchReceiveQuerySerializer(serializers.Serializer):
+    path = serializers.RegexField(PATH_PATTERN, max_length=4000)
+    mode = serializers.ChoiceField(choices=["append", "replace", "delete", "import"])
+    offset = serializers.IntegerField(min_value=0, default=0)
+
+
+class WatchReceiveSerializer(serializers.Serializer):
+    size = serializers.IntegerField(help_text="Bytes of the file the mirror now holds.")
+    imported = serializers.DictField(
+        child=serializers.IntegerField(), required=False, help_text="import: rows added."
+    )
+    errors = serializers.ListField(child=serializers.DictField(), required=False)
+    problems = serializers.ListField(child=serializers.DictField(), required=False)

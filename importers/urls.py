@@ -4,6 +4,7 @@ from importers import apis
 
 urlpatterns = [
     path("imports/", apis.ImportCreateApi.as_view(), name="import-create"),
+    path("imports/watch/", apis.WatchReceiveApi.as_view(), name="import-watch"),
     path("imports/sessions/", apis.AgentSessionListApi.as_view(), name="import-sessions"),
     path("imports/<int:job_id>/", apis.ImportDetailApi.as_view(), name="import-detail"),
     path(

@@ -49,6 +49,7 @@ FRAMEWORK_NAMES = [
     "authenticate", "authenticate_header", "allow_request", "wait", "parse", "render",
     "process_view", "process_exception", "__call__", "*Admin", "*Inline",
     "put", "patch", "delete", "post", "head", "options",
+    "on_any_event",  # watchdog's FileSystemEventHandler
 ]  # fmt: skip
 FRAMEWORK_DECORATORS = [
     "@register", "@register.*", "@admin.*", "@receiver", "@extend_schema*", "@pytest.*",

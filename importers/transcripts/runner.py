@@ -69,6 +69,13 @@ def _parse_gemini(path: Path, session_id: str | None, default: str) -> Parsed:
     if path.parent.name == "chats":  # ~/.gemini/tmp/<project>/chats/: the project's name
         for conversation in result.conversations:
             conversation.metadata.setdefault("project", path.parent.parent.name)
+    elif path.parent.parent.name == "chats":  # chats/<parent session id>/<id>.jsonl
+        for conversation in result.conversations:
+            conversation.metadata.setdefault("project", path.parent.parent.parent.name)
+            conversation.metadata.update(line="subagent", parent_session=path.parent.name)
+    for conversation in result.conversations:
+        if conversation.metadata.get("kind") == "subagent":  # the header says so
+            conversation.metadata["line"] = "subagent"
     return result
 
 

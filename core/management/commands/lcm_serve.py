@@ -58,6 +58,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-migrate", action="store_true", help="Do not apply migrations first."
         )
+        parser.add_argument(
+            "--watch-user",
+            metavar="NAME",
+            help="Also run `manage.py lcm_watch --user NAME` beside the server: the coding "
+            "agents' sessions on this machine are captured live for NAME (docs/capture.md).",
+        )
 
     def handle(self, *args, **options):
         if not options["no_migrate"]:
@@ -84,6 +90,15 @@ class Command(BaseCommand):
             # default action that would end this process before the `finally` below
             # waits for the worker. A no-op handler lets the wait run.
             signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        watcher = None
+        if options["watch_user"]:
+            manage = Path(settings.BASE_DIR) / "manage.py"
+            # A command of a higher layer: a process of its own, never imported from here.
+            command = [sys.executable, str(manage), "lcm_watch", "--user", options["watch_user"]]
+            watcher = subprocess.Popen(command + ["--quiet"], start_new_session=True)
+            self.stdout.write(f"session watcher started (pid {watcher.pid})")
+            # As for the worker: let uvicorn's re-raised SIGTERM reach the `finally` below.
+            signal.signal(signal.SIGTERM, lambda signum, frame: None)
         try:
             self.stdout.write(f"serving on http://{options['host']}:{options['port']}/")
             serve(
@@ -93,6 +108,8 @@ class Command(BaseCommand):
                 graceful_seconds=options["graceful_seconds"],
             )
         finally:
+            if watcher is not None:
+                _stop_watcher(watcher)
             if worker is not None:
                 _stop_group(worker)
 
@@ -159,3 +176,16 @@ def _stop_group(worker: subprocess.Popen) -> None:
         os.killpg(worker.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         worker.wait(timeout=5)
+
+
+def _stop_watcher(watcher: subprocess.Popen) -> None:
+    # SIGTERM ends its loop between passes; offsets are written after each delivery, so
+    # a kill after the grace loses nothing either (docs/capture.md).
+    with contextlib.suppress(ProcessLookupError):
+        watcher.send_signal(signal.SIGTERM)
+    try:
+        watcher.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(watcher.pid, signal.SIGKILL)
+        watcher.wait(timeout=5)
