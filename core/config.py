@@ -527,6 +527,43 @@ SETTINGS: tuple[Setting, ...] = (
         2,
     ),
     Setting(
+        "LCM_SEARCH_MESSAGE_WEIGHT",
+        float,
+        0.3,
+        "Hybrid search ranks messages: weight of a message's whole-text BM25 (z-scored over "
+        "the messages matching any query term) added to its best unit's score (0: off).",
+        0,
+        5,
+    ),
+    Setting(
+        "LCM_SEARCH_SECOND_UNIT_WEIGHT",
+        float,
+        0.0,
+        "Hybrid search ranks messages: weight of a message's second best unit's score (above "
+        "the scope's mean) added to its best unit's (0: off).",
+        0,
+        2,
+    ),
+    Setting(
+        "LCM_SEARCH_LEXICAL_CONFIDENCE",
+        float,
+        0.5,
+        "Hybrid search: share of the question's IDF mass the best matching message must hold "
+        "for the BM25 leg to have its full weight; below it, proportionally less (0: always "
+        "full).",
+        0,
+        1,
+    ),
+    Setting(
+        "LCM_SEARCH_PASSAGE_TOKENS",
+        int,
+        64,
+        "Largest passage a semantic or hybrid grep row returns as `text`: the matched unit "
+        "and its neighbours in the same message, while they fit (the unit alone if larger).",
+        1,
+        4000,
+    ),
+    Setting(
         "LCM_CHUNK_MIN_TOKENS",
         int,
         200,
