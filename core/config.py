@@ -522,27 +522,18 @@ SETTINGS: tuple[Setting, ...] = (
         "LCM_SEARCH_NEIGHBOUR_WEIGHT",
         float,
         0.35,
-        "Search adds this share of the adjacent units' fused scores to a unit's own (0: off).",
+        "Search adds this share of the adjacent units' fused scores to a unit's own (hybrid: their semantic scores above 1 sigma; 0: off).",
         0,
         2,
     ),
     Setting(
         "LCM_SEARCH_MESSAGE_WEIGHT",
         float,
-        0.3,
+        0.6,
         "Hybrid search ranks messages: weight of a message's whole-text BM25 (z-scored over "
         "the messages matching any query term) added to its best unit's score (0: off).",
         0,
         5,
-    ),
-    Setting(
-        "LCM_SEARCH_SECOND_UNIT_WEIGHT",
-        float,
-        0.0,
-        "Hybrid search ranks messages: weight of a message's second best unit's score (above "
-        "the scope's mean) added to its best unit's (0: off).",
-        0,
-        2,
     ),
     Setting(
         "LCM_SEARCH_LEXICAL_CONFIDENCE",
@@ -557,7 +548,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "LCM_SEARCH_PASSAGE_TOKENS",
         int,
-        64,
+        40,
         "Largest passage a semantic or hybrid grep row returns as `text`: the matched unit "
         "and its neighbours in the same message, while they fit (the unit alone if larger).",
         1,

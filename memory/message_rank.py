@@ -3,17 +3,18 @@
 A unit is about a sentence; a reader opens the message. So hybrid ranks each message by all
 of its evidence and returns its best unit:
 
-- **Units** are scored as before (memory.recall): the z-scored legs, BM25 weighted by
-  LCM_SEARCH_BM25_WEIGHT, smoothed over neighbours.
 - **Whole-message BM25**: the units of a message partition its text, so summing their term
   frequencies and lengths gives each message's own BM25 (IDF and mean length over the
   messages in scope), computed from the units' postings with no second index.
+- **Units** (memory.recall._hybrid): BM25 z-score capped at LEXICAL_CAP, times the
+  confidence below, weighted LCM_SEARCH_BM25_WEIGHT, plus the cosine's z-score; then each
+  unit gains LCM_SEARCH_NEIGHBOUR_WEIGHT x its neighbours' *semantic* scores above
+  NEIGHBOUR_FLOOR (a neighbour's shared word is not lent on).
 - **Message score** = its best unit's score + LCM_SEARCH_MESSAGE_WEIGHT x its message
-  BM25's z-score (over the messages matching any term) + LCM_SEARCH_SECOND_UNIT_WEIGHT x its
-  second best unit's score above the scope's mean: a long answer that holds the fact and
-  its context outranks a short message that shares one word. A one-unit message gets the
-  message term too, from the same words: short-message chats rank as before, a little more
-  lexically (measured, docs/benchmarks.md).
+  BM25's z-score (over the messages matching any term): a long answer that holds the
+  question's words across its sentences outranks a short message that shares one word. A
+  one-unit message gets the message term too, from the same words. (A second-best-unit
+  term was measured and dropped: it favours long messages by their length, BEAM r10 -0.07.)
 - **Confidence**: the lexical leg (both BM25 terms) is scaled by how much of the question's
   IDF mass the best matching message holds (words absent from the scope count, at the
   highest IDF): at or above LCM_SEARCH_LEXICAL_CONFIDENCE it has its full weight, below it
@@ -36,6 +37,13 @@ from django.conf import settings
 from memory.vectors.numpy_exact import UnitMatrix
 
 K1, B = 1.2, 0.75
+# A unit's BM25 z-score counts up to this: over a scope where few units hold a rare word,
+# z-scores of 20-30 let one shared word outrank every meaning match (the paraphrase
+# fixture: 0.595 uncapped). 3 measured best with the rest (docs/benchmarks.md).
+LEXICAL_CAP = 3.0
+# Neighbours lend only their semantic score above this (z units): evidence runs in
+# messages, but a unit among plain filler should not lose to one beside another match.
+NEIGHBOUR_FLOOR = 1.0
 
 
 @dataclass(frozen=True)
@@ -43,8 +51,9 @@ class RankParams:
     bm25_weight: float
     neighbour_weight: float
     message_weight: float
-    second_unit_weight: float
     confidence: float  # question IDF share at which the lexical leg has its full weight
+    lexical_cap: float = LEXICAL_CAP
+    neighbour_floor: float = NEIGHBOUR_FLOOR
 
     @classmethod
     def from_settings(cls) -> RankParams:
@@ -52,7 +61,6 @@ class RankParams:
             bm25_weight=settings.LCM_SEARCH_BM25_WEIGHT,
             neighbour_weight=settings.LCM_SEARCH_NEIGHBOUR_WEIGHT,
             message_weight=settings.LCM_SEARCH_MESSAGE_WEIGHT,
-            second_unit_weight=settings.LCM_SEARCH_SECOND_UNIT_WEIGHT,
             confidence=settings.LCM_SEARCH_LEXICAL_CONFIDENCE,
         )
 
@@ -149,23 +157,12 @@ def message_scores(
     unit_scores: np.ndarray, whole: np.ndarray, messages: Messages, lexical: float, params
 ) -> tuple[np.ndarray, np.ndarray]:
     """(each message's score, its best unit's position), module doc."""
-    g = messages.count
     order = np.lexsort((-unit_scores, messages.group))  # by message, best unit first
     grouped = messages.group[order]
     first = np.ones(order.size, dtype=bool)
     first[1:] = grouped[1:] != grouped[:-1]
     best_at = order[first]
-    best = unit_scores[best_at]
-    score = best.copy()
-    if params.second_unit_weight:
-        second = np.full(g, -np.inf)
-        nxt = np.flatnonzero(first) + 1
-        has = (nxt < order.size) & (nxt < np.append(np.flatnonzero(first)[1:], order.size))
-        second[has] = unit_scores[order[nxt[has]]]
-        mean = float(unit_scores.mean())
-        score += params.second_unit_weight * np.where(
-            np.isfinite(second), np.maximum(second - mean, 0.0), 0.0
-        )
+    score = unit_scores[best_at].copy()
     if params.message_weight and lexical:
         score += params.message_weight * lexical * z_over_matches(whole)
     return score, best_at

@@ -18,6 +18,9 @@ neighbours, one unit per message (docs/memory.md, "Recall").
 - Time: every hit carries its unit's `source_created_at` (grep shows it as `created_at`).
   A bonus for units written in a month the question names measured no gain on either
   dataset and is not applied (docs/benchmarks.md).
+- Hybrid ranks messages (memory.message_rank, issue 34): each message by its best unit plus
+  its whole-text BM25, the lexical leg scaled by its confidence and capped, neighbours
+  lending only their semantic evidence.
 - One unit per message: only a message's best unit is returned (the caller widens it with
   the message, its neighbours or lcm_expand when its budget allows).
 
@@ -210,9 +213,11 @@ def _hybrid(
     whole, share = message_bm25(matrix, local, n, terms, messages)
     lexical = lexical_scale(share, params)
     weight = params.bm25_weight
-    fused = weight * lexical * _z(bm25) + (1 - weight) * _z(cosine)
+    semantic = (1 - weight) * _z(cosine)
+    fused = weight * lexical * np.minimum(_z(bm25), params.lexical_cap) + semantic
     if params.neighbour_weight:
-        fused = fused + params.neighbour_weight * _neighbour_sum(matrix, rows, local, n, fused)
+        lent = np.maximum(semantic - params.neighbour_floor, 0.0)
+        fused = fused + params.neighbour_weight * _neighbour_sum(matrix, rows, local, n, lent)
     score, best_at = message_scores(fused, whole, messages, lexical, params)
     return fused, top_messages(score, best_at, k)
 
