@@ -35,7 +35,6 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from django.conf import settings
 
 from core.api.errors import InvalidInput
 from memory.archived_unit_text import hydrate_chunks
@@ -168,7 +167,7 @@ def search_units(
     if mode == "hybrid":
         fused, picked = _hybrid(matrix, rows, local, n, terms, bm25, cosine, k)
     else:
-        fused = _fused(matrix, rows, local, n, mode, bm25, cosine)
+        fused = _fused(mode, bm25, cosine)
         picked = _best_per_message(matrix, rows, fused, k)
     hits = _unit_hits(matrix, rows, picked, mode, backend, fused=fused, cosine=cosine, bm25=bm25)
     stats["selected"] = len(hits)
@@ -222,27 +221,12 @@ def _hybrid(
     return fused, top_messages(score, best_at, k)
 
 
-def _fused(
-    matrix: UnitMatrix,
-    rows: np.ndarray,
-    local: np.ndarray,
-    n: int,
-    mode: str,
-    bm25: np.ndarray,
-    cosine: np.ndarray,
-) -> np.ndarray:
-    """Each unit's score in `mode`: hybrid, the weighted z-scores of both legs smoothed over
-    neighbours; semantic, the cosine; full_text, BM25 (-inf without a query term)."""
+def _fused(mode: str, bm25: np.ndarray, cosine: np.ndarray) -> np.ndarray:
+    """Each unit's score in the single-leg modes: semantic, the cosine; full_text, BM25
+    (-inf without a query term). Hybrid ranks messages (`_hybrid`)."""
     if mode == "semantic":
         return cosine
-    if mode == "full_text":
-        return np.where(bm25 > 0, bm25, -np.inf)
-    weight = settings.LCM_SEARCH_BM25_WEIGHT
-    fused = weight * _z(bm25) + (1 - weight) * _z(cosine)
-    neighbours = settings.LCM_SEARCH_NEIGHBOUR_WEIGHT
-    if neighbours:
-        fused = fused + neighbours * _neighbour_sum(matrix, rows, local, n, fused)
-    return fused
+    return np.where(bm25 > 0, bm25, -np.inf)
 
 
 def _unit_hits(
