@@ -73,6 +73,8 @@ class Messages:
     group: np.ndarray
     count: int
     length: np.ndarray
+    order: np.ndarray  # positions sorted by message (kept: no sort per search)
+    starts: np.ndarray  # where each message's positions begin in `order`
 
 
 def message_groups(matrix: UnitMatrix, rows: np.ndarray, n: int) -> Messages:
@@ -91,7 +93,9 @@ def message_groups(matrix: UnitMatrix, rows: np.ndarray, n: int) -> Messages:
     group = group.astype(np.int32)
     count = int(group.max()) + 1 if group.size else 0
     length = np.bincount(group, weights=matrix.doclen[rows], minlength=count)
-    found = Messages(group=group, count=count, length=length)
+    order = np.argsort(group, kind="stable")
+    starts = np.searchsorted(group[order], np.arange(count))
+    found = Messages(group=group, count=count, length=length, order=order, starts=starts)
     if extra is not None:
         extra["messages"] = found
     return found
@@ -155,24 +159,30 @@ def z_over_matches(values: np.ndarray) -> np.ndarray:
 
 def message_scores(
     unit_scores: np.ndarray, whole: np.ndarray, messages: Messages, lexical: float, params
-) -> tuple[np.ndarray, np.ndarray]:
-    """(each message's score, its best unit's position), module doc."""
-    order = np.lexsort((-unit_scores, messages.group))  # by message, best unit first
-    grouped = messages.group[order]
-    first = np.ones(order.size, dtype=bool)
-    first[1:] = grouped[1:] != grouped[:-1]
-    best_at = order[first]
-    score = unit_scores[best_at].copy()
+) -> np.ndarray:
+    """Each message's score (module doc): its best unit's, plus its whole-message BM25 term."""
+    if messages.count == 0:
+        return np.zeros(0)
+    score = np.maximum.reduceat(unit_scores[messages.order], messages.starts)
     if params.message_weight and lexical:
         score += params.message_weight * lexical * z_over_matches(whole)
-    return score, best_at
+    return score
 
 
-def top_messages(score: np.ndarray, best_at: np.ndarray, k: int) -> list[int]:
+def top_messages(
+    score: np.ndarray, unit_scores: np.ndarray, messages: Messages, k: int
+) -> list[int]:
     """Positions of the best unit of each of the `k` best messages, best first."""
     if score.size == 0 or k <= 0:
         return []
     take = min(k, score.size)
     top = np.argpartition(-score, take - 1)[:take]
     top = top[np.argsort(-score[top], kind="stable")]
-    return [int(best_at[m]) for m in top if np.isfinite(score[m])]
+    ends = np.append(messages.starts[1:], messages.order.size)
+    picked = []
+    for m in top:
+        if not np.isfinite(score[m]):
+            break
+        units = messages.order[messages.starts[m] : ends[m]]
+        picked.append(int(units[np.argmax(unit_scores[units])]))
+    return picked

@@ -217,8 +217,8 @@ def _hybrid(
     if params.neighbour_weight:
         lent = np.maximum(semantic - params.neighbour_floor, 0.0)
         fused = fused + params.neighbour_weight * _neighbour_sum(matrix, rows, local, n, lent)
-    score, best_at = message_scores(fused, whole, messages, lexical, params)
-    return fused, top_messages(score, best_at, k)
+    score = message_scores(fused, whole, messages, lexical, params)
+    return fused, top_messages(score, fused, messages, k)
 
 
 def _fused(mode: str, bm25: np.ndarray, cosine: np.ndarray) -> np.ndarray:
