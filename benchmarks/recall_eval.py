@@ -14,6 +14,17 @@ Recall of a question = the share of its evidence messages that the rows read cov
 averaged over the questions, by category. Beside every figure, computed in the same run on
 the same stored messages: BM25 over single messages (`SingleMessageBM25`), read the same way.
 
+Three pricings, side by side (issue 34; docs/benchmarks.md says which one each published
+figure uses):
+- **per row**: a row costs exactly what it returns: its `text` (the passage, memory.passages)
+  when it has one, else its unit's tokens; a message row its message. Beside it, BM25 over
+  the same units (`bm25_units`: the conversation's stored units, one document each, the best
+  unit per message, each row priced as the passage the product would return for it).
+- **per whole message** (`<system>:message`): every row costs its whole message the first
+  time one of its rows is read (a reader who opens the message), so the systems compare with
+  BM25 over single messages at its own price.
+- **by rank**: the share of the evidence in the first 5, 10 and 20 rows, no token cost.
+
 Nothing here is product code: the product's only part in it is the services it calls.
 """
 
@@ -34,6 +45,10 @@ BUDGETS = (500, 1000, 2000)
 MIN_UNIT_TOKENS = 20
 MODES = ("hybrid", "semantic", "full_text")
 ROWS_ASKED = 100  # grep's limit per question: 2,000 tokens / 20 tokens a row at most
+RANKS = (5, 10, 20)  # recall by rank: the first N rows, no token cost
+BASELINE = "bm25_single_message"
+UNIT_BASELINE = "bm25_units"
+PER_MESSAGE = ":message"  # suffix of a system's whole-message pricing
 
 
 # ---------------------------------------------------------------------------------------
@@ -336,6 +351,46 @@ class SingleMessageBM25:
         return [i for _, i in scores]
 
 
+class UnitBM25:
+    """The same BM25 over one conversation's stored search units (one document a unit), the
+    best unit per message, each row priced as the passage the product returns for a unit
+    (memory.passages.passage_span over its message's units, LCM_SEARCH_PASSAGE_TOKENS):
+    what the product's rows would be with its ranking swapped for plain BM25."""
+
+    def __init__(self, conversation_id: int) -> None:
+        from django.conf import settings
+        from django.db.models import F
+
+        from memory.models import Chunk
+        from memory.passages import passage_span
+
+        rows = list(
+            Chunk.objects.filter(conversation_id=conversation_id, seq_end=F("seq_start"))
+            .order_by("seq_start", "start_offset")
+            .values_list("seq_start", "token_est", "rendered_text")
+        )
+        self.seqs = [seq for seq, _, _ in rows]
+        by_message: dict[int, list[int]] = defaultdict(list)
+        for at, seq in enumerate(self.seqs):
+            by_message[seq].append(at)
+        limit = settings.LCM_SEARCH_PASSAGE_TOKENS
+        self.cost = [0] * len(rows)
+        for positions in by_message.values():
+            tokens = [rows[at][1] for at in positions]
+            for i, at in enumerate(positions):
+                first, last = passage_span(tokens, i, limit)
+                self.cost[at] = sum(tokens[first : last + 1])
+        self.bm25 = SingleMessageBM25([text for _, _, text in rows])
+
+    def rank(self, query: str) -> list[Unit]:
+        seen, units = set(), []
+        for at in self.bm25.rank(query):
+            if self.seqs[at] not in seen:
+                seen.add(self.seqs[at])
+                units.append(Unit((self.seqs[at],), self.cost[at]))
+        return units
+
+
 # ---------------------------------------------------------------------------------------
 # scoring
 
@@ -371,6 +426,40 @@ def recall_at(units: list[Unit], evidence: set[int], budget: int, cap: dict[int,
             paid[seq] = paid[seq] + cost if len(unit.seqs) == 1 else max(paid[seq], cap.get(seq, 0))
         covered.update(unit.seqs)
     return len(covered & evidence) / len(evidence)
+
+
+def recall_by_rank(units: list[Unit], evidence: set[int], rows: int) -> float:
+    """Share of `evidence` covered by the first `rows` rows, whatever they cost."""
+    if not evidence:
+        return 0.0
+    covered = {seq for unit in units[:rows] for seq in unit.seqs}
+    return len(covered & evidence) / len(evidence)
+
+
+def as_messages(units: list[Unit], cap: dict[int, int]) -> list[Unit]:
+    """The rows priced per whole message: each costs its messages' tokens (recall_at counts
+    a message once, so a second row of a message read costs nothing)."""
+    return [Unit(unit.seqs, sum(cap.get(seq, 0) for seq in unit.seqs)) for unit in units]
+
+
+def score_rows(
+    scores: Scores,
+    system: str,
+    category: str,
+    units: list[Unit],
+    evidence: set[int],
+    cap: dict[int, int],
+    share: float,
+) -> None:
+    """One question's rows under the three pricings (module doc)."""
+    whole = as_messages(units, cap)
+    for budget in BUDGETS:
+        scores.add(system, category, budget, recall_at(units, evidence, budget, cap) * share)
+        value = recall_at(whole, evidence, budget, cap) * share
+        scores.add(system + PER_MESSAGE, category, budget, value)
+    for rows in RANKS:
+        value = recall_by_rank(units, evidence, rows) * share
+        scores.add(system, category, f"r{rows}", value)
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -508,6 +597,7 @@ def _questions(conversations, *, scores: Scores, tag: str | None, limit_question
             seq_by_pk={pk: seq for seq, _, _, _, pk in stored},
         )
         baseline = SingleMessageBM25([content for _, _, _, content, _ in stored])
+        unit_baseline = UnitBM25(conversation_id)
         questions = conversation.questions
         if limit_questions:
             questions = questions[:limit_questions]
@@ -518,10 +608,10 @@ def _questions(conversations, *, scores: Scores, tag: str | None, limit_question
             scores.evidence_total += len(question.evidence) + question.unresolved
             total = len(evidence) + question.unresolved
             share = len(evidence) / total if total else 0.0
-            bm25_units = [Unit((stored[i][0],), stored[i][2]) for i in baseline.rank(question.text)]
-            for budget in BUDGETS:
-                value = recall_at(bm25_units, evidence, budget, asked.cap) * share
-                scores.add("bm25_single_message", question.category, budget, value)
+            whole = [Unit((stored[i][0],), stored[i][2]) for i in baseline.rank(question.text)]
+            score_rows(scores, BASELINE, question.category, whole, evidence, asked.cap, share)
+            units = unit_baseline.rank(question.text)
+            score_rows(scores, UNIT_BASELINE, question.category, units, evidence, asked.cap, share)
             yield asked, question, evidence, share
         if progress:
             progress(conversation.name, scores)
@@ -559,23 +649,25 @@ def run(
             rows = grep_for_user(user=asked.owner, request=request)
             scores.latency_ms[mode].append((time.perf_counter() - began) * 1000)
             units = _units(rows, asked.cap, asked.seq_by_pk)
-            for budget in BUDGETS:
-                value = recall_at(units, evidence, budget, asked.cap) * share
-                scores.add(mode, question.category, budget, value)
+            score_rows(scores, mode, question.category, units, evidence, asked.cap, share)
     return scores
 
 
 def _units(rows: list[dict], cap: dict[int, int], seq_by_pk: dict[int, int]) -> list[Unit]:
-    """grep rows as units: a chunk costs its stored token estimate, a message its tokens."""
+    """grep rows as units, each priced at what it returns: a chunk row its `text` (the
+    passage) when it carries one, else its unit's stored token estimate; a message row its
+    message's tokens."""
+    from core.token_estimate import estimate
     from memory.models import Chunk
 
-    chunk_ids = [r["id"] for r in rows if r["type"] == "chunk"]
+    chunk_ids = [r["id"] for r in rows if r["type"] == "chunk" and "text" not in r]
     tokens = dict(Chunk.objects.filter(pk__in=chunk_ids).values_list("pk", "token_est"))
     units = []
     for row in rows:
         if row["type"] == "chunk":
             seqs = tuple(range(row["seq"], row["seq_end"] + 1))
-            units.append(Unit(seqs, tokens.get(row["id"], 0)))
+            cost = estimate(row["text"]) if "text" in row else tokens.get(row["id"], 0)
+            units.append(Unit(seqs, cost))
         elif row["type"] == "message":
             seq = row.get("seq", seq_by_pk.get(row["id"]))
             units.append(Unit((seq,), cap.get(seq, 0)))
@@ -594,7 +686,7 @@ def render(scores: Scores, modes: tuple[str, ...]) -> str:
         + " | p50 ms | p95 ms |",
         "|---|---|---:|" + "---:|" * len(BUDGETS) + "---:|---:|",
     ]
-    base = scores.recall.get("bm25_single_message", {})
+    base = scores.recall.get(BASELINE, {})
     categories = sorted(base, key=lambda c: (c == "all", c))
     for mode in modes:
         latency = scores.latency_ms.get(mode, [])
@@ -603,7 +695,7 @@ def render(scores: Scores, modes: tuple[str, ...]) -> str:
             cells = []
             for budget in BUDGETS:
                 value = scores.mean(mode, category, budget)
-                baseline = scores.mean("bm25_single_message", category, budget)
+                baseline = scores.mean(BASELINE, category, budget)
                 cells.append(f"{value:.3f} ({baseline:.3f})" if value is not None else "-")
             tail = (
                 f"{percentile(latency, 0.5):.1f} | {percentile(latency, 0.95):.1f}"
@@ -611,6 +703,38 @@ def render(scores: Scores, modes: tuple[str, ...]) -> str:
                 else " | "
             )
             lines.append(f"| {mode} | {category} | {n} | " + " | ".join(cells) + f" | {tail} |")
+    return "\n".join(lines)
+
+
+def render_pricings(scores: Scores, modes: tuple[str, ...]) -> str:
+    """The three pricings side by side (module doc), per category: each system's recall
+    priced per row (what it returns), per whole message, and by rank (first 5/10/20 rows)."""
+    head = (
+        "| category | system | "
+        + " | ".join(f"row @{b}" for b in BUDGETS)
+        + " | "
+        + " | ".join(f"message @{b}" for b in BUDGETS)
+        + " | "
+        + " | ".join(f"rows {r}" for r in RANKS)
+        + " |"
+    )
+    lines = [
+        "Same price: per row = what a row returns (its passage), per message = the whole "
+        "message of each row read, rows N = the first N rows (no token cost).",
+        "",
+        head,
+        "|---|---|" + "---:|" * (2 * len(BUDGETS) + len(RANKS)),
+    ]
+    base = scores.recall.get(BASELINE, {})
+    systems = (*modes, UNIT_BASELINE, BASELINE)
+    for category in sorted(base, key=lambda c: (c != "all", c)):
+        for system in systems:
+            priced = system if system == BASELINE else system + PER_MESSAGE
+            cells = [scores.mean(system, category, b) for b in BUDGETS]
+            cells += [scores.mean(priced, category, b) for b in BUDGETS]
+            cells += [scores.mean(system, category, f"r{r}") for r in RANKS]
+            text = " | ".join("-" if v is None else f"{v:.3f}" for v in cells)
+            lines.append(f"| {category} | {system} | {text} |")
     return "\n".join(lines)
 
 

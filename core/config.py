@@ -557,9 +557,37 @@ SETTINGS: tuple[Setting, ...] = (
         "LCM_SEARCH_NEIGHBOUR_WEIGHT",
         float,
         0.35,
-        "Search adds this share of the adjacent units' fused scores to a unit's own (0: off).",
+        "Search adds this share of the adjacent units' fused scores to a unit's own (hybrid: their semantic scores above 1 sigma; 0: off).",
         0,
         2,
+    ),
+    Setting(
+        "LCM_SEARCH_MESSAGE_WEIGHT",
+        float,
+        0.6,
+        "Hybrid search ranks messages: weight of a message's whole-text BM25 (z-scored over "
+        "the messages matching any query term) added to its best unit's score (0: off).",
+        0,
+        5,
+    ),
+    Setting(
+        "LCM_SEARCH_LEXICAL_CONFIDENCE",
+        float,
+        0.5,
+        "Hybrid search: share of the question's IDF mass the best matching message must hold "
+        "for the BM25 leg to have its full weight; below it, proportionally less (0: always "
+        "full).",
+        0,
+        1,
+    ),
+    Setting(
+        "LCM_SEARCH_PASSAGE_TOKENS",
+        int,
+        40,
+        "Largest passage a semantic or hybrid grep row returns as `text`: the matched unit "
+        "and its neighbours in the same message, while they fit (the unit alone if larger).",
+        1,
+        4000,
     ),
     Setting(
         "LCM_CHUNK_MIN_TOKENS",

@@ -13,7 +13,8 @@ compaction summaries (their vectors, see memory.summaries), `both` searches the 
   both its vector and full text is one row.
 
 Rows have grep's shape. `type` says what a row is: `chunk` (id: a chunk id, with `seq`,
-`seq_end`, `chunk_type`), `summary` (id: `sum_…`, which describe and expand accept; with
+`seq_end`, `chunk_type`, and the passage a reader needs: `text`, `message_id`,
+`start_offset`, `end_offset`; see add_passages), `summary` (id: `sum_…`, which describe and expand accept; with
 `depth` and `kind`) or `message` (hybrid's full-text leg).
 """
 
@@ -21,9 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.db.models import Q
+
+from conversations.models import Message
 from conversations.search import Scope
 from memory.embeddings import embed_query
 from memory.namespaces import backend_for_namespace, search_namespace
+from memory.passages import passages_for
 from memory.recall import search_units
 from memory.summaries import search_summaries
 from memory.turn_retrieval import RetrievalParams
@@ -92,7 +97,7 @@ def chunk_hits(*, scope: Scope, query: str, limit: int, mode: str, namespace=Non
         mode=mode,
         namespace=namespace,
     )
-    return [
+    rows = [
         {
             "type": "chunk",
             "id": hit.chunk.pk,
@@ -108,6 +113,39 @@ def chunk_hits(*, scope: Scope, query: str, limit: int, mode: str, namespace=Non
         }
         for hit in result.hits
     ]
+    if mode != "full_text":
+        add_passages(rows, [hit.chunk for hit in result.hits])
+    return rows
+
+
+def add_passages(rows: list[dict], chunks: list) -> None:
+    """Give each chunk row (in `chunks`' order) what a reader needs to answer from it: `text`,
+    its passage (memory.passages: the unit with its neighbours in the message, at most
+    LCM_SEARCH_PASSAGE_TOKENS), `message_id` (the message it came from; null for a unit over
+    several messages) and `start_offset`/`end_offset` (the passage's characters in that
+    message's text). Keys added, none changed."""
+    passages = passages_for(chunks)
+    message_ids = _message_ids(chunks)
+    for row, chunk in zip(rows, chunks, strict=True):
+        passage = passages[chunk.pk]
+        row["text"] = passage.text
+        row["message_id"] = message_ids.get((chunk.conversation_id, chunk.seq_start))
+        row["start_offset"] = passage.start_offset
+        row["end_offset"] = passage.end_offset
+
+
+def _message_ids(chunks: list) -> dict[tuple[int, int], int]:
+    """`{(conversation id, seq): message id}` of the single-message units among `chunks`."""
+    wanted = {(c.conversation_id, c.seq_start) for c in chunks if c.seq_start == c.seq_end}
+    if not wanted:
+        return {}
+    query = Q()
+    for conversation_id in {c for c, _ in wanted}:
+        query |= Q(
+            conversation_id=conversation_id, seq__in={s for c, s in wanted if c == conversation_id}
+        )
+    rows = Message.objects.filter(query).values_list("conversation_id", "seq", "pk")
+    return {(c, seq): pk for c, seq, pk in rows}
 
 
 def summary_hits(

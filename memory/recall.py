@@ -18,6 +18,9 @@ neighbours, one unit per message (docs/memory.md, "Recall").
 - Time: every hit carries its unit's `source_created_at` (grep shows it as `created_at`).
   A bonus for units written in a month the question names measured no gain on either
   dataset and is not applied (docs/benchmarks.md).
+- Hybrid ranks messages (memory.message_rank, issue 34): each message by its best unit plus
+  its whole-text BM25, the lexical leg scaled by its confidence and capped, neighbours
+  lending only their semantic evidence.
 - One unit per message: only a message's best unit is returned (the caller widens it with
   the message, its neighbours or lcm_expand when its budget allows).
 
@@ -32,14 +35,22 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from django.conf import settings
 
 from core.api.errors import InvalidInput
 from memory.archived_unit_text import hydrate_chunks
 from memory.embeddings import calibrate, embed_query
 from memory.lexical import query_terms, speakers_named
+from memory.message_rank import (
+    RankParams,
+    lexical_scale,
+    message_bm25,
+    message_groups,
+    message_scores,
+    top_messages,
+)
 from memory.models import Chunk, EmbeddingNamespace
 from memory.namespaces import backend_for_namespace, search_namespace
+from memory.passages import passages_for
 from memory.retrieved_items import RetrievedItem, item_for_chunk
 from memory.vectors.base import ScopeFilter
 from memory.vectors.numpy_exact import INDEX, UnitMatrix
@@ -153,8 +164,11 @@ def search_units(
         cosine = _cosines(matrix, rows, n, vector)
     else:
         cosine = np.zeros(rows.size)
-    fused = _fused(matrix, rows, local, n, mode, bm25, cosine)
-    picked = _best_per_message(matrix, rows, fused, k)
+    if mode == "hybrid":
+        fused, picked = _hybrid(matrix, rows, local, n, terms, bm25, cosine, k)
+    else:
+        fused = _fused(mode, bm25, cosine)
+        picked = _best_per_message(matrix, rows, fused, k)
     hits = _unit_hits(matrix, rows, picked, mode, backend, fused=fused, cosine=cosine, bm25=bm25)
     stats["selected"] = len(hits)
     stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
@@ -179,27 +193,40 @@ def _without_speakers(matrix: UnitMatrix, rows: np.ndarray, query: str, mode: st
     return asked or query
 
 
-def _fused(
+def _hybrid(
     matrix: UnitMatrix,
     rows: np.ndarray,
     local: np.ndarray,
     n: int,
-    mode: str,
+    terms: list[str],
     bm25: np.ndarray,
     cosine: np.ndarray,
-) -> np.ndarray:
-    """Each unit's score in `mode`: hybrid, the weighted z-scores of both legs smoothed over
-    neighbours; semantic, the cosine; full_text, BM25 (-inf without a query term)."""
+    k: int,
+    params: RankParams | None = None,
+) -> tuple[np.ndarray, list[int]]:
+    """(each unit's fused score, the positions of the best unit of the `k` best messages):
+    messages ranked by all their evidence, the lexical leg scaled by its confidence
+    (memory.message_rank)."""
+    params = params or RankParams.from_settings()
+    messages = message_groups(matrix, rows, n)
+    whole, share = message_bm25(matrix, local, n, terms, messages)
+    lexical = lexical_scale(share, params)
+    weight = params.bm25_weight
+    semantic = (1 - weight) * _z(cosine)
+    fused = weight * lexical * np.minimum(_z(bm25), params.lexical_cap) + semantic
+    if params.neighbour_weight:
+        lent = np.maximum(semantic - params.neighbour_floor, 0.0)
+        fused = fused + params.neighbour_weight * _neighbour_sum(matrix, rows, local, n, lent)
+    score = message_scores(fused, whole, messages, lexical, params)
+    return fused, top_messages(score, fused, messages, k)
+
+
+def _fused(mode: str, bm25: np.ndarray, cosine: np.ndarray) -> np.ndarray:
+    """Each unit's score in the single-leg modes: semantic, the cosine; full_text, BM25
+    (-inf without a query term). Hybrid ranks messages (`_hybrid`)."""
     if mode == "semantic":
         return cosine
-    if mode == "full_text":
-        return np.where(bm25 > 0, bm25, -np.inf)
-    weight = settings.LCM_SEARCH_BM25_WEIGHT
-    fused = weight * _z(bm25) + (1 - weight) * _z(cosine)
-    neighbours = settings.LCM_SEARCH_NEIGHBOUR_WEIGHT
-    if neighbours:
-        fused = fused + neighbours * _neighbour_sum(matrix, rows, local, n, fused)
-    return fused
+    return np.where(bm25 > 0, bm25, -np.inf)
 
 
 def _unit_hits(
@@ -267,14 +294,20 @@ def _best_per_message(
 
 def items_from_units(hits: list[UnitHit]) -> list[RetrievedItem]:
     """Search hits as retrieved items (the memory_search tool renders them as untrusted
-    memory artifacts, each with its provenance and `recorded_at`)."""
-    return [
-        item_for_chunk(
+    memory artifacts, each with its provenance and `recorded_at`). An item's text is its
+    unit's passage, as grep's rows (memory.passages): the unit with its neighbours in the
+    message, within LCM_SEARCH_PASSAGE_TOKENS; its provenance keeps the unit's offsets."""
+    passages = passages_for([hit.chunk for hit in hits])
+    items = []
+    for rank, hit in enumerate(hits, start=1):
+        item = item_for_chunk(
             hit.chunk,
             rank=rank,
             similarity=round(hit.similarity, 4),
             score=round(hit.score, 4),
             matched_by=hit.matched_by,
         )
-        for rank, hit in enumerate(hits, start=1)
-    ]
+        passage = passages[hit.chunk.pk]
+        item.text, item.tokens = passage.text, passage.tokens
+        items.append(item)
+    return items

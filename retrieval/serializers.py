@@ -268,6 +268,28 @@ class GrepHitSerializer(serializers.Serializer):
         "its conversation (created_at is the hit's own time); null for a conversation no "
         "coding agent wrote.",
     )
+    # The passage of a semantic/hybrid chunk row (memory.grep.add_passages, docs/memory.md).
+    text = serializers.CharField(
+        required=False,
+        help_text="Chunks (semantic/hybrid): the passage to read, the matched unit with its "
+        "neighbours in the same message, at most LCM_SEARCH_PASSAGE_TOKENS tokens (the "
+        "unit alone if larger). Unmarked, whitespace kept.",
+    )
+    message_id = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="Chunks (semantic/hybrid): the message the passage is from (describe or "
+        "expand reach the whole); null for a unit over several messages.",
+    )
+    start_offset = serializers.IntegerField(
+        required=False,
+        help_text="Chunks (semantic/hybrid): the passage's first character in its message's text.",
+    )
+    end_offset = serializers.IntegerField(
+        required=False,
+        help_text="Chunks (semantic/hybrid): just past the passage's last "
+        "character in its message's text.",
+    )
 
 
 class GrepResponseSerializer(serializers.Serializer):

@@ -282,12 +282,16 @@ class UnitMatrix(_Matrix):
         self._scopes = kept  # replaced, not changed: other threads read their snapshot
         return rows, local
 
+    def scope_extra(self, rows: np.ndarray) -> dict | None:
+        """What searches keep with a scope from scope_rows (by its `rows`), or None."""
+        return next((e for r, _, e in self._scopes.values() if r is rows), None)
+
     def neighbour_positions(
         self, rows: np.ndarray, local: np.ndarray, n: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """For each of `rows`, the position (in `rows`) of its unit before and after it in
         its conversation (-1: none, or out of scope); kept with a scope from scope_rows."""
-        extra = next((e for r, _, e in self._scopes.values() if r is rows), None)
+        extra = self.scope_extra(rows)
         if extra is not None and "neighbours" in extra:
             return extra["neighbours"]
         before, after = self.neighbours(n)

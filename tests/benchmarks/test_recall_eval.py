@@ -8,7 +8,17 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from benchmarks.recall_eval import Unit, _evidence_ids, load_beam, load_locomo, recall_at
+from benchmarks.recall_eval import (
+    Scores,
+    Unit,
+    _evidence_ids,
+    as_messages,
+    load_beam,
+    load_locomo,
+    recall_at,
+    recall_by_rank,
+    score_rows,
+)
 from conversations.models import Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,6 +98,23 @@ def test_recall_counts_a_window_over_several_messages_once_per_message():
     assert recall_at(units, {4, 6}, 41, cap) == 0.0
 
 
+def test_the_three_pricings_charge_a_row_what_it_returns_its_message_or_nothing():
+    cap = {1: 300, 2: 30, 3: 25}
+    rows = [Unit((1,), 30), Unit((2,), 30), Unit((3,), 25)]  # a 30-token passage of message 1
+    evidence = {1, 3}
+    assert recall_at(rows, evidence, 100, cap) == 1.0  # per row: 85 tokens read
+    whole = as_messages(rows, cap)
+    assert [u.tokens for u in whole] == [300, 30, 25]
+    assert recall_at(whole, evidence, 100, cap) == 0.5  # message 1 does not fit
+    assert recall_by_rank(rows, evidence, 1) == 0.5
+    scores = Scores()
+    score_rows(scores, "hybrid", "cat", rows, evidence, cap, share=1.0)
+    assert scores.mean("hybrid", "all", 500) == 1.0
+    assert scores.mean("hybrid:message", "all", 500) == 1.0
+    assert scores.mean("hybrid:message", "cat", 1000) == 1.0
+    assert scores.mean("hybrid", "cat", "r5") == 1.0
+
+
 def test_loaders_read_both_layouts(tmp_path):
     conversation = load_locomo(_locomo(tmp_path))[0]
     assert [m.role for m in conversation.messages[:2]] == ["user", "assistant"]
@@ -157,7 +184,9 @@ def test_lcm_eval_recall_ingests_asks_and_prints_every_budget(tmp_path):
     data = json.loads(figures.read_text())
     assert data["questions"] == 3
     assert data["evidence_unresolved"] == 1
-    assert set(data["recall"]) == {"bm25_single_message", "hybrid", "semantic", "full_text"}
+    systems = {"bm25_single_message", "bm25_units", "hybrid", "semantic", "full_text"}
+    assert set(data["recall"]) == systems | {f"{s}:message" for s in systems}
+    assert set(data["recall"]["hybrid"]["all"]) >= {"500", "1000", "2000", "r5", "r10", "r20"}
     # Six short messages fit in any budget: everything a question's words touch is read;
     # the third question's evidence is half not findable.
     assert data["recall"]["bm25_single_message"]["all"]["500"] == pytest.approx(
@@ -167,6 +196,7 @@ def test_lcm_eval_recall_ingests_asks_and_prints_every_budget(tmp_path):
     table = out.getvalue()
     assert "| hybrid | all | 3 |" in table
     assert "@500 (BM25) | @1000 (BM25) | @2000 (BM25)" in table
+    assert "| all | bm25_units |" in table and "| message @1000 |" in table
 
 
 def test_lcm_eval_refuses_a_missing_path(tmp_path):

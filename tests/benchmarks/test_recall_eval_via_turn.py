@@ -86,7 +86,8 @@ def test_the_turn_path_asks_every_question_at_every_budget(settings):
     assert data["questions"] == 2
     assert data["messages"] == 60
     assert data["evidence_unresolved"] == 2
-    assert set(data["recall"]) == {"turn", "bm25_single_message"}
+    baselines = {"bm25_single_message", "bm25_units"}
+    assert set(data["recall"]) == {"turn"} | baselines | {f"{b}:message" for b in baselines}
     turn = data["recall"]["turn"]
     # the kitten's name is found at every budget; the second question's evidence is half
     # not findable, so 0.5 is the most it can score

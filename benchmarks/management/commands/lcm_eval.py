@@ -18,7 +18,9 @@ class Command(BaseCommand):
         "it through the messages service, wait for indexing, ask every question through "
         "grep (hybrid, semantic, full_text) and print evidence recall at 500/1,000/2,000 "
         "tokens by category, with p50/p95 latency, beside BM25 over single messages in the "
-        "same run. --via turn asks them through a turn's retrieval instead (the budget as "
+        "same run; then every system at the same price: per row (what a row returns), per "
+        "whole message, and by rank (first 5/10/20 rows), beside BM25 over the same units and "
+        "over single messages. --via turn asks them through a turn's retrieval instead (the budget as "
         "the turn's retrieval budget). Writes under a user 'lcm-eval': use a scratch database. "
         "capture: import coding-agent session files or folders (Claude Code, Codex, OpenCode, "
         "Gemini CLI; the format found from each file) and print, per file, how whole the "
@@ -128,6 +130,7 @@ class Command(BaseCommand):
                 tag=tag,
             )
             self.stdout.write(recall_eval.render(scores, modes))
+            self.stdout.write("\n" + recall_eval.render_pricings(scores, modes))
             figures["grep"] = scores.as_dict()
         if via in ("turn", "both"):
             turn = recall_eval.run_via_turn(

@@ -1,0 +1,188 @@
+"""Hybrid search ranks messages, not only sentences (issue 34; docs/memory.md, "Recall").
+
+A unit is about a sentence; a reader opens the message. So hybrid ranks each message by all
+of its evidence and returns its best unit:
+
+- **Whole-message BM25**: the units of a message partition its text, so summing their term
+  frequencies and lengths gives each message's own BM25 (IDF and mean length over the
+  messages in scope), computed from the units' postings with no second index.
+- **Units** (memory.recall._hybrid): BM25 z-score capped at LEXICAL_CAP, times the
+  confidence below, weighted LCM_SEARCH_BM25_WEIGHT, plus the cosine's z-score; then each
+  unit gains LCM_SEARCH_NEIGHBOUR_WEIGHT x its neighbours' *semantic* scores above
+  NEIGHBOUR_FLOOR (a neighbour's shared word is not lent on).
+- **Message score** = its best unit's score + LCM_SEARCH_MESSAGE_WEIGHT x its message
+  BM25's z-score (over the messages matching any term): a long answer that holds the
+  question's words across its sentences outranks a short message that shares one word. A
+  one-unit message gets the message term too, from the same words. (A second-best-unit
+  term was measured and dropped: it favours long messages by their length, BEAM r10 -0.07.)
+- **Confidence**: the lexical leg (both BM25 terms) is scaled by how much of the question's
+  IDF mass the best matching message holds (words absent from the scope count, at the
+  highest IDF): at or above LCM_SEARCH_LEXICAL_CONFIDENCE it has its full weight, below it
+  proportionally less. A question sharing only weak or few words with any message (a
+  paraphrase) is then ranked by meaning, and the lexical leg cannot push out what the
+  semantic leg is sure of.
+
+Pure numpy over the unit cache (memory.vectors.numpy_exact.UnitMatrix); the per-scope
+grouping of units into messages is kept with the scope's rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from django.conf import settings
+
+from memory.vectors.numpy_exact import UnitMatrix
+
+K1, B = 1.2, 0.75
+# A unit's BM25 z-score counts up to this: over a scope where few units hold a rare word,
+# z-scores of 20-30 let one shared word outrank every meaning match (the paraphrase
+# fixture: 0.595 uncapped). 3 measured best with the rest (docs/benchmarks.md).
+LEXICAL_CAP = 3.0
+# Neighbours lend only their semantic score above this (z units): evidence runs in
+# messages, but a unit among plain filler should not lose to one beside another match.
+NEIGHBOUR_FLOOR = 1.0
+
+
+@dataclass(frozen=True)
+class RankParams:
+    bm25_weight: float
+    neighbour_weight: float
+    message_weight: float
+    confidence: float  # question IDF share at which the lexical leg has its full weight
+    lexical_cap: float = LEXICAL_CAP
+    neighbour_floor: float = NEIGHBOUR_FLOOR
+
+    @classmethod
+    def from_settings(cls) -> RankParams:
+        return cls(
+            bm25_weight=settings.LCM_SEARCH_BM25_WEIGHT,
+            neighbour_weight=settings.LCM_SEARCH_NEIGHBOUR_WEIGHT,
+            message_weight=settings.LCM_SEARCH_MESSAGE_WEIGHT,
+            confidence=settings.LCM_SEARCH_LEXICAL_CONFIDENCE,
+        )
+
+
+@dataclass(frozen=True)
+class Messages:
+    """The scope's units grouped by message: `group[i]` is the message of position i,
+    `length[g]` a message's term count, `first[g]` one of its positions."""
+
+    group: np.ndarray
+    count: int
+    length: np.ndarray
+    order: np.ndarray  # positions sorted by message (kept: no sort per search)
+    starts: np.ndarray  # where each message's positions begin in `order`
+
+
+def message_groups(matrix: UnitMatrix, rows: np.ndarray, n: int) -> Messages:
+    """Group the scope's units by (conversation, first seq, last seq); kept with the scope."""
+    extra = matrix.scope_extra(rows)
+    found = extra.get("messages") if extra is not None else None
+    if found is not None:
+        return found
+    span = np.minimum(matrix.seq_end[rows] - matrix.seq_start[rows], 2**20 - 1)
+    key = (
+        matrix.conversations[rows].astype(np.int64) * 2**42
+        + matrix.seq_start[rows].astype(np.int64) * 2**20
+        + span
+    )
+    _, group = np.unique(key, return_inverse=True)
+    group = group.astype(np.int32)
+    count = int(group.max()) + 1 if group.size else 0
+    length = np.bincount(group, weights=matrix.doclen[rows], minlength=count)
+    order = np.argsort(group, kind="stable")
+    starts = np.searchsorted(group[order], np.arange(count))
+    found = Messages(group=group, count=count, length=length, order=order, starts=starts)
+    if extra is not None:
+        extra["messages"] = found
+    return found
+
+
+def message_bm25(
+    matrix: UnitMatrix,
+    local: np.ndarray,
+    n: int,
+    terms: list[str],
+    messages: Messages,
+) -> tuple[np.ndarray, float]:
+    """(each message's BM25 over its whole text, the best message's share of the question's
+    IDF mass). A term no message in scope holds counts at the highest IDF."""
+    g = messages.count
+    scores = np.zeros(g, dtype=np.float64)
+    if not terms or g == 0:
+        return scores, 0.0
+    average = float(messages.length.mean()) or 1.0
+    norm = K1 * (1 - B + B * messages.length / average)
+    mass = np.zeros(g, dtype=np.float64)
+    total = 0.0
+    for term in terms:
+        hit_rows, tfs = matrix.inverted.postings(term, n)
+        at = local[hit_rows] if hit_rows.size else hit_rows
+        keep = at >= 0
+        tf = (
+            np.bincount(messages.group[at[keep]], weights=tfs[keep], minlength=g)
+            if keep.any()
+            else None
+        )
+        df = int(np.count_nonzero(tf)) if tf is not None else 0
+        idf = math.log(1 + (g - df + 0.5) / (df + 0.5))
+        total += idf
+        if tf is None:
+            continue
+        scores += idf * tf * (K1 + 1) / (tf + norm)
+        mass += np.where(tf > 0, idf, 0.0)
+    share = float(mass.max()) / total if total > 0 else 0.0
+    return scores, share
+
+
+def lexical_scale(share: float, params: RankParams) -> float:
+    """The lexical leg's weight factor for a question whose best message holds `share` of
+    its IDF mass (module doc)."""
+    if params.confidence <= 0:
+        return 1.0
+    return min(1.0, share / params.confidence)
+
+
+def z_over_matches(values: np.ndarray) -> np.ndarray:
+    """z-scores over the entries above 0 (the messages holding any query term), 0 for the
+    rest: a message that matches nothing gets no lexical evidence either way."""
+    matched = values > 0
+    if matched.sum() < 2:
+        return np.where(matched, 1.0, 0.0)
+    picked = values[matched]
+    std = float(picked.std()) or 1.0
+    return np.where(matched, (values - float(picked.mean())) / std, 0.0)
+
+
+def message_scores(
+    unit_scores: np.ndarray, whole: np.ndarray, messages: Messages, lexical: float, params
+) -> np.ndarray:
+    """Each message's score (module doc): its best unit's, plus its whole-message BM25 term."""
+    if messages.count == 0:
+        return np.zeros(0)
+    score = np.maximum.reduceat(unit_scores[messages.order], messages.starts)
+    if params.message_weight and lexical:
+        score += params.message_weight * lexical * z_over_matches(whole)
+    return score
+
+
+def top_messages(
+    score: np.ndarray, unit_scores: np.ndarray, messages: Messages, k: int
+) -> list[int]:
+    """Positions of the best unit of each of the `k` best messages, best first."""
+    if score.size == 0 or k <= 0:
+        return []
+    take = min(k, score.size)
+    top = np.argpartition(-score, take - 1)[:take]
+    top = top[np.argsort(-score[top], kind="stable")]
+    ends = np.append(messages.starts[1:], messages.order.size)
+    picked = []
+    for m in top:
+        if not np.isfinite(score[m]):
+            break
+        units = messages.order[messages.starts[m] : ends[m]]
+        picked.append(int(units[np.argmax(unit_scores[units])]))
+    return picked
