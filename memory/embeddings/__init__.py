@@ -82,13 +82,15 @@ def _minilm(variant: str) -> EmbeddingBackend:
     when onnxruntime or onnx is not installed. The int8 graph has no numpy twin."""
     if variant not in _MINILM_VARIANTS:
         raise EmbeddingError(f"unknown all-MiniLM-L6-v2 variant {variant!r} (fp32 or int8)")
-    try:
-        import onnx  # noqa: F401 - builds the graph
-        import onnxruntime  # noqa: F401 - runs it
-    except ImportError as exc:
+    import importlib.util
+
+    # onnx builds the graph (imported only when it must), onnxruntime runs it.
+    missing = [name for name in ("onnx", "onnxruntime") if importlib.util.find_spec(name) is None]
+    if missing:
+        reason = f"No module named {missing[0]!r}"
         if variant != "fp32":
-            raise EmbeddingError(f"the {variant} MiniLM graph needs onnxruntime: {exc}") from exc
-        logger.warning("%s: all-MiniLM-L6-v2 runs in numpy (slower; docs/memory.md)", exc)
+            raise EmbeddingError(f"the {variant} MiniLM graph needs onnxruntime: {reason}")
+        logger.warning("%s: all-MiniLM-L6-v2 runs in numpy (slower; docs/memory.md)", reason)
         from memory.embeddings.minilm_numpy import MiniLMNumpy
 
         return MiniLMNumpy()
