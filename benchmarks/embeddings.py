@@ -131,6 +131,15 @@ def agent_tool_outputs(folder: Path) -> list[str]:
     return outputs
 
 
+def chat_messages(ctx: BenchContext) -> list[str]:
+    """Short chat messages: REALTALK's (all ten chats) or the recall fixture's."""
+    shared = shared_dir()
+    if shared is None:
+        chat, _ = recall_fixture.messages(total=ctx.n(2000), facts=max(1, ctx.n(100)))
+        return [text for _, text in chat]
+    return [m.content for c in load_locomo(shared / "datasets" / "realtalk") for m in c.messages]
+
+
 def _corpora(ctx: BenchContext) -> tuple[dict[str, list[str]], str]:
     """Messages per corpus (chat, beam, tool) and where they came from."""
     rng = random.Random(33)
