@@ -1,35 +1,46 @@
 """Embedding throughput of all-MiniLM-L6-v2, numpy against ONNX Runtime, side by side in
 one run (`lcm_bench --only embeddings`).
 
-Three corpora, generated here (deterministic): short chat messages (the recall fixture's
-conversation), BEAM-like messages of ~440 tokens, and agent-style tool outputs (listings,
-tracebacks, code, JSON; most past the 256-token cut). Every variant embeds every corpus in
-each round, the rounds interleaved, and the table gives each variant's median beside the
-numpy baseline of the same run: the machine is shared, so only ratios measured together
-mean much (the load average before and after is in the notes). Tokens are the model's
-word pieces after the cut (what it computes on). Then: batch sizes, recall@6 of the
-vectors alone on the recall fixture, int8 against fp32, and the resident memory the model
-adds to a fresh process (numpy, fp32, int8).
+Three corpora: short chat messages, BEAM-100K's long messages and a coding agent's tool
+outputs -- read from the public datasets in ../shared (REALTALK, BEAM-100K, the Claude Code
+sessions of fixtures/agent-sessions; EMBEDDINGS_BENCH_SHARED names another folder), or,
+where they are missing, generated here in the same shapes (the notes say which). Each
+message is embedded as indexing embeds it: cut into search units
+(LCM_MEMORY_UNIT_TOKENS, memory/chunker.py), every unit embedded. Every variant embeds
+every corpus in each round, the rounds interleaved, and the table gives each variant's
+median beside the numpy baseline of the same run: the machine is shared, so only ratios
+measured together mean much (the load average before and after is in the notes). Tokens
+are the model's word pieces of the units. Variants: numpy (today's), the runtime's fp32
+and int8 graphs with one thread, int8 with two intra-op threads, and int8 in two
+processes of one thread each (each embedding half). Then: recall@6 of the vectors alone
+on the recall fixture, int8 against fp32, and the resident memory of a fresh Django
+process before and after it loads each model.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
+from django.conf import settings
 
 from benchmarks import recall_fixture
 from benchmarks.harness import BenchContext, BenchRow, benchmark
+from benchmarks.recall_eval import load_beam, load_locomo
+from memory.chunker import Segment, unit_segments
 from memory.embeddings.minilm_files import load_tokenizer
 from memory.embeddings.minilm_numpy import MiniLMNumpy
 from memory.embeddings.minilm_onnx import MiniLMOnnx
 
-ROUNDS = int(os.environ.get("EMBEDDINGS_BENCH_ROUNDS", "2"))
+ROUNDS = int(os.environ.get("EMBEDDINGS_BENCH_ROUNDS", "3"))
 TOP_K = 6
 _PROSE_TEXT = (
     "we talked about the release plan and the budget for next quarter then moved on to "
@@ -87,24 +98,120 @@ def _tool_outputs(count: int, rng: random.Random) -> list[str]:
     return [makers[i % len(makers)](i) for i in range(count)]
 
 
-def _corpora(ctx: BenchContext) -> dict[str, list[str]]:
+def shared_dir() -> Path | None:
+    """The public datasets and fixtures (../shared from the project root, or from the
+    worktree's parent), or EMBEDDINGS_BENCH_SHARED; None when there are none."""
+    named = os.environ.get("EMBEDDINGS_BENCH_SHARED")
+    root = Path(settings.BASE_DIR)
+    for candidate in (
+        [Path(named)] if named else [root.parent / "shared", root.parents[1] / "shared"]
+    ):
+        if (candidate / "datasets").is_dir():
+            return candidate
+    return None
+
+
+def agent_tool_outputs(folder: Path) -> list[str]:
+    """The text of every tool result in the Claude Code sessions under `folder`."""
+    outputs = []
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                content = (json.loads(line).get("message") or {}).get("content")
+            except (json.JSONDecodeError, AttributeError):
+                continue
+            for block in content if isinstance(content, list) else []:
+                if not isinstance(block, dict) or block.get("type") != "tool_result":
+                    continue
+                text = block.get("content")
+                if isinstance(text, list):
+                    text = "\n".join(b.get("text", "") for b in text if isinstance(b, dict))
+                if isinstance(text, str) and text.strip():
+                    outputs.append(text)
+    return outputs
+
+
+def chat_messages(ctx: BenchContext) -> list[str]:
+    """Short chat messages: REALTALK's (all ten chats) or the recall fixture's."""
+    shared = shared_dir()
+    if shared is None:
+        chat, _ = recall_fixture.messages(total=ctx.n(2000), facts=max(1, ctx.n(100)))
+        return [text for _, text in chat]
+    return [m.content for c in load_locomo(shared / "datasets" / "realtalk") for m in c.messages]
+
+
+def _corpora(ctx: BenchContext) -> tuple[dict[str, list[str]], str]:
+    """Messages per corpus (chat, beam, tool) and where they came from."""
     rng = random.Random(33)
-    chat, _ = recall_fixture.messages(total=ctx.n(1000), facts=max(1, ctx.n(100)))
-    return {
-        "chat": [text for _, text in chat],
-        "beam": _beam_messages(ctx.n(24), rng),
-        "tool": _tool_outputs(ctx.n(24), rng),
+    shared = shared_dir()
+    if shared is None:
+        chat, _ = recall_fixture.messages(total=ctx.n(600), facts=max(1, ctx.n(60)))
+        generated = {
+            "chat": [text for _, text in chat],
+            "beam": _beam_messages(ctx.n(40), rng),
+            "tool": _tool_outputs(ctx.n(40), rng),
+        }
+        return generated, "generated (no ../shared datasets)"
+    realtalk = load_locomo(shared / "datasets" / "realtalk")[0].messages
+    beam = load_beam(shared / "datasets" / "beam-100k" / "1")[0].messages
+    tools = agent_tool_outputs(shared / "fixtures" / "agent-sessions" / "claude-code")
+    rng.shuffle(tools)
+    real = {
+        "chat": [m.content for m in realtalk[: ctx.n(600)]],
+        "beam": [m.content for m in beam[: ctx.n(40)]],
+        "tool": tools[: ctx.n(40)],
     }
+    return real, f"REALTALK chat 1, BEAM-100K conversation 1, Claude Code tool results ({shared})"
+
+
+def as_units(corpus: str, texts: list[str]) -> list[str]:
+    """The search units indexing embeds for these messages."""
+    tool = corpus == "tool"
+    segments = [
+        Segment(text=text, role="tool" if tool else "user", seq=i + 1, is_tool_result=tool)
+        for i, text in enumerate(texts)
+    ]
+    units = unit_segments(segments, unit_tokens=settings.LCM_MEMORY_UNIT_TOKENS)
+    return [unit.rendered_text for unit in units]
 
 
 def _variants() -> dict[str, object]:
     return {
         "numpy": MiniLMNumpy(),
         "onnx fp32, 1 thread": MiniLMOnnx("fp32", threads=1),
-        "onnx fp32, 2 threads": MiniLMOnnx("fp32", threads=2),
         "onnx int8, 1 thread": MiniLMOnnx("int8", threads=1),
         "onnx int8, 2 threads": MiniLMOnnx("int8", threads=2),
+        "onnx int8, 2 processes": _TwoProcesses("int8"),
     }
+
+
+_worker_backend = None
+
+
+def _worker_start(variant: str) -> None:
+    global _worker_backend
+    _worker_backend = MiniLMOnnx(variant, threads=1)
+    _worker_backend.embed(["warm up"])
+
+
+def _worker_embed(texts: list[str]) -> np.ndarray:
+    assert _worker_backend is not None
+    return _worker_backend.embed(texts)
+
+
+class _TwoProcesses:
+    """Two worker processes of one thread each, each embedding half of the texts."""
+
+    def __init__(self, variant: str) -> None:
+        self._pool = ProcessPoolExecutor(2, initializer=_worker_start, initargs=(variant,))
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        half = len(texts) // 2
+        parts = list(self._pool.map(_worker_embed, [texts[:half], texts[half:]]))
+        return np.concatenate(parts) if texts else np.zeros((0, 384), dtype=np.float32)
+
+    def close(self) -> None:
+        self._pool.shutdown()
 
 
 def _seconds(backend, texts: list[str]) -> float:
@@ -113,12 +220,12 @@ def _seconds(backend, texts: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def _throughput_rows(variants, corpora, tokens) -> list[BenchRow]:
+def _throughput_rows(variants, corpora, units, tokens) -> list[BenchRow]:
     times: dict[tuple[str, str], list[float]] = {}
     for _ in range(ROUNDS):  # interleaved: every variant sees the same load, round by round
-        for corpus, texts in corpora.items():
+        for corpus in corpora:
             for name, backend in variants.items():
-                times.setdefault((corpus, name), []).append(_seconds(backend, texts))
+                times.setdefault((corpus, name), []).append(_seconds(backend, units[corpus]))
     rows = []
     for corpus, texts in corpora.items():
         base = statistics.median(times[(corpus, "numpy")])
@@ -131,25 +238,8 @@ def _throughput_rows(variants, corpora, tokens) -> list[BenchRow]:
                     "messages/s",
                     ">= 3x numpy" if name != "numpy" else "",
                     f"{tokens[corpus] / seconds:,.0f} tokens/s; x{base / seconds:.2f} numpy; "
-                    f"{len(texts)} texts, {tokens[corpus] / len(texts):.0f} tokens each",
-                )
-            )
-    return rows
-
-
-def _batch_rows(corpora, tokens, variant: str) -> list[BenchRow]:
-    rows = []
-    for corpus in ("chat", "beam"):
-        for size in (8, 16, 32, 64):
-            backend = MiniLMOnnx(variant, threads=1, batch=size)
-            backend.embed(["warm up"])
-            seconds = min(_seconds(backend, corpora[corpus]) for _ in range(ROUNDS))
-            rows.append(
-                BenchRow(
-                    f"batch {size}, {corpus}: onnx {variant}",
-                    len(corpora[corpus]) / seconds,
-                    "messages/s",
-                    detail=f"{tokens[corpus] / seconds:,.0f} tokens/s (texts sorted by length)",
+                    f"{len(texts)} messages, {len(units[corpus])} units, "
+                    f"{tokens[corpus] / len(units[corpus]):.0f} tokens per unit",
                 )
             )
     return rows
@@ -194,22 +284,25 @@ _RSS_CODE = """
 import os, django, json
 os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'lcmsite.settings')
 django.setup()
+import memory.indexing  # what a worker has imported before its first embedding
 def rss():
     return int(open('/proc/self/statm').read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
-from memory.embeddings.minilm_numpy import MiniLMNumpy
-from memory.embeddings.minilm_onnx import MiniLMOnnx
-variant = os.environ['BENCH_VARIANT']
-backend = MiniLMNumpy() if variant == 'numpy' else MiniLMOnnx(variant)
+from memory.embeddings import backend_for
 before = rss()
+variant = os.environ['BENCH_VARIANT']
+if variant == 'numpy':
+    from memory.embeddings.minilm_numpy import MiniLMNumpy
+    backend = MiniLMNumpy()
+else:
+    backend = backend_for('minilm', variant)
 backend.embed(['word ' * 300] * 32)  # a full batch at the 256-token cut: peak activations
-print(json.dumps({'growth': rss() - before, 'rss': rss()}))
+backend.embed(['a short message about the plan'] * 200)
+print(json.dumps({'before': before, 'rss': rss()}))
 """
 
 
 def _rss_rows() -> list[BenchRow]:
-    import json
-
-    rows = []
+    rows, numpy_rss = [], 0
     for variant in ("numpy", "fp32", "int8"):
         out = subprocess.run(
             [sys.executable, "-c", _RSS_CODE],
@@ -220,13 +313,16 @@ def _rss_rows() -> list[BenchRow]:
             timeout=600,
         )
         figures = json.loads(out.stdout.strip().splitlines()[-1])
+        numpy_rss = numpy_rss or figures["rss"]
         rows.append(
             BenchRow(
-                f"resident memory the model adds: {variant}",
-                figures["growth"] / 1e6,
+                f"worker resident memory, model loaded: {variant}",
+                figures["rss"] / 1e6,
                 "MB",
                 "<= numpy + 100 MB" if variant != "numpy" else "",
-                f"process RSS {figures['rss'] / 1e6:.0f} MB after a batch of 32 x 256 tokens",
+                f"{figures['before'] / 1e6:.0f} MB before loading, +{(figures['rss'] - figures['before']) / 1e6:.0f} MB "
+                f"after a batch of 32 x 256 tokens and 200 short texts; "
+                f"{(figures['rss'] - numpy_rss) / 1e6:+.0f} MB against numpy",
             )
         )
     return rows
@@ -235,21 +331,24 @@ def _rss_rows() -> list[BenchRow]:
 @benchmark("embeddings")
 def embeddings(ctx: BenchContext) -> list[BenchRow]:
     ctx.notes.append(f"embeddings: load average before {os.getloadavg()} (2 cores)")
-    corpora = _corpora(ctx)
+    corpora, source = _corpora(ctx)
+    units = {name: as_units(name, texts) for name, texts in corpora.items()}
     tokenizer = load_tokenizer()
     tokens = {
         name: sum(len(e.ids) for e in tokenizer.encode_batch(texts))
-        for name, texts in corpora.items()
+        for name, texts in units.items()
     }
     variants = _variants()
     for backend in variants.values():
         backend.embed(["warm up: load the weights, build or verify the graph"])
-    rows = _throughput_rows(variants, corpora, tokens)
-    rows += _batch_rows(corpora, tokens, "fp32")
+    try:
+        rows = _throughput_rows(variants, corpora, units, tokens)
+    finally:
+        variants["onnx int8, 2 processes"].close()
     rows += _recall_rows(variants, ctx)
     rows += _rss_rows()
     ctx.notes.append(
         f"embeddings: load average after {os.getloadavg()}; {ROUNDS} rounds, medians; "
-        "corpora generated in benchmarks/embeddings.py"
+        f"corpora: {source}; units of {settings.LCM_MEMORY_UNIT_TOKENS} tokens"
     )
     return rows

@@ -46,6 +46,7 @@ BENCH_MODULES = [
     "benchmarks.console",
     "benchmarks.memory",
     "benchmarks.embeddings",
+    "benchmarks.embeddings_mixed",
     "benchmarks.recall_search",
     "benchmarks.importers",
     "benchmarks.watch",

@@ -508,8 +508,9 @@ SETTINGS: tuple[Setting, ...] = (
         "LCM_EMBEDDING_MODEL",
         str,
         "",
-        "Model of the openai backend (default text-embedding-3-small); for minilm, fp32 (default) "
-        "or int8 (the quantized graph, its own namespace); for hashing, the dimension.",
+        "Model of the openai backend (default text-embedding-3-small); for minilm, int8 (default: "
+        "the quantized graph) or fp32 (numpy's vectors), each its own namespace; for hashing, "
+        "the dimension.",
     ),
     Setting(
         "LCM_VECTOR_INDEX",

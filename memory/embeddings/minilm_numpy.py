@@ -2,8 +2,8 @@
 
 The same files as the runtime backend (memory/embeddings/minilm_files.py) and the same
 pipeline: embeddings + 6 post-LayerNorm transformer layers (GELU), attention-masked mean
-pooling, L2 normalisation. Its GELU is the tanh approximation (numpy has no vectorised
-erf), so its vectors differ from the runtime's exact-erf ones by the small tolerance
+pooling, L2 normalisation, with the tanh GELU the runtime's graph uses too (FastGelu).
+Its vectors differ from the runtime's fp32 ones by float rounding, within the tolerance
 tests/memory/test_minilm_onnx.py checks; both are recorded as the same model.
 """
 
@@ -40,7 +40,8 @@ _SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    # BERT's erf GELU; the tanh form differs by < 1e-3 and numpy has no vectorised erf.
+    # BERT's erf GELU in its tanh form (< 1e-3 apart; numpy has no vectorised erf), as the
+    # runtime's graph computes it (FastGelu).
     # Tiny activations are zeroed first: their cubes would be subnormal floats, which
     # the CPU computes many times slower (numpy cannot set flush-to-zero).
     x = np.where(np.abs(x) < 1e-6, np.float32(0), x)

@@ -29,6 +29,9 @@ from memory.embeddings.minilm_files import (
 )
 
 BATCH = 32
+# The runtime's SkipLayerNormalization fusion would put back the slow kernel the graph
+# avoids (memory/embeddings/minilm_graph.py, `_layer`).
+DISABLED_FUSIONS = ["SkipLayerNormFusion"]
 
 
 def _libc_trim():
@@ -73,6 +76,8 @@ class MiniLMOnnx:
             from memory.embeddings.minilm_cache import ensure_graph
 
             options = onnxruntime.SessionOptions()
+            # Every graph rewrite (the int8 graph's quantize + MatMul fusion comes from it).
+            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
             # No memory arena: it keeps a 32 x 256-token batch's activations for the life of
@@ -82,7 +87,10 @@ class MiniLMOnnx:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             self._tokenizer = load_tokenizer()
             self._session = onnxruntime.InferenceSession(
-                str(ensure_graph(self.variant)), options, providers=["CPUExecutionProvider"]
+                str(ensure_graph(self.variant)),
+                options,
+                providers=["CPUExecutionProvider"],
+                disabled_optimizers=DISABLED_FUSIONS,
             )
 
     def embed(self, texts: list[str]) -> np.ndarray:

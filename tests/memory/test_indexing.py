@@ -20,7 +20,7 @@ def test_it_chunks_and_embeds_api_messages_once(conversation):
     assert MessageIndexCursor.objects.get(conversation=conversation).last_seq == 2
     namespace = EmbeddingNamespace.objects.get()
     assert (namespace.model, namespace.dim, namespace.status) == (
-        "all-MiniLM-L6-v2",
+        "all-MiniLM-L6-v2-int8",
         384,
         "active",
     )

@@ -20,7 +20,7 @@ def test_a_model_change_reindexes_with_progress_and_swaps_at_the_end(conversatio
     append(conversation, "alpha fact about the garden shed", "beta fact about the red car")
     index_conversation_messages(conversation_id=conversation.pk)
     old = search_namespace()
-    assert old.model == "all-MiniLM-L6-v2"
+    assert old.model == "all-MiniLM-L6-v2-int8"
 
     settings.LCM_EMBEDDING_BACKEND = "hashing"
     settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": False}
@@ -37,7 +37,7 @@ def test_a_model_change_reindexes_with_progress_and_swaps_at_the_end(conversatio
     assert ChunkVector.objects.filter(namespace=building).count() == 1
     scope = ScopeFilter(conversations=((conversation.pk, None),))
     during = search_units(scope=scope, query="red car", k=6)
-    assert during.stats["namespace"] == "all-MiniLM-L6-v2/384"
+    assert during.stats["namespace"] == "all-MiniLM-L6-v2-int8/384"
 
     done = reindex_namespace(namespace_id=building.pk, batch=1)
     assert (done.status, done.chunks_total, done.chunks_done) == (NamespaceStatus.ACTIVE, 3, 3)
@@ -82,9 +82,9 @@ def test_the_command_shows_namespaces_and_progress(conversation, capsys):
     index_conversation_messages(conversation_id=conversation.pk)
     call_command("lcm_memory")
     out = capsys.readouterr().out
-    assert "configured model: all-MiniLM-L6-v2/384" in out
+    assert "configured model: all-MiniLM-L6-v2-int8/384" in out
     assert "chunks: 1" in out
-    assert "all-MiniLM-L6-v2/384 active" in out
+    assert "all-MiniLM-L6-v2-int8/384 active" in out
 
 
 def test_searches_stay_on_the_old_model_throughout_a_reindex(conversation, settings):
@@ -144,7 +144,7 @@ def test_the_reindex_command_shows_progress_and_resumes(conversation, settings, 
     with pytest.raises(Stop):
         run(namespace_id=building.pk, batch=1, on_batch=stop_after_first)
     assert ChunkVector.objects.filter(namespace=building).count() == 1
-    assert search_namespace().model == "all-MiniLM-L6-v2"
+    assert search_namespace().model == "all-MiniLM-L6-v2-int8"
 
     call_command("lcm_memory", "reindex", "--wait", "--batch", "1")
     captured = capsys.readouterr()
@@ -152,3 +152,38 @@ def test_the_reindex_command_shows_progress_and_resumes(conversation, settings, 
     assert "Re-indexing into hashing-v1-256: 3/3 (100%)" in captured.err
     assert ChunkVector.objects.filter(namespace=building).count() == 3
     assert search_namespace().pk == building.pk
+
+
+def test_the_command_moves_a_store_of_numpy_vectors_to_the_int8_default(
+    conversation, settings, capsys
+):
+    """A store indexed before int8 became the default (fp32: numpy's vectors) moves to it
+    with `lcm_memory reindex --wait`: every vector re-embedded with the quantized graph,
+    close to the old one, and search answers from the new namespace."""
+    import numpy as np
+    from django.core.management import call_command
+
+    settings.LCM_CHUNK_TOPIC_SHIFT = 2.0
+    settings.LCM_EMBEDDING_MODEL = "fp32"
+    append(conversation, "the spare key is under the blue flower pot", "lunch was pasta")
+    index_conversation_messages(conversation_id=conversation.pk)
+    old = search_namespace()
+    assert old.model == "all-MiniLM-L6-v2"
+
+    settings.LCM_EMBEDDING_MODEL = ""  # the default again: int8
+    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": False}
+    assert model_change_start().model == "all-MiniLM-L6-v2-int8"
+    call_command("lcm_memory", "reindex", "--wait")
+    assert "Re-indexing into all-MiniLM-L6-v2-int8: 2/2 (100%)" in capsys.readouterr().err
+    new = search_namespace()
+    assert new.model == "all-MiniLM-L6-v2-int8"
+
+    def vectors(namespace):
+        rows = ChunkVector.objects.filter(namespace=namespace).order_by("chunk_id")
+        return np.stack([np.frombuffer(row.vector, dtype="<f4") for row in rows])
+
+    assert (vectors(old) * vectors(new)).sum(axis=1).min() > 0.97
+    scope = ScopeFilter(conversations=((conversation.pk, None),))
+    found = search_units(scope=scope, query="where is the door key hidden", k=1, mode="semantic")
+    assert found.stats["namespace"] == "all-MiniLM-L6-v2-int8/384"
+    assert "flower pot" in found.hits[0].chunk.rendered_text
