@@ -236,6 +236,13 @@ def test_a_pattern_across_a_users_data_leaves_another_user_untouched(
     api, user, other_user, chat, django_capture_on_commit_callbacks
 ):
     mine = [_planted(user), _planted(user, secret="sk_test_51SecondConversationKey77")]
+    # 50 of the user's conversations in all: the chat's, the two above and 47 short ones.
+    short_keys = [f"sk_test_51ShortConversation{n:02d}Key" for n in range(47)]
+    for key in short_keys:
+        messages_append(
+            conversation_id=ConversationFactory(owner=user).pk,
+            messages=[parse_message({"role": "user", "content": f"deploy with {key} today"})],
+        )
     theirs = _planted(other_user, secret="sk_test_51SomeoneElsesKeyQQ123")
     theirs_before = _places(theirs)
     session, turn = chat
@@ -247,7 +254,7 @@ def test_a_pattern_across_a_users_data_leaves_another_user_untouched(
         django_capture_on_commit_callbacks,
     )  # fmt: skip
     assert body["state"] == "done" and body["verification"]["occurrences"] == 0, body
-    assert verify([SECRET, "sk_test_51SecondConversationKey77"]).count == 0
+    assert verify([SECRET, "sk_test_51SecondConversationKey77", *short_keys]).count == 0
     assert _places(theirs) == theirs_before
     assert verify(["sk_test_51SomeoneElsesKeyQQ123"]).count > 0
     step.refresh_from_db()
