@@ -170,13 +170,16 @@ REDACTION_DESCRIPTION = (
 )
 
 
-def _redact(request, scope, serializer_class=RedactionRequestSerializer) -> Response:
+def _validated(request, serializer_class=RedactionRequestSerializer) -> dict:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def _redact(request, scope, data: dict) -> Response:
     from security.redaction import jobs
     from security.redaction.request import parse
 
-    serializer = serializer_class(data=request.data)
-    serializer.is_valid(raise_exception=True)
-    data = {k: v for k, v in serializer.validated_data.items() if k != "user_id"}
     redaction = parse(data, scope)
     if redaction.dry_run:
         return Response(jobs.dry_run(redaction))
@@ -196,7 +199,7 @@ class ConversationRedactionApi(APIView):
         from security.redaction.request import scope_of_conversation
 
         conversation = conversation_get_for_user(user=request.user, conversation_id=conversation_id)
-        return _redact(request, scope_of_conversation(conversation))
+        return _redact(request, scope_of_conversation(conversation), _validated(request))
 
 
 class SessionRedactionApi(APIView):
@@ -211,7 +214,7 @@ class SessionRedactionApi(APIView):
         from turns.selectors import session_get_for_user
 
         session = session_get_for_user(user=request.user, session_id=session_id)
-        return _redact(request, scope_of_session(session))
+        return _redact(request, scope_of_session(session), _validated(request))
 
 
 class UserRedactionApi(APIView):
@@ -228,14 +231,15 @@ class UserRedactionApi(APIView):
         from core.api.errors import NotFound
         from security.redaction.request import scope_of_user
 
+        data = _validated(request, UserRedactionRequestSerializer)
         user = request.user
-        user_id = request.data.get("user_id") if isinstance(request.data, dict) else None
+        user_id = data.pop("user_id", None)
         if user_id is not None and user_id != user.pk:
             other = get_user_model().objects.filter(pk=user_id).first() if user.is_staff else None
             if other is None:
                 raise NotFound("no such user")
             user = other
-        return _redact(request, scope_of_user(user), UserRedactionRequestSerializer)
+        return _redact(request, scope_of_user(user), data)
 
 
 class RedactionDetailApi(APIView):

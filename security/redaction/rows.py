@@ -10,7 +10,7 @@ stand aside under the redaction permit.
 
 from __future__ import annotations
 
-from django.db import models, transaction
+from django.db import IntegrityError, models, transaction
 
 from archive.models import Segment
 from conversations.models import (
@@ -54,7 +54,12 @@ def _fit(original, new, limit: int | None, ctx: JobContext):
     return ctx.matcher.pattern.sub("[redacted]", original, timeout=MATCH_TIMEOUT)[:limit]
 
 
-def scrub_model(model, ids: set, ctx: JobContext, *, dry: bool = False) -> int:
+def scrub_model(
+    model, ids: set, ctx: JobContext, *, dry: bool = False, kept: dict | None = None
+) -> int:
+    """Rows of `model` rewritten (or, `dry`, that would be). A rewrite that would collide
+    with a unique value (two session ids differing only in the matched text) is left out
+    and counted in `kept` by model: the row keeps its text, and verify reports it."""
     columns = text_columns(model)
     if not columns:
         return 0
@@ -69,7 +74,13 @@ def scrub_model(model, ids: set, ctx: JobContext, *, dry: bool = False) -> int:
                 if n:
                     updates[column] = _fit(row[column], new, limit, ctx)
             if updates and not dry:
-                model._base_manager.filter(pk=row["pk"]).update(**updates)
+                try:
+                    with transaction.atomic():  # a savepoint: a collision undoes this row only
+                        model._base_manager.filter(pk=row["pk"]).update(**updates)
+                except IntegrityError:
+                    if kept is not None:
+                        kept[model._meta.label] = kept.get(model._meta.label, 0) + 1
+                    continue
             changed += bool(updates)
     return changed
 
@@ -89,11 +100,13 @@ def scope_rows(ctx: JobContext) -> dict:
 def run(ctx: JobContext) -> dict:
     collected = scope_rows(ctx)
     counts: dict[str, int] = {}
+    kept: dict[str, int] = {}
     with transaction.atomic(), redact_permit():
         for model, ids in sorted(collected.items(), key=lambda item: item[0]._meta.label):
             if model in OWNED:
                 continue
-            changed = scrub_model(model, ids, ctx)
+            changed = scrub_model(model, ids, ctx, kept=kept)
             if changed:
                 counts[model._meta.label] = changed
+    counts.update({f"{label} (kept: a unique value would collide)": n for label, n in kept.items()})
     return counts

@@ -213,7 +213,10 @@ def _stored_files():
 
 
 def _bucket_files(alias: str, storage, folder: str):
-    folders, names = storage.listdir(folder)
+    try:
+        folders, names = storage.listdir(folder)
+    except FileNotFoundError:  # a file-system storage nothing was written to yet
+        return
     for name in names:
         key = f"{folder}/{name}" if folder else name
         with storage.open(key, "rb") as handle:

@@ -326,7 +326,7 @@ def test_whole_messages_and_a_span(api, user, django_capture_on_commit_callbacks
     assert scan(Scope(None)).total_problems == 0
 
 
-def test_bad_requests_get_one_error_shape_and_write_nothing(api, other_api, user):
+def test_bad_requests_get_one_error_shape_and_write_nothing(api, other_api, staff_api, user):
     conversation = _planted(user)
     url = f"/api/v1/conversations/{conversation.pk}/redactions/"
     message = Message.objects.filter(conversation=conversation).first()
@@ -338,7 +338,8 @@ def test_bad_requests_get_one_error_shape_and_write_nothing(api, other_api, user
         ({"regex": "x*"}, 400),  # matches the empty string
         ({"regex": "redacted"}, 400),  # matches the marker
         ({"literal": SECRET, "reason": "Bad Reason!"}, 400),
-        ({"message_ids": [999999]}, 400),
+        ({"message_ids": [999999]}, 404),  # not in the scope
+        ({"span": {"message_id": 999999, "start": 0, "end": 1}}, 404),
         ({"message_ids": ["1"]}, 400),
         ({"span": {"message_id": message.pk, "start": 5, "end": 2}}, 400),
         ({"span": {"message_id": message.pk, "start": 0, "end": 10**6}}, 400),
@@ -350,6 +351,11 @@ def test_bad_requests_get_one_error_shape_and_write_nothing(api, other_api, user
         assert response.status_code == status, (body, response.content)
         assert set(response.json()) == {"code", "message", "extra"}, body
     assert other_api.post(url, {"literal": SECRET}, format="json").status_code == 404
+    for user_id in ({}, "me", 0):  # staff naming another user's data: an id, checked first
+        response = staff_api.post(
+            "/api/v1/redactions/", {"literal": SECRET, "user_id": user_id}, format="json"
+        )
+        assert response.status_code == 400, (user_id, response.content)
     assert Redaction.objects.count() == 0 and verify([SECRET]).count > 0
 
 
@@ -411,3 +417,51 @@ def test_the_admin_action_redacts_whole_messages_and_lists_the_job(user):
     assert message.content == f"[redacted: admin {row.pk}]"
     listing = client.get("/admin/security/redaction/")
     assert listing.status_code == 200 and row.pk in listing.content.decode()
+
+
+def test_a_storage_nothing_was_written_to_yet_verifies_as_empty(api, user, settings, tmp_path):
+    # A fresh server: the encrypted large-file storage's folder does not exist yet.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "large_files": {
+            "BACKEND": "security.storage.EncryptedStorage",
+            "OPTIONS": {
+                "backend": "django.core.files.storage.FileSystemStorage",
+                "options": {"location": str(tmp_path / "never-written")},
+            },
+        },
+    }
+    storages._storages.pop("large_files", None)
+    conversation = ConversationFactory(owner=user)
+    messages_append(
+        conversation_id=conversation.pk,
+        messages=[parse_message({"role": "user", "content": f"the key is {SECRET}"})],
+    )
+    response = api.post(
+        f"/api/v1/conversations/{conversation.pk}/redactions/", {"literal": SECRET}, format="json"
+    )
+    storages._storages.pop("large_files", None)
+    assert response.status_code == 201, response.content
+    assert response.json()["verification"]["occurrences"] == 0
+
+
+def test_a_rewrite_that_would_collide_with_a_unique_value_keeps_the_row_and_says_so(api, user):
+    # Both session ids outgrow their 255 characters once rewritten, and both are cut to the
+    # same run of short markers: the second rewrite would break (owner, session_id)'s
+    # uniqueness. That row keeps its text; verify finds it; the job ends, no 500.
+    for repeat in (40, 41):
+        conversation = ConversationFactory(owner=user, session_id="000000" * repeat)
+        messages_append(
+            conversation_id=conversation.pk,
+            messages=[parse_message({"role": "user", "content": "pin 000000 for the door"})],
+        )
+    response = api.post("/api/v1/redactions/", {"literal": "000000"}, format="json")
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["state"] == "done"
+    assert (
+        body["steps"]["rows"]["conversations.Conversation (kept: a unique value would collide)"]
+        == 1
+    )
+    assert body["verification"]["occurrences"] > 0
+    assert not Message.objects.filter(content__contains="000000").exists()
