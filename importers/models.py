@@ -39,15 +39,9 @@ class ImportedConversation(models.Model):
     # lossless-claw: the source's context_items as last imported (to see whether it changed).
     context_signature = models.CharField(max_length=64, blank=True, default="")
     imported_at = models.DateTimeField(auto_now=True)
-    # What the coding agent said about its session (docs/capture.md), to filter on.
-    agent = models.CharField(max_length=32, blank=True, default="")
-    agent_version = models.CharField(max_length=64, blank=True, default="")
-    cwd = models.TextField(blank=True, default="")
-    git_branch = models.CharField(max_length=255, blank=True, default="")
-    model = models.CharField(max_length=255, blank=True, default="")
-    started_at = models.DateTimeField(null=True, blank=True)
-    ended_at = models.DateTimeField(null=True, blank=True)
-    # Everything else: session_meta, turn contexts, why a branch or sub-agent exists.
+    # What the coding agent said about its session beyond its origin (agent, project, model,
+    # times: conversations.ConversationOrigin, where search filters on them): session_meta,
+    # turn contexts, why a branch or sub-agent exists.
     metadata = models.JSONField(default=dict, blank=True)
 
     class Meta:
@@ -55,9 +49,6 @@ class ImportedConversation(models.Model):
             models.CheckConstraint(
                 condition=Q(format__in=Format.values), name="imported_conversation_format_valid"
             )
-        ]
-        indexes = [
-            models.Index(fields=["agent", "cwd"], name="imported_conv_agent_cwd"),
         ]
 
     def __str__(self) -> str:

@@ -19,10 +19,12 @@ def agent_sessions_for_user(
     *, user, agent: str = "", cwd: str = "", git_branch: str = "", model: str = ""
 ):
     """The owner's imported agent sessions, filtered on what the agent said about them."""
-    rows = ImportedConversation.objects.filter(conversation__owner=user).exclude(agent="")
+    rows = ImportedConversation.objects.filter(
+        conversation__owner=user, conversation__origin__isnull=False
+    ).exclude(conversation__origin__agent="")
     for name, value in (("agent", agent), ("cwd", cwd), ("git_branch", git_branch)):
         if value:
-            rows = rows.filter(**{name: value})
+            rows = rows.filter(**{f"conversation__origin__{name}": value})
     if model:
-        rows = rows.filter(model__icontains=model)
-    return rows.select_related("conversation").order_by("-conversation_id")
+        rows = rows.filter(conversation__origin__model__icontains=model)
+    return rows.select_related("conversation__origin").order_by("-conversation_id")

@@ -93,13 +93,13 @@ class AgentSessionSerializer(serializers.Serializer):
     session_id = serializers.CharField(source="conversation.session_id")
     title = serializers.CharField(source="conversation.title")
     format = serializers.CharField()
-    agent = serializers.CharField()
-    agent_version = serializers.CharField()
-    cwd = serializers.CharField()
-    git_branch = serializers.CharField()
-    model = serializers.CharField()
-    started_at = serializers.DateTimeField(allow_null=True)
-    ended_at = serializers.DateTimeField(allow_null=True)
+    agent = serializers.CharField(source="conversation.origin.agent")
+    agent_version = serializers.CharField(source="conversation.origin.agent_version")
+    cwd = serializers.CharField(source="conversation.origin.cwd")
+    git_branch = serializers.CharField(source="conversation.origin.git_branch")
+    model = serializers.CharField(source="conversation.origin.model")
+    started_at = serializers.DateTimeField(source="conversation.origin.started_at", allow_null=True)
+    ended_at = serializers.DateTimeField(source="conversation.origin.ended_at", allow_null=True)
     metadata = serializers.JSONField(
         help_text="The rest: why a branch or sub-agent exists (line, parent_session, "
         "branch_reason), the agent's own session record (session_meta, turn_contexts, ...)."

@@ -1,7 +1,7 @@
-"""What a coding agent said about its session (agent, version, cwd, git branch, model,
-first and last times, why a branch or sub-agent exists), kept on the conversation's
-import row where it can be filtered on (`selectors.agent_sessions_for_user`), and copied to
-`conversations.ConversationOrigin`, which grep filters on and names in every hit.
+"""What a coding agent said about its session: its origin (agent, version, cwd, git
+branch, model, first and last times) on `conversations.ConversationOrigin`, which grep and
+`selectors.agent_sessions_for_user` filter on and every search hit names; the rest (why a
+branch or sub-agent exists, the agent's own session record) in the import row's `metadata`.
 
 Each import refreshes it: a session that went on may have moved to another branch or
 model; the last value the agent wrote wins, the other keys of `metadata` are merged.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from django.utils.dateparse import parse_datetime
 
+from conversations.models import ConversationOrigin
 from conversations.origins import ORIGIN_FIELDS, origin_record
 from importers.models import ImportedConversation
 
@@ -41,21 +42,19 @@ def record_session_facts(conversation_id: int, format: str, facts: dict) -> None
     row = ImportedConversation.objects.filter(conversation_id=conversation_id).first()
     if row is None or row.format != format:
         return  # a conversation this import did not create: its row is not ours to change
+    origin = ConversationOrigin.objects.filter(conversation_id=conversation_id).first()
+    values = {name: getattr(origin, name) for name in ORIGIN_FIELDS} if origin else {}
     for name, limit in _COLUMNS.items():
         value = facts.get(name)
         if isinstance(value, str) and value:
-            setattr(row, name, value[:limit] if limit else value)
+            values[name] = value[:limit] if limit else value
     started, ended = _when(facts.get("started_at")), _when(facts.get("ended_at"))
-    if started and (row.started_at is None or started < row.started_at):
-        row.started_at = started
-    if ended and (row.ended_at is None or ended > row.ended_at):
-        row.ended_at = ended
+    if started and (values.get("started_at") is None or started < values["started_at"]):
+        values["started_at"] = started
+    if ended and (values.get("ended_at") is None or ended > values["ended_at"]):
+        values["ended_at"] = ended
     extra = {k: v for k, v in facts.items() if k not in _COLUMNS and k not in _TIMES}
     row.metadata = {**(row.metadata or {}), **extra}
-    row.save()
-    # The same facts where search (below this app) filters on them and names them per hit.
-    if row.agent:
-        origin_record(
-            conversation_id=conversation_id,
-            values={name: getattr(row, name) for name in ORIGIN_FIELDS},
-        )
+    row.save(update_fields=["metadata", "imported_at"])
+    if values.get("agent"):  # where search (below this app) filters on them
+        origin_record(conversation_id=conversation_id, values=values)

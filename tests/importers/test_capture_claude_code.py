@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conversations.models import Conversation, Message, MessagePart, Summary
+from conversations.models import Conversation, ConversationOrigin, Message, MessagePart, Summary
 from importers.models import ImportedConversation, ImportedSummary
 from importers.services import import_file
 from integrity.checks import Scope
@@ -91,7 +91,7 @@ def test_the_records_of_one_response_are_marked_so_usage_counts_once(user, repor
 
 
 def test_session_facts_are_kept_and_filterable(user, report, api):
-    row = ImportedConversation.objects.get(conversation__session_id=SESSION)
+    row = ConversationOrigin.objects.get(conversation__session_id=SESSION)
     assert (row.agent, row.agent_version, row.cwd, row.git_branch, row.model) == (
         "claude-code",
         "2.1.114",

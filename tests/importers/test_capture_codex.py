@@ -9,7 +9,7 @@ import json
 import pytest
 import zstandard
 
-from conversations.models import Message, MessagePart, Summary
+from conversations.models import ConversationOrigin, Message, MessagePart, Summary
 from importers.models import ImportedConversation, ImportedSummary
 from importers.services import import_file
 from retrieval.selectors import expand_for_user
@@ -92,7 +92,7 @@ def test_injected_context_is_synthetic_and_usage_is_kept(user, report):
     assert reasoning.metadata["encrypted_content"] == "gAAA"
     searched = MessagePart.objects.get(message=messages[8])
     assert searched.metadata["usage"] == {"input_tokens": 300, "output_tokens": 30}
-    row = ImportedConversation.objects.get(conversation__session_id=SESSION)
+    row = ConversationOrigin.objects.get(conversation__session_id=SESSION)
     assert (row.agent, row.agent_version, row.cwd, row.git_branch, row.model) == (
         "codex",
         "0.60.0",
@@ -100,9 +100,10 @@ def test_injected_context_is_synthetic_and_usage_is_kept(user, report):
         "main",
         "gpt-5.1-codex",
     )
-    assert row.metadata["token_usage"] == {"input_tokens": 900, "output_tokens": 90}
-    assert row.metadata["turn_contexts"][0]["approval_policy"] == "never"
-    assert row.metadata["session_meta"]["originator"] == "codex_cli_rs"
+    facts = ImportedConversation.objects.get(conversation__session_id=SESSION).metadata
+    assert facts["token_usage"] == {"input_tokens": 900, "output_tokens": 90}
+    assert facts["turn_contexts"][0]["approval_policy"] == "never"
+    assert facts["session_meta"]["originator"] == "codex_cli_rs"
 
 
 def test_codex_compaction_is_linked_to_what_it_replaced(user, report):
@@ -149,7 +150,7 @@ def test_a_forked_or_spawned_rollout_names_its_parent_session(user, tmp_path):
     import_file(format="codex", path=sub, owner=user)
     rows = {
         r.conversation.session_id: r.metadata
-        for r in ImportedConversation.objects.filter(agent="codex")
+        for r in ImportedConversation.objects.filter(conversation__origin__agent="codex")
     }
     assert (rows["child-1"]["line"], rows["child-1"]["parent_session"]) == ("fork", "p-1")
     assert (rows["child-2"]["line"], rows["child-2"]["parent_session"]) == ("subagent", "p-2")

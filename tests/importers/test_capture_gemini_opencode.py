@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conversations.models import Message, MessagePart, Summary
+from conversations.models import ConversationOrigin, Message, MessagePart, Summary
 from importers.models import ImportedConversation
 from importers.services import import_file
 from retrieval.selectors import expand_for_user
@@ -57,10 +57,10 @@ def test_a_gemini_chat_keeps_tool_calls_with_results_thoughts_and_notices(user, 
     )
     notice = MessagePart.objects.get(message=messages[3])
     assert notice.metadata["gemini_type"] == "error"
-    row = ImportedConversation.objects.get(conversation__session_id="gem-0001")
+    row = ConversationOrigin.objects.get(conversation__session_id="gem-0001")
     assert (row.agent, row.model) == ("gemini", "gemini-2.5-pro")
-    assert row.metadata["project"] == "myproject"
-    assert row.metadata["projectHash"] == "ab" * 32
+    facts = ImportedConversation.objects.get(conversation__session_id="gem-0001").metadata
+    assert (facts["project"], facts["projectHash"]) == ("myproject", "ab" * 32)
 
 
 def test_a_rewritten_gemini_chat_adds_only_its_new_messages(user, chat):
@@ -112,7 +112,7 @@ def test_the_gemini_jsonl_log_rewrites_rewinds_and_patches(user, tmp_path):
     assert sorted(texts) == ["Again.", "Here they are.", "List the files."]
     rewound = _parts("gem-0001", metadata__rewound=True).get()
     assert rewound.message.external_id == "gemini:gem-0001:m2"
-    row = ImportedConversation.objects.get(conversation__session_id="gem-0001")
+    row = ConversationOrigin.objects.get(conversation__session_id="gem-0001")
     assert (row.cwd, row.conversation.title) == ("/work/gem", "Listing files")
     assert any(k.startswith("$set.messages") for k in report.notes["skipped_records"])
 
@@ -141,7 +141,7 @@ def _check_opencode(user, report):
     assert _parts(OC_SESSION, part_type="file").get().file_name == "a.txt"
     unknown = _parts(OC_SESSION, metadata__has_key="unknown_block").get()
     assert unknown.metadata["unknown_block"]["type"] == "hologram"
-    row = ImportedConversation.objects.get(conversation__session_id=OC_SESSION)
+    row = ConversationOrigin.objects.get(conversation__session_id=OC_SESSION)
     assert (row.agent, row.cwd, row.model) == ("opencode", "/work/site", "deepseek-v4")
     summary = Summary.objects.get(conversation__session_id=OC_SESSION)
     assert summary.model == "opencode (agent compaction)"

@@ -157,25 +157,6 @@ def test_the_model_tool_with_an_agent_searches_every_conversation(user, sessions
     assert bad.is_error
 
 
-def test_the_data_migration_copies_the_facts_of_earlier_imports(sessions):
-    import importlib
-
-    from django.apps import apps
-
-    migration = importlib.import_module("importers.migrations.0004_session_facts_copied_to_origins")
-    from importers.models import ImportedConversation
-
-    imported = set(ImportedConversation.objects.values_list("conversation_id", flat=True))
-    ConversationOrigin.objects.all().delete()  # as before the migration
-    migration.copy_forward(apps, None)
-    origin = ConversationOrigin.objects.get(conversation=sessions["api2"])
-    assert (origin.agent, origin.cwd) == ("codex", "/work/api2")
-    copied = set(ConversationOrigin.objects.values_list("conversation_id", flat=True))
-    assert copied == imported and len(copied) >= 4  # branches of a session too
-    migration.copy_forward(apps, None)  # again: nothing twice, nothing fails
-    assert ConversationOrigin.objects.count() == len(copied)
-
-
 @pytest.mark.parametrize("mode", ["full_text", "hybrid", "semantic"])
 def test_a_long_list_of_sessions_is_searched_wide_and_filtered(user, sessions, monkeypatch, mode):
     from memory.indexing import index_conversation_messages
