@@ -13,7 +13,6 @@ never an exception.
 
 from __future__ import annotations
 
-import json
 import logging
 
 from django.conf import settings
@@ -38,7 +37,7 @@ def execute(*, user, conversation_id: int, name: str, input: dict) -> ToolResult
         if not isinstance(input, dict):
             return ToolResult.error("tool input must be a JSON object")
         if name == "memory_search":
-            return ToolResult(_memory_search(user, conversation_id, input))
+            return _memory_search(user, conversation_id, input)
         data = {k: v for k, v in input.items() if k != "all_conversations"}
         return tool_call_for_user(user=user, name=name, input=data, conversation_id=conversation_id)
     except Exception as error:  # noqa: BLE001 - a tool failure is the model's to read
@@ -46,7 +45,7 @@ def execute(*, user, conversation_id: int, name: str, input: dict) -> ToolResult
         return ToolResult.error(f"{name} failed: {type(error).__name__}: {error}")
 
 
-def _memory_search(user, conversation_id: int, data: dict) -> str:
+def _memory_search(user, conversation_id: int, data: dict) -> ToolResult:
     # Search ranking (memory.recall), as the turn engine's memory_search: no similarity
     # threshold, recency boost or MMR, which serve turn injection (docs/memory.md).
     from memory.recall import items_from_units, search_units
@@ -54,12 +53,12 @@ def _memory_search(user, conversation_id: int, data: dict) -> str:
 
     query = str(data.get("query") or "").strip()
     if not query:
-        return json.dumps({"code": "invalid", "message": "query must not be empty"})
+        return ToolResult.error("memory_search: query must not be empty")
     top_k = data.get("top_k", settings.LCM_RETRIEVAL_TOP_K)
     result = search_units(
         scope=scope_for_user(user=user, conversation_id=conversation_id), query=query, k=top_k
     )
     items = items_from_units(result.hits)
     if not items:
-        return "No stored memory matched this query."
-    return "\n\n".join(render_memory_artifact(item) for item in items)
+        return ToolResult("No stored memory matched this query.")
+    return ToolResult("\n\n".join(render_memory_artifact(item) for item in items))

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conversations.models import Message
+from tests.factories import ConversationFactory
 from tests.support.fake_chat_completions_api import chat_completion, tool_call
 
 MEMORY = {"X-LCM-Tools": "memory"}
@@ -117,3 +120,15 @@ def test_a_client_tool_named_like_a_memory_tool_is_refused(upstreams, claude):
         )
     assert "lcm_grep" in caught.value.body["error"]["message"]
     assert Message.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_memory_search_without_a_query_is_an_error_the_model_reads(user):
+    from dropin import tools
+
+    conversation = ConversationFactory(owner=user)
+    for empty in ({}, {"query": "  "}):
+        result = tools.execute(
+            user=user, conversation_id=conversation.pk, name="memory_search", input=empty
+        )
+        assert result.is_error and result.text == "memory_search: query must not be empty"
