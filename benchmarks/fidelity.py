@@ -134,16 +134,7 @@ def spans_of(conversation: Conversation) -> list[Span]:
 
 
 def _sources(messages: list[Message]) -> list[SourceItem]:
-    return [
-        SourceItem(
-            ref=f"msg:{m.seq}",
-            kind="message",
-            content=m.content,
-            created_at=m.created_at,
-            role=m.role,
-        )
-        for m in messages
-    ]
+    return [SourceItem.of_message(m) for m in messages]
 
 
 def _newest_that_fit(messages: list[Message], size: int) -> str:

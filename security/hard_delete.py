@@ -22,7 +22,6 @@ counts, never content.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from core import locks
 from core.api.errors import InvalidInput, LcmError
 from largefiles.models import LargeFile
 from largefiles.store import delete_objects
+from security.permits import transaction_permit
 from security.services import audit_record
 
 logger = logging.getLogger(__name__)
@@ -151,32 +151,9 @@ def _deletion_order(collected: dict[type, set]) -> list[type]:
     return order
 
 
-@contextlib.contextmanager
 def hard_delete_permit():
     """Lift the DELETE-refusing triggers for the current transaction only."""
-    if not connection.in_atomic_block:
-        raise RuntimeError("the delete permit is transaction-scoped: call inside atomic()")
-    postgres = connection.vendor == "postgresql"
-    with connection.cursor() as cursor:
-        if postgres:
-            cursor.execute("SET LOCAL lcm.hard_delete = 'on'")
-        else:
-            cursor.execute("INSERT INTO turns_delete_permit (permit) VALUES (1)")
-    try:
-        yield
-    except BaseException:
-        # PostgreSQL: the failed statement aborted the transaction, and its rollback
-        # undoes the SET LOCAL. SQLite: a failed statement leaves the transaction open,
-        # so the permit row must go now.
-        if not postgres:
-            with connection.cursor() as cursor:
-                cursor.execute("DELETE FROM turns_delete_permit")
-        raise
-    with connection.cursor() as cursor:
-        if postgres:
-            cursor.execute("SET LOCAL lcm.hard_delete = 'off'")
-        else:
-            cursor.execute("DELETE FROM turns_delete_permit")
+    return transaction_permit(setting="lcm.hard_delete", table="turns_delete_permit")
 
 
 def delete_pgvector_rows(chunk_ids: set) -> None:

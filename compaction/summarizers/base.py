@@ -38,6 +38,17 @@ class SourceItem:
     latest_at: datetime | None = None  # for a summary: its latest_at
     role: str | None = None  # for a message: system|user|assistant|tool
 
+    @classmethod
+    def of_message(cls, message) -> SourceItem:
+        """A stored message (anything with seq, content, created_at and role) as a source."""
+        return cls(
+            ref=f"msg:{message.seq}",
+            kind="message",
+            content=message.content,
+            created_at=message.created_at,
+            role=message.role,
+        )
+
 
 @dataclass(frozen=True)
 class SummaryRequest:

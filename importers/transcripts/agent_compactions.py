@@ -103,14 +103,7 @@ def _record_fidelity(row: Summary, message_ids: list[int]) -> None:
     `agent`: what it keeps of the handles of the messages it replaced."""
     messages = Message.objects.filter(pk__in=message_ids).order_by("seq")
     sources = [
-        SourceItem(
-            ref=f"msg:{m.seq}",
-            kind="message",
-            content=m.content,
-            created_at=m.created_at,
-            role=m.role,
-        )
-        for m in messages.only("seq", "role", "content", "created_at")
+        SourceItem.of_message(m) for m in messages.only("seq", "role", "content", "created_at")
     ]
     fidelity.record(
         row, fidelity.measure_summary(row.content, fidelity.leaf_handles(sources), "agent")

@@ -65,16 +65,7 @@ def _sources(summary: Summary) -> list[SourceItem]:
             .values_list("message_id", flat=True)
         )
         by_id = {m.pk: m for m in hydrate_messages(Message.objects.filter(pk__in=ids))}
-        return [
-            SourceItem(
-                ref=f"msg:{by_id[i].seq}",
-                kind="message",
-                content=by_id[i].content,
-                created_at=by_id[i].created_at,
-                role=by_id[i].role,
-            )
-            for i in ids
-        ]
+        return [SourceItem.of_message(by_id[i]) for i in ids]
     ids = list(
         SummaryParent.objects.filter(summary=summary)
         .order_by("ordinal")
