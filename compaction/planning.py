@@ -78,7 +78,7 @@ def fresh_tail_start(
     user = _newest_user(rows)
     if user is not None and user < start and measure(rows, user) <= cap:
         return user
-    while start > 0 and _splits_calls(rows, start):
+    while 0 < start < len(rows) and _splits_calls(rows, start):
         start -= 1
     return start
 

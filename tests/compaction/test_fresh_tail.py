@@ -50,6 +50,8 @@ def _rows(roles: str, tokens: int = 10) -> list[Row]:
         ("ustatat", 5, 20, 2),  # a result whose call was compacted: no further back
         ("uatatuat", 2, 30, 5),  # a later user message just before the newest 2, within cap
         ("uatatuat", 2, 20, 6),  # ... and over it
+        ("uatat", 0, 10, 5),  # no tail count: an empty tail over the cap
+        ("uatat", 0, 1000, 0),  # ... and the user message's stretch within it
     ],
 )
 def test_the_tail_reaches_the_user_message_only_within_its_cap(roles, tail_count, cap, start):
