@@ -176,10 +176,11 @@ class FreshTail:
     def measure(self, rows: Sequence[Row], start: int) -> int:
         """What rows[start:] (the context's newest items) weigh as the tail is sent:
         summaries at their token count, messages at theirs once `bound_outputs` shortened
-        their large outputs against the cap; nothing is changed. The stored tokens when
-        they fit the cap or nothing is large enough to shorten; otherwise the messages' seq
-        and the large ones' tool outputs are read (two queries; asking again about the
-        same stretch gets the remembered answer)."""
+        their large outputs against the cap; nothing is changed. Exact up to the cap,
+        read cheaply: the stored tokens when they fit the cap or nothing is large enough to
+        shorten, and what cannot be shortened when that alone is over the cap (a lower
+        bound); otherwise the messages' seq and the large ones' tool outputs are read (two
+        queries; asking again about the same stretch gets the remembered answer)."""
         stored = stored_tokens(rows, start)
         if stored <= self.cap:
             return stored
@@ -191,6 +192,10 @@ class FreshTail:
         ids = candidates([(message_id, 0, tokens) for message_id, tokens in messages])
         if not ids:
             return stored
+        large = set(ids)
+        floor = stored - sum(tokens for message_id, tokens in messages if message_id in large)
+        if floor > self.cap:  # what cannot be shortened is over the cap already
+            return floor
         key = (tuple(messages), stored)
         if key not in self._known:
             seqs = dict(
