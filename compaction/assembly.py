@@ -36,7 +36,8 @@ from django.conf import settings
 from django.db import connection
 
 from compaction import rendering, tail_outputs
-from compaction.planning import Row, fresh_tail_start
+from compaction.planning import Row
+from compaction.tail_outputs import FreshTail
 from conversations.models import (
     Conversation,
     ItemType,
@@ -202,7 +203,7 @@ def _parts(message_ids: Sequence[int]) -> dict[int, list[dict]]:
 
 
 class _TailRows(Sequence):
-    """The context as planning's `Row`s, built only where `fresh_tail_start` looks (the
+    """The context as planning's `Row`s, built only where the tail rule looks (the
     newest items); a message's role is read on first need, a stretch at a time."""
 
     def __init__(self, items: list[tuple], messages: dict[int, tuple]):
@@ -246,9 +247,9 @@ def _first_fitting(
 
 class AssembledContext:
     """The assembled input: `output` for the model, `items` (included, chronological) and
-    `dropped` (did not fit, chronological). The two descriptions are built on first read,
-    from the rows the assembly read (a caller that only sends `output` never pays for
-    them)."""
+    `dropped` (did not fit, chronological); the last `tail_items` of `items` are the fresh
+    tail. The two descriptions are built on first read, from the rows the assembly read (a
+    caller that only sends `output` never pays for them)."""
 
     def __init__(
         self,
@@ -259,11 +260,13 @@ class AssembledContext:
         format: str,
         items: Callable[[], list[dict]],
         dropped: Callable[[], list[dict]] | None,
+        tail_items: int = 0,
     ):
         self.output = output
         self.token_estimate = token_estimate
         self.token_budget = token_budget
         self.format = format
+        self.tail_items = tail_items
         self._items_loader = items
         self._items: list[dict] | None = None
         self._dropped_loader = dropped
@@ -352,19 +355,17 @@ class _Costs:
         return self.rendered[summary_id][1]
 
 
-def _decided(items: list[tuple], messages: dict, tail_start: int, first: int, tail: int) -> bool:
+def _decided(items: list[tuple], messages: dict, first: int, tail: int) -> bool:
     """Whether a newest slice of the context gives the same answer as the whole would: the
     walk stopped inside it, and the tail rule found its answer in it (enough messages, and
-    a user message at or after the tail's start)."""
+    a user message in it: the newest one, which the rule looked back to, so what is older
+    than the slice cannot change the tail)."""
     if first == 0:
         return False
     count = sum(1 for i in items if i[_MESSAGE] is not None)
     if count < tail:
         return False
-    return any(
-        i[_MESSAGE] is not None and messages[i[_MESSAGE]][1] == Role.USER
-        for i in items[tail_start:]
-    )
+    return any(i[_MESSAGE] in messages and messages[i[_MESSAGE]][1] == Role.USER for i in items)
 
 
 @dataclass
@@ -372,10 +373,11 @@ class _Window:
     """What fits the budget: `items[first:]` of `items` (the whole context, or a newest
     slice that decides the same), `used` tokens with the system prompt. `messages` holds
     (seq, role, content) of the messages read so far, by id; `rendered` the renderings of
-    the summaries the walk passed, by id."""
+    the summaries the walk passed, by id; `items[tail_start:]` is the fresh tail."""
 
     items: list[tuple]
     first: int
+    tail_start: int
     used: int
     messages: dict[int, tuple]
     rendered: dict[str, tuple[str, int, str, int]]
@@ -407,16 +409,22 @@ def assemble_context(
     varies from request to request passes a steady one, so the same outputs are shortened
     in every request."""
     budget = _checked_budget(conversation, token_budget, fmt)
+    tail = tail_outputs.FreshTail(tail_budget or budget)
     window = _choose_window(
         conversation.pk,
         budget=budget,
         system_tokens=estimate(system) if system else 0,
         newest_first=not describe_dropped,
+        tail=tail,
     )
     included = window.items[window.first :]
-    bounded = _bound_tail(included, window, tail_outputs.tail_cap(tail_budget or budget))
+    bounded = _bound_tail(included, window, tail.cap)
+    tail_items = len(window.items) - window.tail_start
     if exclude_message_ids:
         included = [i for i in included if i[_MESSAGE] not in exclude_message_ids]
+        tail_items -= sum(
+            i[_MESSAGE] in exclude_message_ids for i in window.items[window.tail_start :]
+        )
     _read_missing_messages(included, window.messages)
     output = _render(
         included, window, fmt=fmt, system=system, split_summaries=split_summaries, bounded=bounded
@@ -430,6 +438,7 @@ def assemble_context(
         token_estimate=window.used - bounded.saved,
         token_budget=budget,
         format=fmt,
+        tail_items=tail_items,
         items=lambda: _describe_included(included, window),
         dropped=dropped,
     )
@@ -462,9 +471,10 @@ def _checked_budget(conversation: Conversation, token_budget: int | None, fmt: s
 
 
 def _choose_window(
-    conversation_id: int, *, budget: int, system_tokens: int, newest_first: bool
+    conversation_id: int, *, budget: int, system_tokens: int, newest_first: bool, tail: FreshTail
 ) -> _Window:
-    """The fresh tail always, then older items newest first while they fit `budget`.
+    """The fresh tail (`tail`'s rule, the one compaction plans with) always, then older
+    items newest first while they fit `budget`.
 
     `newest_first`: read only the newest items first (a guess from the budget), and the
     whole context only when that slice was too short to decide what fits."""
@@ -475,13 +485,13 @@ def _choose_window(
     while True:
         _read_likely_messages(items, messages, tail_count, system_tokens, budget)
         # The real walk: the tail as planning defines it, summaries at their rendered size.
-        tail_start = fresh_tail_start(_TailRows(items, messages), tail_count)
+        tail_start = tail.start(_TailRows(items, messages))
         cost = _Costs(items)
         used = system_tokens + sum(cost(i) for i in range(tail_start, len(items)))
         first, used = _first_fitting(cost, tail_start, used, budget)
         complete = newest is None or len(items) < newest
-        if complete or _decided(items, messages, tail_start, first, tail_count):
-            return _Window(items, first, used, messages, cost.rendered)
+        if complete or _decided(items, messages, first, tail_count):
+            return _Window(items, first, tail_start, used, messages, cost.rendered)
         newest = None  # the newest slice was too short to decide: read the whole context
         items = _context_items(conversation_id, None)
 

@@ -31,7 +31,6 @@ from compaction.planning import (
     Row,
     condensed_candidate,
     context_rows,
-    fresh_tail_start,
     leaf_candidate,
     raw_tokens_outside_tail,
 )
@@ -45,6 +44,7 @@ from compaction.store import (
     summary_id_for,
 )
 from compaction.summarizers import SourceItem, Summarizer, SummarizerAuthError, default_summarizer
+from compaction.tail_outputs import FreshTail
 from conversations.models import (
     ContextItem,
     Conversation,
@@ -175,6 +175,7 @@ class CompactionEngine:
         self.run: CompactionRun | None = None
         self.stop_under: int | None = None  # an until_under run's target (see _pass_target)
         self._rows: list[Row] | None = None
+        self._tail = FreshTail(conversation.token_budget)
         self._contents: dict[str, str | None] = {}
 
     # --- bounds -------------------------------------------------------------------
@@ -206,7 +207,7 @@ class CompactionEngine:
     def plan(self, kind: str, *, max_depth: int | None = None, fanout: int | None = None):
         """Pick the next range (pure, over `rows()`)."""
         rows = self.rows()
-        tail_start = fresh_tail_start(rows, settings.LCM_FRESH_TAIL_COUNT)
+        tail_start = self._tail.start(rows)
         if kind == "leaf":
             return leaf_candidate(rows, tail_start, settings.LCM_LEAF_CHUNK_TOKENS)
         return condensed_candidate(
@@ -223,7 +224,7 @@ class CompactionEngine:
 
     def raw_outside_tail(self) -> int:
         rows = self.rows()
-        return raw_tokens_outside_tail(rows, fresh_tail_start(rows, settings.LCM_FRESH_TAIL_COUNT))
+        return raw_tokens_outside_tail(rows, self._tail.start(rows))
 
     # --- one pass -----------------------------------------------------------------
     def _previous_context(self, summary_id: str | None) -> str | None:

@@ -11,9 +11,10 @@ from compaction.models import CompactionJob
 from conversations.models import ContextItem, Conversation, Message
 
 # One statement (it runs after every append): the tail starts at the `tail_count`-th newest
-# raw message or at the newest user message, whichever is older (as in
-# `planning.fresh_tail_start`); both are found walking the (conversation, ordinal) index
-# backwards. Portable SQL: PostgreSQL 12+ and SQLite 3.35+ (MATERIALIZED keeps PostgreSQL
+# raw message or at the newest user message, whichever is older: `planning.fresh_tail_start`
+# without its cap and call boundaries, which need the tool outputs (docs/compaction.md, "The
+# fresh tail", says where the two differ); both are found walking the (conversation,
+# ordinal) index backwards. Portable SQL: PostgreSQL 12+ and SQLite 3.35+ (MATERIALIZED keeps PostgreSQL
 # from inlining the bounds into every CASE branch, which quadrupled its planning time).
 _FIGURES_SQL = f"""
 WITH tail AS (

@@ -7,7 +7,7 @@ contiguous range a leaf or condensed pass takes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from conversations.models import ContextItem, ItemType, Role, Summary
@@ -49,9 +49,24 @@ def context_rows(conversation_id: int) -> list[Row]:
     return [Row(*item, depths.get(item[4])) for item in items]
 
 
-def fresh_tail_start(rows: Sequence[Row], tail_count: int) -> int:
+# What a stretch of the context weighs as the tail is sent: `measure(rows, start)` is the
+# tokens of rows[start:] once their large tool outputs are shortened
+# (`tail_outputs.TailMeasure`; `stored_tokens` where nothing is shortened).
+TailMeasure = Callable[[Sequence[Row], int], int]
+
+
+def stored_tokens(rows: Sequence[Row], start: int) -> int:
+    return sum(rows[index].token_count for index in range(start, len(rows)))
+
+
+def fresh_tail_start(
+    rows: Sequence[Row], tail_count: int, *, cap: int, measure: TailMeasure
+) -> int:
     """Index of the first protected row: the newest `tail_count` raw messages, reaching
-    back further if needed so the newest user message is always in the tail."""
+    back to the newest user message while the tail stays within `cap` (as `measure`d:
+    a sub-agent transcript's only user message is its first, and reaching back to it would
+    protect the whole transcript); otherwise from the newest boundary at or before the
+    newest messages that keeps every tool call with its results."""
     start = len(rows)
     seen = 0
     for index in range(len(rows) - 1, -1, -1):
@@ -60,10 +75,36 @@ def fresh_tail_start(rows: Sequence[Row], tail_count: int) -> int:
         if rows[index].is_message:
             seen += 1
             start = index
+    user = _newest_user(rows)
+    if user is not None and user < start and measure(rows, user) <= cap:
+        return user
+    while 0 < start < len(rows) and _splits_calls(rows, start):
+        start -= 1
+    return start
+
+
+def _newest_user(rows: Sequence[Row]) -> int | None:
     for index in range(len(rows) - 1, -1, -1):
         if rows[index].is_message and rows[index].role == Role.USER:
-            return min(start, index)
-    return start
+            return index
+    return None
+
+
+def _splits_calls(rows: Sequence[Row], start: int) -> bool:
+    """Whether a tail starting at `start` would hold tool results whose call is before it.
+    From roles (a result's call is in the assistant messages just before the results): after
+    a result, only another result splits; after an assistant message, the assistant messages
+    from `start` on being followed by results (so the run's calls may be split)."""
+    before = rows[start - 1]
+    if not before.is_message or before.role not in (Role.ASSISTANT, Role.TOOL):
+        return False
+    if before.role == Role.TOOL:
+        return rows[start].is_message and rows[start].role == Role.TOOL
+    for index in range(start, len(rows)):
+        row = rows[index]
+        if not row.is_message or row.role != Role.ASSISTANT:
+            return row.is_message and row.role == Role.TOOL
+    return False
 
 
 def raw_tokens_outside_tail(rows: Sequence[Row], tail_start: int) -> int:

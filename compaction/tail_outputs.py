@@ -25,6 +25,8 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
+from compaction.planning import Row, fresh_tail_start, stored_tokens
+from conversations.models import Message, MessagePart
 from core.token_estimate import estimate
 from largefiles.reference import format_tool_output_reference
 
@@ -155,3 +157,62 @@ def candidates(messages: Sequence[tuple[int, int, int]]) -> list[int]:
     if limit <= 0:
         return []
     return [message_id for message_id, _, tokens in messages if tokens > limit]
+
+
+class FreshTail:
+    """The fresh tail of a context assembled against `budget` (or compacted for it): the
+    one rule (`planning.fresh_tail_start`) with the tail's cap and its measure, for the
+    compaction engine and the assembler alike."""
+
+    def __init__(self, budget: int):
+        self.cap = tail_cap(budget)
+        self._known: dict[tuple, int] = {}
+
+    def start(self, rows: Sequence[Row]) -> int:
+        return fresh_tail_start(
+            rows, settings.LCM_FRESH_TAIL_COUNT, cap=self.cap, measure=self.measure
+        )
+
+    def measure(self, rows: Sequence[Row], start: int) -> int:
+        """What rows[start:] (the context's newest items) weigh as the tail is sent:
+        summaries at their token count, messages at theirs once `bound_outputs` shortened
+        their large outputs against the cap; nothing is changed. Exact up to the cap,
+        read cheaply: the stored tokens when they fit the cap or nothing is large enough to
+        shorten, and what cannot be shortened when that alone is over the cap (a lower
+        bound); otherwise the messages' seq and the large ones' tool outputs are read (two
+        queries; asking again about the same stretch gets the remembered answer)."""
+        stored = stored_tokens(rows, start)
+        if stored <= self.cap:
+            return stored
+        messages = [
+            (rows[i].message_id, rows[i].token_count)
+            for i in range(start, len(rows))
+            if rows[i].is_message
+        ]
+        ids = candidates([(message_id, 0, tokens) for message_id, tokens in messages])
+        if not ids:
+            return stored
+        large = set(ids)
+        floor = stored - sum(tokens for message_id, tokens in messages if message_id in large)
+        if floor > self.cap:  # what cannot be shortened is over the cap already
+            return floor
+        key = (tuple(messages), stored)
+        if key not in self._known:
+            seqs = dict(
+                Message.objects.filter(pk__in=[m for m, _ in messages]).values_list("id", "seq")
+            )
+            sequenced = [(m, seqs[m], tokens) for m, tokens in messages]
+            self._known[key] = stored - bound_outputs(sequenced, _output_parts(ids), self.cap)
+        return self._known[key]
+
+
+def _output_parts(message_ids: Sequence[int]) -> dict[int, list[dict]]:
+    """The tool-output parts of these messages, in the shape `bound_outputs` reads."""
+    parts: dict[int, list[dict]] = {}
+    for part in (
+        MessagePart.objects.filter(message_id__in=message_ids, tool_output__isnull=False)
+        .order_by("message_id", "ordinal")
+        .values("message_id", "ordinal", "tool_name", "tool_output", "tool_error")
+    ):
+        parts.setdefault(part["message_id"], []).append(part)
+    return parts

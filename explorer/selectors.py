@@ -17,7 +17,6 @@ from django.db.models.functions import Coalesce
 from compaction.assembly import assemble_context
 from compaction.evaluation import low_water_tokens
 from compaction.models import SummaryFidelity
-from compaction.planning import Row, fresh_tail_start
 from conversations.archive_port import hydrate_messages
 from conversations.models import (
     ContextItem,
@@ -164,20 +163,7 @@ def context_bar(*, conversation: Conversation) -> ContextBar:
     """
     assembled = assemble_context(conversation=conversation, fmt="neutral")
     included = assembled.items
-    rows = [
-        Row(
-            0,
-            item["ordinal"],
-            item["type"],
-            item["id"] if item["type"] == "message" else None,
-            item["id"] if item["type"] == "summary" else None,
-            item["tokens"],
-            item.get("role"),
-            item.get("depth"),
-        )
-        for item in [*assembled.dropped, *included]
-    ]
-    tail_start = fresh_tail_start(rows, settings.LCM_FRESH_TAIL_COUNT) - len(assembled.dropped)
+    tail_start = len(included) - assembled.tail_items
     system = summaries = tail = older = 0
     tail_count = summary_count = message_count = 0
     for index, item in enumerate(included):

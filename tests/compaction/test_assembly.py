@@ -202,8 +202,9 @@ def test_the_fresh_tail_is_kept_even_over_budget_and_older_items_are_dropped(
 
     out = assemble_context(conversation=conversation, token_budget=1)
 
-    assert [i["seq"] for i in out.items] == [27, 28, 29, 30]
-    assert [i["seq"] for i in out.dropped] == list(range(1, 27))
+    # the newest 4 messages start on a tool result (27): the tail takes its call (26) too
+    assert [i["seq"] for i in out.items] == [26, 27, 28, 29, 30]
+    assert [i["seq"] for i in out.dropped] == list(range(1, 26))
     assert out.token_estimate == sum(i["tokens"] for i in out.items)
 
 

@@ -80,7 +80,8 @@ def test_the_one_statement_figures_agree_with_the_planner(
     conversation, settings, tail_count, shape
 ):
     from compaction.evaluation import context_figures
-    from compaction.planning import context_rows, fresh_tail_start, raw_tokens_outside_tail
+    from compaction.planning import context_rows, raw_tokens_outside_tail
+    from compaction.tail_outputs import FreshTail
 
     settings.LCM_LEAF_CHUNK_TOKENS = 300
     if shape == "no_user":
@@ -94,7 +95,8 @@ def test_the_one_statement_figures_agree_with_the_planner(
         append_messages(conversation, 5, start=500)
 
     rows = context_rows(conversation.pk)
-    start = fresh_tail_start(rows, tail_count)
+    settings.LCM_FRESH_TAIL_COUNT = tail_count
+    start = FreshTail(conversation.token_budget).start(rows)
     figures = context_figures(conversation.pk, tail_count)
 
     assert {k: v for k, v in figures.items() if k not in ("token_budget", "pending_jobs")} == {

@@ -4,8 +4,9 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-from compaction.planning import context_rows, fresh_tail_start, leaf_candidate
+from compaction.planning import context_rows, leaf_candidate
 from compaction.store import NewSummary, RangeChanged, apply_summary, summary_id_for
+from compaction.tail_outputs import FreshTail
 from conversations.models import ContextItem, Summary, SummaryMessage
 from core import locks
 from tests.factories import append_messages
@@ -93,7 +94,8 @@ def test_lock_kinds_are_never_renumbered():
 def test_the_leaf_candidate_is_capped_and_stops_before_the_tail(conversation, settings):
     append_messages(conversation, 30)
     rows = context_rows(conversation.pk)
-    tail = fresh_tail_start(rows, 8)
+    settings.LCM_FRESH_TAIL_COUNT = 8
+    tail = FreshTail(conversation.token_budget).start(rows)
 
     candidate = leaf_candidate(rows, tail, chunk_tokens=100)
 
