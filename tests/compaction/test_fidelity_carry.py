@@ -9,12 +9,15 @@ from datetime import timedelta
 
 import pytest
 
+from compaction.engine import compact_conversation
 from compaction.summarizers import DeterministicSummarizer, SourceItem, SummaryRequest
 from compaction.summarizers.base import Handles
 from compaction.summarizers.fidelity import measure
 from compaction.summarizers.handles import draw_handles
+from conversations.models import Summary, SummaryMessage, SummaryParent
 from core.token_estimate import estimate_tokens
 from tests.compaction.helpers import T0
+from tests.factories import append_messages
 
 _AREAS = ("billing", "search", "auth", "export", "sync", "audit", "mail", "jobs")
 _PROGRAMS = ("git rebase", "npm test", "cargo build", "docker compose", "make lint", "pytest")
@@ -105,3 +108,41 @@ def test_a_depth_2_summary_names_its_grandchildren_s_files_commands_and_errors(l
 
 def test_carrying_up_is_deterministic_to_the_byte():
     assert _depth_two(600, 900)[0].content == _depth_two(600, 900)[0].content
+
+
+def _payload(i: int) -> dict:
+    item = _session(i // 5)[i % 5]
+    return {"role": item.role, "content": item.content, "created_at": item.created_at.isoformat()}
+
+
+def test_the_engine_s_depth_2_summary_names_what_its_grandchildren_s_messages_touched(
+    conversation, settings
+):
+    settings.LCM_LEAF_CHUNK_TOKENS = 1_000
+    settings.LCM_LEAF_TARGET_TOKENS = 300
+    settings.LCM_CONDENSED_TARGET_TOKENS = 900  # the default
+    settings.LCM_LEAF_MIN_FANOUT = settings.LCM_CONDENSED_MIN_FANOUT = 3
+    messages = append_messages(conversation, 5 * 36, payload=_payload)
+
+    result = compact_conversation(conversation_id=conversation.pk, mode="full")
+
+    top = Summary.objects.filter(pk__in=result.summaries_created, depth=2).first()
+    assert top is not None and top.token_count <= 900
+    under = SummaryMessage.objects.filter(summary__in=_leaves_under(top))
+    ids = set(under.values_list("message_id", flat=True))
+    below = draw_handles([SourceItem.of_message(m) for m in messages if m.pk in ids])
+    kept = measure(top.content, below).kept
+    assert kept["file"][1] >= 30 and kept["file"][0] == kept["file"][1]
+    assert kept["command"][0] == kept["command"][1] == len(_PROGRAMS)
+    assert kept["error"][0] == kept["error"][1] == len(_ERRORS)
+
+
+def _leaves_under(summary: Summary) -> list[str]:
+    frontier, leaves = [summary.pk], []
+    while frontier:
+        links = SummaryParent.objects.filter(summary_id__in=frontier)
+        frontier = list(links.values_list("parent_summary_id", flat=True))
+        leaves += list(
+            Summary.objects.filter(pk__in=frontier, kind="leaf").values_list("pk", flat=True)
+        )
+    return leaves
