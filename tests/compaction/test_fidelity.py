@@ -230,3 +230,9 @@ def test_handles_rank_errors_and_numbers_then_what_the_work_touched_then_identif
     }
     kinds = [kind for kind, _ in ranked(handles)]
     assert kinds == ["number", "command", "file", "ident", "decision"]
+
+
+def test_a_number_inside_an_id_or_a_word_is_not_named():
+    numbers = {"number": {"4": 1, "2": 1, "30": 1}}
+    assert measure("see sum_4e1f, v2 and /tmp/30/x", numbers).kept["number"] == [0, 3]
+    assert measure("kept 4 (and 2), the 30-minute pulse.", numbers).kept["number"] == [3, 3]
