@@ -34,7 +34,10 @@ if TYPE_CHECKING:
     from compaction.summarizers.base import SourceItem, SummaryRequest
 
 _OTHER_FACTS_SHARE = 0.1  # of the body budget: tool names and stored-file references
-_SENTENCE_SHARE = 0.25  # of the body budget at least, when the handles do not all fit
+_SENTENCE_SHARE = 0.25  # of a leaf's body budget at least, when the handles do not all fit
+# A condensed summary's sentences are its children's bullets again; the handles its
+# children carried up come first and the sentences get the room they leave.
+_CONDENSED_SENTENCE_SHARE = 0.0
 _EXPAND_SHARE = 0.2  # of the whole target
 _MIN_EXPAND = 12
 _MAX_EXPAND = 120
@@ -64,7 +67,8 @@ def compose(
     others = _pick_facts(_not_handles(analysis.facts), int(budget * _OTHER_FACTS_SHARE), estimator)
     budget -= _cost(others, estimator)
     body = _Body(analysis.groups, handles, _facts_as_handles(analysis.facts), estimator)
-    body.fill(header, budget, signal_only=signal_only, single_day=_single_day(request))
+    share = _SENTENCE_SHARE if request.depth == 0 else _CONDENSED_SENTENCE_SHARE
+    body.fill(header, budget, share, signal_only=signal_only, single_day=_single_day(request))
     closing = expand_line(expand_items(request, analysis, body.omitted), expand_cap, estimator)
     facts = [*_fact_lines(others), *render_handles(body.block)]
     lines = [line for line in (header, *facts, *body.bullets) if line]
@@ -86,10 +90,12 @@ class _Body:
         self.omitted: list[str] = []
         self.block: dict[str, list[str]] = {}
 
-    def fill(self, header: str, budget: int, *, signal_only: bool, single_day: bool) -> None:
+    def fill(
+        self, header: str, budget: int, share: float, *, signal_only: bool, single_day: bool
+    ) -> None:
         every = pick_handles(self.handles, budget, self.estimator, self.extras)
         room = budget - handle_lines_cost(every, self.estimator)
-        first = max(int(budget * _SENTENCE_SHARE), room)
+        first = max(int(budget * share), room)
         options = {"signal_only": signal_only, "single_day": single_day}
         best = self._with_sentences(header, first, budget, options)
         spare = budget - best[0]
@@ -108,7 +114,7 @@ class _Body:
         used = sum(estimator(line + "\n") for line in bullets)
         said = measure("\n".join([header, *bullets]), self.handles)
         left = missing(self.handles, said)
-        block = pick_handles(left, budget - used, estimator, self.extras)
+        block = pick_handles(left, budget - used, estimator, self.extras, among=self.handles)
         used += handle_lines_cost(block, estimator)
         named = said.named + sum(len(names) for kind, names in block.items() if kind in left)
         return used, named, bullets, omitted, block

@@ -6,7 +6,8 @@ How a handle counts as named, per kind:
   span has the same name (`src/app.py` names `/repo/src/app.py`);
 * command: program and subcommand as words (`git commit`), any spacing between them;
 * error, url, ident: the text itself (errors and URLs ignoring case), not inside a longer word;
-* number: the digits, not inside a longer number, a time or a ref (`msg:12`, `07:37`);
+* number: the digits, not inside a word, a longer number, a time, a path or a ref (`msg:12`,
+  `07:37`, `sum_4e..`), as it was drawn;
 * decision: at least 60% of the sentence's longer words (the summary may reword it).
 
 Pure and cheap: one lowered copy of the summary and a substring test or a small pattern per
@@ -101,7 +102,8 @@ class _Namer:
         if kind in ("error", "url"):
             return self._word(name.lower(), self.lowered)
         if kind == "number":
-            pattern = rf"(?<![\d.:]){re.escape(name)}(?!\d|[.:]\d)"  # not in "msg:1", "07:37"
+            # as the number was drawn: not in "msg:1", "07:37", "v2", a path or an id ("sum_4e")
+            pattern = rf"(?<![\w.:/-]){re.escape(name)}(?![\w:/]|\.\d)"
             return re.search(pattern, self.text) is not None
         if kind == "decision":
             return self._decision(name)

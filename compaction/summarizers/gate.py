@@ -25,12 +25,12 @@ def append_missing(content: str, handles: Handles, target: int, estimator: Estim
     left = missing(handles, measure(body, handles))
     if not left or room <= 0:
         return content if estimator(content) <= target else truncate_to_tokens(content, target)
-    wanted = handle_lines_cost(pick_handles(left, room, estimator), estimator)
+    wanted = handle_lines_cost(pick_handles(left, room, estimator, among=handles), estimator)
     prose_room = max(room - wanted, room // 2) - 1
     if estimator(body) > prose_room:
         body = truncate_to_tokens(body, prose_room, estimator)
         left = missing(handles, measure(body, handles))
-    block = pick_handles(left, room - estimator(body + "\n"), estimator)
+    block = pick_handles(left, room - estimator(body + "\n"), estimator, among=handles)
     text = "\n".join(part for part in (body, *render_handles(block), closing) if part)
     if estimator(text) > target:  # only with an estimator that is not subadditive
         text = truncate_to_tokens(text, target, estimator)

@@ -192,3 +192,47 @@ def test_with_more_handles_than_room_it_stays_within_the_target_and_ranks(target
         kept = measure(content, handles).kept
         assert kept["error"] == [1, 1] and kept["number"] == [1, 1] and kept["command"] == [1, 1]
         assert 0 < kept["file"][0] < 200
+
+
+def test_a_file_left_for_the_list_is_written_in_its_short_form_among_all_the_span_s_files():
+    from compaction.summarizers import DeterministicSummarizer, SummaryRequest
+    from compaction.summarizers.gate import append_missing
+    from core.token_estimate import estimate_tokens
+
+    files = {"/repo/src/app.py": 1, "/repo/tests/app.py": 1}
+    said = SourceItem(
+        ref="msg:1",
+        kind="message",
+        content="Please fix src/app.py first.",
+        created_at=T0,
+        role="user",
+    )
+    request = SummaryRequest(
+        sources=[said], depth=0, target_tokens=200, level="normal", handles={"file": files}
+    )
+    content = DeterministicSummarizer().summarize(request).content
+    appended = append_missing("Fixed src/app.py.", {"file": files}, 200, estimate_tokens)
+
+    # "app.py" alone would not say which: the other one is written "tests/app.py"
+    assert measure(content, {"file": files}).kept["file"] == [2, 2]
+    assert measure(appended, {"file": files}).kept["file"] == [2, 2]
+
+
+def test_handles_rank_errors_and_numbers_then_what_the_work_touched_then_identifiers():
+    from compaction.summarizers.handle_lines import ranked
+
+    handles = {
+        "ident": {"parse_config": 9},
+        "decision": {"We'll use Postgres instead of SQLite.": 5},
+        "file": {"src/app.py": 1},
+        "command": {"git push": 2},
+        "number": {"300": 1},
+    }
+    kinds = [kind for kind, _ in ranked(handles)]
+    assert kinds == ["number", "command", "file", "ident", "decision"]
+
+
+def test_a_number_inside_an_id_or_a_word_is_not_named():
+    numbers = {"number": {"4": 1, "2": 1, "30": 1}}
+    assert measure("see sum_4e1f, v2 and /tmp/30/x", numbers).kept["number"] == [0, 3]
+    assert measure("kept 4 (and 2), the 30-minute pulse.", numbers).kept["number"] == [3, 3]
