@@ -24,8 +24,16 @@ from core.api.errors import InvalidInput, LcmError
 from importers.models import Format, ImportedConversation
 from importers.report import ConversationResult, ImportReport
 from importers.session_facts import record_session_facts
-from importers.transcripts import anthropic, claude_code, codex, gemini, jsonl, openai, opencode
-from importers.transcripts import forks
+from importers.transcripts import (
+    anthropic,
+    claude_code,
+    codex,
+    forks,
+    gemini,
+    jsonl,
+    openai,
+    opencode,
+)
 from importers.transcripts.agent_compactions import link_agent_compactions
 from importers.transcripts.common import Parsed, ParsedConversation, read_json, read_jsonl
 
