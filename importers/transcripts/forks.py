@@ -86,6 +86,8 @@ def find_replay(
     )
     if parent is None or parent == conversation_id:
         return Replay(None, 0, None, header)
+    target = view(parent)
+    candidates = candidates[: len(target)]  # a replay is never longer than the parent
     stored: set[str] = set()
     if conversation_id is not None:
         stored = set(
@@ -93,7 +95,6 @@ def find_replay(
                 conversation_id=conversation_id, external_id__in=[e for e, _ in candidates]
             ).values_list("external_id", flat=True)
         )
-    target = view(parent)
     count = 0
     for (external_id, said), (_, parent_said) in zip(candidates, target, strict=False):
         if external_id in stored or said != parent_said:
