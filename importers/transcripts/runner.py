@@ -5,6 +5,9 @@ in or all out).
 
 Every message is validated like an API append (`parse_message`); one that is refused is
 reported with its line number and left out, and nothing else stops.
+
+A fork's replay of its parent's records is left out when the parent holds them
+(`forks.py`); each message of a format that forks keeps its fingerprint for that.
 """
 
 from __future__ import annotations
