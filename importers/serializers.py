@@ -101,8 +101,9 @@ class AgentSessionSerializer(serializers.Serializer):
     started_at = serializers.DateTimeField(source="conversation.origin.started_at", allow_null=True)
     ended_at = serializers.DateTimeField(source="conversation.origin.ended_at", allow_null=True)
     metadata = serializers.JSONField(
-        help_text="The rest: why a branch or sub-agent exists (line, parent_session, "
-        "branch_reason), the agent's own session record (session_meta, turn_contexts, ...)."
+        help_text="The rest: why a branch, fork or sub-agent exists (line, parent_session, "
+        "branch_reason; a Codex fork's parent_conversation_id, replayed_messages and "
+        "fork_point), the agent's own session record (session_meta, turn_contexts, ...)."
     )
 
     class Meta:

@@ -6,9 +6,25 @@ from __future__ import annotations
 import http.client
 import json
 from collections.abc import Iterator
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from console.terminal.sse import SseEvent, parse_sse
+
+
+def rows(data) -> list:
+    """The list an answer carries: itself, or its `results` (`items`, `models`, ...)."""
+    if isinstance(data, list):
+        return data
+    if isinstance(data, dict):
+        for key in ("results", "items", "models", "hits", "branches", "turns"):
+            if isinstance(data.get(key), list):
+                return data[key]
+    return []
+
+
+def segment(value: str) -> str:
+    """`value` as one path segment of a URL."""
+    return quote(str(value), safe="")
 
 
 class ApiError(Exception):

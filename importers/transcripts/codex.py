@@ -3,7 +3,7 @@
 
 | line | here |
 |---|---|
-| session_meta | the conversation's metadata (id, cwd, cli_version, git, originator; a fork's `forked_from_id` or a sub-agent's `source.subagent.thread_spawn.parent_thread_id` as `parent_session`); its `instructions`, if any, a synthetic system message |
+| session_meta | the first: the conversation's metadata (id, cwd, cli_version, git, originator; a fork's `forked_from_id` or a sub-agent's `source.subagent.thread_spawn.parent_thread_id` as `parent_session`); its `instructions`, if any, a synthetic system message. A later one is a fork's replay of its parent's header (its id in `replayed_sessions`) |
 | turn_context | metadata: the model, cwd, policies of each turn (the distinct ones are kept) |
 | response_item message | a message of its role; `developer` is system; the injected instructions and `<environment_context>` user items are marked synthetic |
 | response_item reasoning | assistant reasoning part: the summary text (`content` text if present), `encrypted_content` in metadata |
@@ -16,7 +16,9 @@
 | anything else | counted in the report's notes (`skipped_records`) |
 
 External ids are `codex:<session id>:<line>`: a rollout only grows, so a re-import adds
-nothing and an import of a longer rollout adds only its new lines.
+nothing and an import of a longer rollout adds only its new lines. A fork (`forked_from_id`)
+begins by replaying its parent's rollout: `fork_of` says so, and the runner leaves out what
+its parent holds already (importers/transcripts/forks.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from importers.transcripts.blocks import result_text
 from importers.transcripts.common import (
     MALFORMED,
     AgentCompaction,
+    ForkOf,
     Line,
     Parsed,
     ParsedConversation,
@@ -175,6 +178,7 @@ class _Reader:
         self.item_texts: set[tuple[str, str]] = set()
         self.contexts: list[dict] = []
         self.compactions: list[tuple[int, dict]] = []
+        self.meta_line: int | None = None  # the file's own session_meta (the first one)
 
     def add(self, line: int, when: Any, role: str, parts: list[dict]) -> dict:
         message = {"role": role, "parts": parts, "created_at": when, "line": line}
@@ -182,6 +186,12 @@ class _Reader:
         return message
 
     def session_meta(self, line: int, when: Any, payload: dict) -> None:
+        if self.meta_line is not None:  # a fork's replay of its parent: the parent's header
+            ident = payload.get("id") or payload.get("session_id")
+            self.facts.setdefault("replayed_sessions", []).append(ident)
+            self.instructions(line, when, payload)
+            return
+        self.meta_line = line
         meta = {k: v for k, v in payload.items() if k != "instructions"}
         self.facts["session_meta"] = meta
         ident = payload.get("id") or payload.get("session_id")
@@ -195,6 +205,9 @@ class _Reader:
             self.facts["git_branch"] = git["branch"]
         if isinstance(payload.get("timestamp"), str):
             self.facts.setdefault("started_at", payload["timestamp"])
+        self.instructions(line, when, payload)
+
+    def instructions(self, line: int, when: Any, payload: dict) -> None:
         if isinstance(payload.get("instructions"), str) and payload["instructions"].strip():
             part = {
                 "part_type": "text",
@@ -228,6 +241,8 @@ class _Reader:
             call_id = payload.get("id") or f"web_search:{line}"
             part = _tool_part(dict(payload, name="web_search", call_id=call_id), self.names)
             part["metadata"]["self_contained"] = True  # no separate output item
+            if not payload.get("id"):
+                part["metadata"]["call_id_from_line"] = True  # not what it says (forks.py)
             self.add(line, when, "assistant", [part])
         else:
             self.parsed.skip(f"response_item:{kind}")
@@ -344,8 +359,11 @@ def _finish(reader: _Reader) -> Parsed:
     parent = ((spawn.get("subagent") or {}).get("thread_spawn") or {}).get("parent_thread_id")
     if parent:  # a sub-agent's rollout names the session that spawned it
         meta.update(parent_session=parent, line="subagent")
-    elif session_meta.get("forked_from_id"):  # a fork replays its parent's start
+    elif session_meta.get("forked_from_id"):
         meta.update(parent_session=session_meta["forked_from_id"], line="fork")
+    forked_from = session_meta.get("forked_from_id")
+    if isinstance(forked_from, str) and forked_from:  # its file begins with the parent's
+        conversation.fork_of = ForkOf(forked_from, replay_after_line=reader.meta_line or 0)
     conversation.metadata = meta
     reader.parsed.add(conversation)
     return reader.parsed

@@ -34,6 +34,15 @@ class AgentCompaction:
     metadata: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ForkOf:
+    """A session file that begins by replaying its parent's records (a Codex fork): the
+    messages after `replay_after_line` may be the parent's, stored there already."""
+
+    parent_session: str
+    replay_after_line: int  # the fork's own header line; the replay may start after it
+
+
 @dataclass
 class ParsedConversation:
     session_id: str
@@ -43,6 +52,7 @@ class ParsedConversation:
     # started_at, ended_at, and why the conversation exists (branch, sub-agent).
     metadata: dict = field(default_factory=dict)
     compactions: list[AgentCompaction] = field(default_factory=list)
+    fork_of: ForkOf | None = None
 
 
 @dataclass

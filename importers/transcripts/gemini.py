@@ -2,8 +2,12 @@
 JSON object `{sessionId, projectHash, startTime, lastUpdated, messages[], summary?}` that
 Gemini CLI rewrites whole on every save; also its newer JSONL log (a metadata line, then message
 records, a later record with the same `id` rewriting it, `{"$set": {...}}` metadata patches
-and `{"$rewindTo": id}` markers: the rewound messages are kept, marked `metadata.rewound`;
-a `$set` of `messages`, Gemini replacing its own context, is counted and the history kept).
+and `{"$rewindTo": id}` markers: the rewound messages are kept, marked `metadata.rewound`).
+A `$set` of `messages` is Gemini replacing its own context: every message read before is
+kept as first written; the messages new in it are added there, and when it also dropped
+messages (a compression: Gemini's `<state_snapshot>` summary as a user message, then its
+acknowledgement, then the recent turns it kept) the summary becomes an agent compaction
+over the messages it dropped (`metadata.compression`: "summary" or "added").
 The working directory comes from `directories` when the file has it.
 
 | message | here |
@@ -22,9 +26,16 @@ adds only the new messages.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
-from importers.transcripts.common import MALFORMED, Line, Parsed, ParsedConversation
+from importers.transcripts.common import (
+    MALFORMED,
+    AgentCompaction,
+    Line,
+    Parsed,
+    ParsedConversation,
+)
 
 AGENT = "gemini"
 _SYSTEM_TYPES = {"info", "error", "warning"}
@@ -147,47 +158,103 @@ def _gemini_parts(message: dict) -> list[dict]:
     return parts
 
 
-def _records(
-    value: Any, lines: list[Line] | None, parsed: Parsed
-) -> tuple[dict, list[tuple[int, Any]], set[str]]:
-    """(session fields, [(line or position, message)], ids rewound) of the JSON document or
-    of the JSONL log: a metadata line, then message records (a later record with the same
-    `id` rewrites it), `{"$set": {...}}` metadata patches and `{"$rewindTo": id}` markers."""
-    if lines is None:
-        if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
-            return {}, [], set()
-        header = {k: v for k, v in value.items() if k != "messages"}
-        return header, list(enumerate(value["messages"], start=1)), set()
-    header: dict = {}
-    by_id: dict[str, tuple[tuple[int, int], int, Any]] = {}
-    loose: list[tuple[tuple[int, int], int, Any]] = []
-    rewound: set[str] = set()
-    for line in lines:
+@dataclass
+class _Compression:
+    """Gemini replaced its context (`$set.messages`): the messages it brought in (its
+    summary, its acknowledgement) and those it dropped (by message id)."""
+
+    added: list[str]
+    replaced: list[str]
+    line: int
+
+
+@dataclass
+class _Log:
+    """What the JSONL log says once read: a metadata line, message records (a later record
+    with the same `id` rewrites it), `{"$set": {...}}` patches (of metadata; of `messages`
+    when Gemini replaces its context) and `{"$rewindTo": id}` markers."""
+
+    parsed: Parsed
+    header: dict = field(default_factory=dict)
+    by_id: dict[str, tuple[tuple[int, int], int, Any]] = field(default_factory=dict)
+    loose: list[tuple[tuple[int, int], int, Any]] = field(default_factory=list)
+    rewound: set[str] = field(default_factory=set)
+    dropped: set[str] = field(default_factory=set)  # left Gemini's context in a `$set`
+    compressions: list[_Compression] = field(default_factory=list)
+
+    def read(self, line: Line) -> None:
         item = line.value
         if not isinstance(item, dict):
-            loose.append(((line.number, 0), line.number, item))
+            self.loose.append(((line.number, 0), line.number, item))
         elif isinstance(item.get("$rewindTo"), str):
-            # The user rewound to that message: it and what followed left Gemini's view.
-            order = sorted(by_id, key=lambda k: by_id[k][0])
-            if item["$rewindTo"] in order:
-                rewound.update(order[order.index(item["$rewindTo"]) :])
+            self.rewind(item["$rewindTo"])
         elif isinstance(item.get("$set"), dict):
             patch = item["$set"]
-            if "messages" in patch:  # Gemini replaced its context (compression, rollback)
-                parsed.skip("$set.messages (Gemini's own context replaced; history kept)")
-            header.update({k: v for k, v in patch.items() if k != "messages"})
+            if "messages" in patch:
+                self.replace(patch["messages"], line.number)
+            self.header.update({k: v for k, v in patch.items() if k != "messages"})
         elif isinstance(item.get("id"), str) and "type" in item:
-            first = by_id.get(item["id"], ((line.number, 0), line.number, None))[0]
-            by_id[item["id"]] = (first, line.number, item)  # a later line rewrites it
-            rewound.discard(item["id"])
+            first = self.by_id.get(item["id"], ((line.number, 0), line.number, None))[0]
+            self.by_id[item["id"]] = (first, line.number, item)  # a later line rewrites it
+            self.rewound.discard(item["id"])
+            self.dropped.discard(item["id"])
         elif "sessionId" in item:
-            header.update({k: v for k, v in item.items() if k != "messages"})
+            self.header.update({k: v for k, v in item.items() if k != "messages"})
             for position, message in enumerate(item.get("messages") or []):
-                loose.append(((line.number, position), line.number, message))
+                self.loose.append(((line.number, position), line.number, message))
         else:
-            loose.append(((line.number, 0), line.number, item))
-    ordered = sorted(loose + list(by_id.values()), key=lambda x: x[0])
-    return header, [(number, message) for _, number, message in ordered], rewound
+            self.loose.append(((line.number, 0), line.number, item))
+
+    def in_order(self) -> list[str]:
+        return sorted(self.by_id, key=lambda k: self.by_id[k][0])
+
+    def rewind(self, target: str) -> None:
+        """The user rewound to that message: it and what followed left Gemini's view."""
+        order = self.in_order()
+        if target in order:
+            self.rewound.update(order[order.index(target) :])
+
+    def replace(self, messages: Any, number: int) -> None:
+        """Gemini's context is now `messages` (compression, a rolled-back turn, masking).
+        Every message already read is kept as it was first written; the ones new here (a
+        compression's summary and acknowledgement) are added at this line."""
+        if not isinstance(messages, list):
+            self.parsed.skip("$set.messages that is not a list")
+            return
+        kept = {m["id"] for m in messages if isinstance(m, dict) and isinstance(m.get("id"), str)}
+        view = [k for k in self.in_order() if k not in self.rewound and k not in self.dropped]
+        added = []
+        for position, message in enumerate(messages):
+            ident = message.get("id") if isinstance(message, dict) else None
+            if isinstance(ident, str) and ident not in self.by_id:
+                self.by_id[ident] = ((number, position), number, message)
+                added.append(ident)
+        replaced = [k for k in view if k not in kept]
+        self.dropped.update(replaced)
+        if added and replaced:
+            self.compressions.append(_Compression(added, replaced, number))
+        else:
+            self.parsed.skip("$set.messages (Gemini's own context replaced; history kept)")
+
+    def records(self) -> list[tuple[int, Any]]:
+        ordered = sorted(self.loose + list(self.by_id.values()), key=lambda x: x[0])
+        return [(number, message) for _, number, message in ordered]
+
+
+def _records(
+    value: Any, lines: list[Line] | None, parsed: Parsed
+) -> tuple[dict, list[tuple[int, Any]], _Log | None]:
+    """(session fields, [(line or position, message)], the JSONL log read) of the JSON
+    document or of the JSONL log."""
+    if lines is None:
+        if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
+            return {}, [], None
+        header = {k: v for k, v in value.items() if k != "messages"}
+        return header, list(enumerate(value["messages"], start=1)), None
+    log = _Log(parsed)
+    for line in lines:
+        log.read(line)
+    return log.header, log.records(), log
 
 
 def _facts(header: dict) -> dict[str, Any]:
@@ -230,7 +297,7 @@ def parse(
     document: Any, *, session_id: str | None, default_session: str, lines: list[Line] | None = None
 ) -> Parsed:
     parsed = Parsed()
-    header, messages, rewound = _records(document, lines, parsed)
+    header, messages, log = _records(document, lines, parsed)
     if not header and not messages:
         parsed.error(None, "expected a Gemini CLI chat record: an object with 'messages'")
         return parsed
@@ -239,35 +306,91 @@ def parse(
     source_session = own or session
     conversation = ParsedConversation(session_id=session, title=_title(header))
     facts = _facts(header)
+    rewound = log.rewound if log is not None else set()
+    summaries = _summary_ids(log)
+    texts: dict[str, str] = {}
     for position, message in messages:
-        if not isinstance(message, dict):
-            parsed.error(position, "a message must be a JSON object")
+        raw = _raw_message(position, message, parsed, rewound, summaries)
+        if raw is None:
             continue
-        try:
-            found = _role_and_parts(message, parsed)
-        except MALFORMED as error:
-            parsed.error(position, f"a message that could not be read: {error}")
-            continue
-        if found is None:
-            continue
-        role, parts = found
-        if role == "assistant" and isinstance(message.get("model"), str):
+        if raw["role"] == "assistant" and isinstance(message.get("model"), str):
             facts["model"] = message["model"]
-        meta = parts[0].setdefault("metadata", {})
-        meta["gemini_type"] = message.get("type")
-        if isinstance(message.get("id"), str) and message["id"] in rewound:
-            meta["rewound"] = True  # kept: the user rewound past it, it was still said
-        meta["source"] = {
-            k: message[k] for k in ("id", "model", "tokens") if message.get(k) is not None
-        }
         ident = message.get("id") if isinstance(message.get("id"), str) else None
+        if ident is not None:
+            texts[ident] = "\n".join(
+                p.get("text_content") or "" for p in raw["parts"] if p["part_type"] == "text"
+            )
         ident = ident or f"position:{position}"
-        raw = {"role": role, "parts": parts, "created_at": message.get("timestamp")}
         raw["external_id"] = f"gemini:{source_session}:{ident}"
         conversation.messages.append((position, raw))
     conversation.metadata = {k: v for k, v in facts.items() if v is not None}
+    if log is not None:
+        conversation.compactions = _compactions(log, summaries, texts, source_session)
     parsed.add(conversation)
     return parsed
+
+
+def _raw_message(
+    position: int, message: Any, parsed: Parsed, rewound: set[str], summaries: dict[str, str]
+) -> dict | None:
+    if not isinstance(message, dict):
+        parsed.error(position, "a message must be a JSON object")
+        return None
+    try:
+        found = _role_and_parts(message, parsed)
+    except MALFORMED as error:
+        parsed.error(position, f"a message that could not be read: {error}")
+        return None
+    if found is None:
+        return None
+    role, parts = found
+    meta = parts[0].setdefault("metadata", {})
+    meta["gemini_type"] = message.get("type")
+    ident = message.get("id") if isinstance(message.get("id"), str) else None
+    if ident in rewound:
+        meta["rewound"] = True  # kept: the user rewound past it, it was still said
+    if ident in summaries:  # brought in when Gemini compressed its context
+        meta["compression"] = summaries[ident]
+    meta["source"] = {
+        k: message[k] for k in ("id", "model", "tokens") if message.get(k) is not None
+    }
+    return {"role": role, "parts": parts, "created_at": message.get("timestamp")}
+
+
+def _summary_ids(log: _Log | None) -> dict[str, str]:
+    """Per message a compression brought in: "summary" (the first user message: Gemini's
+    `<state_snapshot>`) or "added" (its acknowledgement and anything else new)."""
+    roles: dict[str, str] = {}
+    for compression in log.compressions if log is not None else []:
+        summary = _summary_of(log, compression)
+        for ident in compression.added:
+            roles[ident] = "summary" if ident == summary else "added"
+    return roles
+
+
+def _summary_of(log: _Log, compression: _Compression) -> str:
+    users = [i for i in compression.added if (log.by_id[i][2] or {}).get("type") == "user"]
+    return (users or compression.added)[0]
+
+
+def _compactions(
+    log: _Log, summaries: dict[str, str], texts: dict[str, str], session: str
+) -> list[AgentCompaction]:
+    """Each compression as an agent compaction: its summary over the messages it dropped
+    from Gemini's context (linked like Claude Code's, agent_compactions.py)."""
+    found = []
+    for compression in log.compressions:
+        summary = _summary_of(log, compression)
+        found.append(
+            AgentCompaction(
+                summary=texts.get(summary, ""),
+                covered=[f"gemini:{session}:{i}" for i in compression.replaced],
+                at_external_id=f"gemini:{session}:{summary}",
+                author=AGENT,
+                metadata={"trigger": "$set.messages", "line": compression.line},
+            )
+        )
+    return found
 
 
 def _title(header: dict) -> str:

@@ -5,6 +5,9 @@ in or all out).
 
 Every message is validated like an API append (`parse_message`); one that is refused is
 reported with its line number and left out, and nothing else stops.
+
+A fork's replay of its parent's records is left out when the parent holds them
+(`forks.py`); each message of a format that forks keeps its fingerprint for that.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import sqlite3
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from django.db import DatabaseError
 
@@ -23,9 +27,18 @@ from core.api.errors import InvalidInput, LcmError
 from importers.models import Format, ImportedConversation
 from importers.report import ConversationResult, ImportReport
 from importers.session_facts import record_session_facts
-from importers.transcripts import anthropic, claude_code, codex, gemini, jsonl, openai, opencode
+from importers.transcripts import (
+    anthropic,
+    claude_code,
+    codex,
+    forks,
+    gemini,
+    jsonl,
+    openai,
+    opencode,
+)
 from importers.transcripts.agent_compactions import link_agent_compactions
-from importers.transcripts.common import Parsed, read_json, read_jsonl
+from importers.transcripts.common import Parsed, ParsedConversation, read_json, read_jsonl
 
 BATCH = 500
 
@@ -101,6 +114,12 @@ def _is_sqlite(path: Path) -> bool:
         return handle.read(16) == b"SQLite format 3\x00"
 
 
+class Pending(NamedTuple):
+    line: int
+    item: MessageInput
+    said: str  # what it says (forks.fingerprint), for the formats that fork
+
+
 def _validated(line: int, raw: dict, report: ImportReport) -> MessageInput | None:
     raw = dict(raw)
     if isinstance(raw.get("created_at"), int | float):  # epoch seconds (OpenAI objects)
@@ -112,6 +131,16 @@ def _validated(line: int, raw: dict, report: ImportReport) -> MessageInput | Non
     except LcmError as error:
         report.line_error(line, error.message)
         return None
+
+
+def _pending(format: str, conversation: ParsedConversation, report: ImportReport) -> list:
+    pending = []
+    for line, raw in conversation.messages:
+        item = _validated(line, raw, report)
+        if item is not None:
+            said = forks.fingerprint(raw) if format in forks.FORMATS else ""
+            pending.append(Pending(line, item, said))
+    return pending
 
 
 def import_transcript(
@@ -134,15 +163,11 @@ def import_transcript(
     for conversation in parsed.conversations:
         result = ConversationResult(session_id=conversation.session_id)
         report.conversations.append(result)
-        inputs = []
-        for line, raw in conversation.messages:
-            item = _validated(line, raw, report)
-            if item is not None:
-                inputs.append((line, item))
+        pending = _pending(format, conversation, report)
         if dry_run:
-            _count_dry(result, owner, inputs)
+            _count_dry(result, owner, conversation, pending, report)
         else:
-            _append(result, owner, format, str(path), conversation.title, inputs)
+            _append(result, owner, format, str(path), conversation, pending, report)
             if result.conversation_id is not None and not result.failed:
                 record_session_facts(result.conversation_id, format, conversation.metadata)
                 link_agent_compactions(result.conversation_id, conversation.compactions, result)
@@ -151,8 +176,41 @@ def import_transcript(
     return report
 
 
-def _count_dry(result: ConversationResult, owner, inputs) -> None:
+def _without_replay(
+    owner, conversation: ParsedConversation, pending: list, conversation_id, report
+) -> list:
+    """A fork's messages less those its parent holds already (importers/transcripts/forks.py)."""
+    fork_of = conversation.fork_of
+    if fork_of is None:
+        return pending
+    after = [p for p in pending if p.line > fork_of.replay_after_line]
+    replay = forks.find_replay(
+        owner=owner,
+        fork_of=fork_of,
+        candidates=[(p.item.external_id, p.said) for p in after],
+        header=len(pending) - len(after),
+        conversation_id=conversation_id,
+    )
+    conversation.metadata.update(replay.metadata())
+    report.notes.setdefault("forks", []).append(
+        {
+            "session_id": conversation.session_id,
+            "parent_session": fork_of.parent_session,
+            "parent_imported": replay.parent_conversation_id is not None,
+            "replayed_messages": replay.count,
+        }
+    )
+    replayed = {p.item.external_id for p in after[: replay.count]}
+    # The parent's compactions came with the replay: linked in the parent already.
+    conversation.compactions = [
+        c for c in conversation.compactions if c.at_external_id not in replayed
+    ]
+    return [p for p in pending if p.item.external_id not in replayed]
+
+
+def _count_dry(result: ConversationResult, owner, conversation, pending, report) -> None:
     existing = Conversation.objects.filter(owner=owner, session_id=result.session_id).first()
+    pending = _without_replay(owner, conversation, pending, existing and existing.pk, report)
     result.conversation_id = existing.pk if existing else None
     result.created = existing is None
     result.counts["conversations"] = int(existing is None)
@@ -161,16 +219,18 @@ def _count_dry(result: ConversationResult, owner, inputs) -> None:
         known = set(
             Message.objects.filter(conversation=existing).values_list("external_id", flat=True)
         )
-    new = [item for _, item in inputs if item.external_id not in known]
+    new = [p.item for p in pending if p.item.external_id not in known]
     result.counts["messages"] = len(new)
     result.counts["message_parts"] = sum(len(item.parts) for item in new)
     result.counts["context_items"] = len(new)
 
 
-def _append(result: ConversationResult, owner, format: str, path: str, title: str, inputs) -> None:
+def _append(
+    result: ConversationResult, owner, format: str, path: str, conversation, pending, report
+) -> None:
     try:
-        conversation, created = conversation_create(
-            owner=owner, session_id=result.session_id, title=title[:10_000]
+        stored, created = conversation_create(
+            owner=owner, session_id=result.session_id, title=conversation.title[:10_000]
         )
     except LcmError as error:
         result.failed = error.message
@@ -178,27 +238,40 @@ def _append(result: ConversationResult, owner, format: str, path: str, title: st
         return
     if created:
         ImportedConversation.objects.get_or_create(
-            conversation=conversation,
+            conversation=stored,
             defaults={"format": format, "source_key": result.session_id, "source_path": path},
         )
-    result.conversation_id = conversation.pk
+    result.conversation_id = stored.pk
     result.created = created
     result.counts["conversations"] = int(created)
-    for start in range(0, len(inputs), BATCH):
-        batch = inputs[start : start + BATCH]
-        try:
-            appended = messages_append(
-                conversation_id=conversation.pk, messages=[item for _, item in batch]
-            )
-        except (LcmError, DatabaseError) as error:
-            message = getattr(error, "message", None) or str(error)
-            lines = f"lines {batch[0][0]}-{batch[-1][0]}"
-            result.problem("batch_failed", f"{lines}: nothing of this batch was stored: {message}")
-            continue
-        new = [a for a in appended if a.created]
-        result.counts["messages"] += len(new)
-        result.counts["context_items"] += len(new)
-        result.counts["message_parts"] += sum(
-            len(item.parts) for (_, item), a in zip(batch, appended, strict=True) if a.created
+    pending = _without_replay(owner, conversation, pending, stored.pk, report)
+    for start in range(0, len(pending), BATCH):
+        _append_batch(result, stored.pk, format, pending[start : start + BATCH])
+
+
+def _append_batch(result: ConversationResult, conversation_id: int, format: str, batch) -> None:
+    try:
+        appended = messages_append(
+            conversation_id=conversation_id, messages=[p.item for p in batch]
         )
-        result.counts["large_files"] += len({f for a in new for f in a.message.file_ids})
+    except (LcmError, DatabaseError) as error:
+        message = getattr(error, "message", None) or str(error)
+        lines = f"lines {batch[0].line}-{batch[-1].line}"
+        result.problem("batch_failed", f"{lines}: nothing of this batch was stored: {message}")
+        return
+    if format in forks.FORMATS:  # stored now or before: a later fork compares with them
+        forks.record_fingerprints(
+            conversation_id,
+            [
+                (a.message.pk, p.item.external_id, p.said)
+                for p, a in zip(batch, appended, strict=True)
+                if p.item.external_id
+            ],
+        )
+    new = [a for a in appended if a.created]
+    result.counts["messages"] += len(new)
+    result.counts["context_items"] += len(new)
+    result.counts["message_parts"] += sum(
+        len(p.item.parts) for p, a in zip(batch, appended, strict=True) if a.created
+    )
+    result.counts["large_files"] += len({f for a in new for f in a.message.file_ids})

@@ -247,6 +247,20 @@ def codex_rollout() -> list[dict]:
     ]
 
 
+def codex_fork(parent: list[dict], *, fork_id: str, cut: int, own: list[str]) -> list[dict]:
+    """A fork as Codex writes it: its own session_meta (`forked_from_id`), the parent's
+    first `cut` lines again (the parent's session_meta among them, timestamps new), then
+    the fork's own prompts."""
+    parent_id = parent[0]["payload"]["id"]
+    header = dict(parent[0]["payload"], id=fork_id, forked_from_id=parent_id)
+    replay = [dict(record, timestamp="2026-05-02T10:00:00.000Z") for record in parent[:cut]]
+    prompts = [
+        item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": t}]})
+        for t in own
+    ]
+    return [cx("session_meta", header, 59), *replay, *prompts]
+
+
 # -- Gemini CLI -----------------------------------------------------------------------
 
 

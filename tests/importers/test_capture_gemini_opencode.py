@@ -117,6 +117,58 @@ def test_the_gemini_jsonl_log_rewrites_rewinds_and_patches(user, tmp_path):
     assert any(k.startswith("$set.messages") for k in report.notes["skipped_records"])
 
 
+def _said(ident, kind, text):
+    return {"id": ident, "timestamp": "2026-05-03T09:00:00Z", "type": kind, "content": text}
+
+
+def test_a_gemini_compression_is_linked_to_the_messages_it_replaced(user, tmp_path):
+    document = gemini_chat()
+    header = {k: v for k, v in document.items() if k != "messages"}
+    first, answer = document["messages"][0], document["messages"][1]
+    late = _said("m6", "user", "Now delete a.py.")
+    snapshot = [{"text": "<state_snapshot>The user listed the files.</state_snapshot>"}]
+    summary = _said("s1", "user", snapshot)
+    ack = _said("s2", "gemini", "Got it. Thanks for the additional context!")
+    masked = dict(late, content="<tool_output_masked>")  # Gemini's own copy, changed
+    records = [header, first, answer, late]
+    records += [{"$set": {"messages": [summary, ack, masked]}}, _said("m7", "user", "Done?")]
+    again_snapshot = _said("s3", "user", "<state_snapshot>a.py deleted</state_snapshot>")
+    records += [
+        {"$set": {"messages": [again_snapshot, dict(ack, id="s4"), _said("m7", "user", "Done?")]}}
+    ]
+    records += [{"$set": {"messages": [again_snapshot]}}]  # a turn rolled back: nothing new
+    path = write_jsonl(tmp_path / "chat.jsonl", records)
+    report = import_file(format="gemini", path=path, owner=user)
+    stored = Message.objects.filter(conversation__session_id="gem-0001").order_by("seq")
+    names = [m.external_id.rsplit(":", 1)[1] for m in stored]
+    assert names == ["m1", "m2", "m6", "s1", "s2", "m7", "s3", "s4"]
+    assert stored[2].content == "Now delete a.py."  # the original, not Gemini's masked copy
+    first_row, second_row = Summary.objects.filter(conversation__session_id="gem-0001")
+    if first_row.import_source.source["at_external_id"] != "gemini:gem-0001:s1":
+        first_row, second_row = second_row, first_row
+    assert first_row.content == snapshot[0]["text"]
+    assert first_row.model == "gemini (agent compaction)"
+    assert _covered(first_row) == ["m1", "m2"]
+    assert _covered(second_row) == ["m6", "s1", "s2"]  # m1, m2 had left the context already
+    summaries = _parts("gem-0001", metadata__compression="summary")
+    assert sorted(p.message.seq for p in summaries) == [stored[3].seq, stored[6].seq]
+    assert (
+        report.notes["skipped_records"][
+            "$set.messages (Gemini's own context replaced; history kept)"
+        ]
+        == 1
+    )
+    assert report.ok
+    again = import_file(format="gemini", path=path, owner=user)
+    assert again.totals()["messages"] == again.totals()["summaries"] == 0
+    assert Summary.objects.count() == 2
+
+
+def _covered(summary):
+    links = summary.message_links.order_by("ordinal")
+    return [e.rsplit(":", 1)[1] for e in links.values_list("message__external_id", flat=True)]
+
+
 # -- OpenCode -------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from tests.importers.agent_sessions import (
     SESSION,
     assistant,
     cc,
+    codex_fork,
     codex_rollout,
     gemini_chat,
     subagent,
@@ -135,6 +136,21 @@ def test_a_codex_rollout_compressed_to_zst_adds_nothing_and_is_followed(stores, 
     compressed.rename(archived)
     assert new_watcher().run_pass().messages == 0
     assert Message.objects.count() == total
+
+
+def test_a_codex_fork_written_while_watched_holds_only_its_own_messages(stores, new_watcher):
+    folder = stores[1].root / "2026" / "05" / "02"
+    parent = codex_rollout()
+    write_jsonl(folder / "rollout-2026-05-02T09-00-00-parent.jsonl", parent)
+    fork = codex_fork(parent, fork_id="fork-1", cut=16, own=["Try another way."])
+    path = write_jsonl(folder / "rollout-2026-05-02T10-00-00-fork-1.jsonl", fork[:10])
+    watcher = new_watcher()
+    watcher.run_pass()  # the fork caught in the middle of its replay
+    write_jsonl(path, fork)
+    watcher.run_pass()
+    own = Message.objects.filter(conversation__session_id="fork-1").order_by("seq")
+    assert [m.content for m in own] == ["Follow AGENTS.md.", "Try another way."]
+    assert Message.objects.count() == 14 + 2
 
 
 def test_a_gemini_file_rewritten_whole_adds_only_new_messages(stores, new_watcher):
