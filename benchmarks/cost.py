@@ -601,10 +601,13 @@ def cost_windows(ctx: BenchContext) -> list[BenchRow]:
     windows = [
         int(w) for w in os.environ.get("LCM_BENCH_COST_WINDOWS", "").split(",") if w.strip()
     ] or list(WINDOWS)
+    # LCM_BENCH_COST_STRATEGIES (comma-separated lcm,state,dropin; default all) runs a subset.
+    runs = os.environ.get("LCM_BENCH_COST_STRATEGIES", "lcm,state,dropin").split(",")
     rows = []
     for window in windows:
         for strategy in ("lcm", "state"):
-            rows.append(_window_run(window, strategy, turns))
-    for window in DROPIN_WINDOWS:
-        rows.append(_dropin_run(window, turns))
+            if strategy in runs:
+                rows.append(_window_run(window, strategy, turns))
+    if "dropin" in runs:
+        rows.extend(_dropin_run(window, turns) for window in DROPIN_WINDOWS)
     return rows
