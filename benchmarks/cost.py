@@ -469,15 +469,26 @@ def _turn_text(n: int) -> tuple[str, str]:
     return question, answer
 
 
-def _steady_read_share(reports: list[dict]) -> tuple[float, int]:
-    """Share of input tokens read from the cache over the last two thirds of the requests."""
+def _steady_read_share(reports: list[dict]) -> tuple[float, int, int]:
+    """Over the last two thirds of the requests: the share of input tokens read from the
+    cache, the mean input per request and the mean billed input (at the base price, 5m
+    writes)."""
     steady = reports[len(reports) // 3 :]
     total = sum(
         r["input_tokens"] + r["cache_creation_input_tokens"] + r["cache_read_input_tokens"]
         for r in steady
     )
     read = sum(r["cache_read_input_tokens"] for r in steady)
-    return (read / total if total else 0.0), (total // max(1, len(steady)))
+    billed = sum(
+        billed_input(
+            uncached=r["input_tokens"],
+            read=r["cache_read_input_tokens"],
+            written=r["cache_creation_input_tokens"],
+        )
+        for r in steady
+    )
+    count = max(1, len(steady))
+    return (read / total if total else 0.0), total // count, round(billed / count)
 
 
 @contextlib.contextmanager
@@ -530,7 +541,7 @@ def _window_run(window: int, strategy: str, turns: int) -> BenchRow:
             commit_pending(branch=branch)
             _run_compaction_jobs()
         reports = list(api.cache_reports)
-    share, mean_input = _steady_read_share(reports)
+    share, mean_input, billed = _steady_read_share(reports)
     target = WINDOW_TARGETS[strategy]
     return BenchRow(
         f"cost window {window:,}, {strategy}: input cache-readable in steady state",
@@ -538,7 +549,8 @@ def _window_run(window: int, strategy: str, turns: int) -> BenchRow:
         "%",
         f">= {100 * target:.0f}",
         f"{len(reports)} requests through the turn engine and the anthropic SDK, last "
-        f"{len(reports) - len(reports) // 3}: mean input {mean_input:,} tok/request; "
+        f"{len(reports) - len(reports) // 3}: mean input {mean_input:,} tok/request, billed "
+        f"{billed:,}; "
         f"{'met' if share >= target else 'MISSED'}",
     )
 
@@ -574,7 +586,7 @@ def _dropin_run(window: int, turns: int) -> BenchRow:
             history.append({"role": "assistant", "content": response.json()["content"]})
             _run_compaction_jobs()
         reports = list(api.cache_reports)
-    share, mean_input = _steady_read_share(reports)
+    share, mean_input, billed = _steady_read_share(reports)
     target = WINDOW_TARGETS["lcm"]
     return BenchRow(
         f"cost window {window:,}, stateless drop-in client: input cache-readable in steady state",
@@ -583,7 +595,8 @@ def _dropin_run(window: int, turns: int) -> BenchRow:
         f">= {100 * target:.0f}",
         f"{len(reports)} requests through the drop-in (whole history each time, max_tokens "
         f"1024; {compacted} sent compacted), last {len(reports) - len(reports) // 3}: mean "
-        f"input {mean_input:,} tok/request; {'met' if share >= target else 'MISSED'}",
+        f"input {mean_input:,} tok/request, billed {billed:,}; "
+        f"{'met' if share >= target else 'MISSED'}",
     )
 
 

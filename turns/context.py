@@ -479,10 +479,7 @@ def _state_parts(
     pending ones (turns/state_fold.py); the fold is recorded in `budget`."""
     fixed = _fixed_tokens(instructions, list(head.pinned_facts), _tools_for(turn))
     room = (
-        budget["input_limit"]
-        - budget["retrieval_budget"]
-        - fixed
-        - _user_tokens(turn.user_message)
+        budget["input_limit"] - budget["retrieval_budget"] - fixed - _user_tokens(turn.user_message)
     )
     fold = state_fold(turn, room, _turns_tokens)
     budget.update(fold.record())
