@@ -22,12 +22,13 @@ belongs); `system_parts` splits the system text at its stable boundaries.
 
 Budget: the model's context limit minus the response reserve and a safety margin is what
 the input may use; retrieval gets at most its own budget inside that; `state` folds its
-verbatim turns before they would take more than the rest leaves (`state_fold.fold_budget`). When the context
-does not fit, the deterministic shrinker runs in SRD 7.3 order and logs each step:
+verbatim turns before they would take more than the rest leaves (`state_fold.fold_budget`).
+When the context does not fit, the deterministic shrinker runs in SRD 7.3 order and logs
+each step:
 1. drop retrieved items, lowest score first (keeping one);
 2. replace the remaining retrieved items by their summaries (dropping those without one);
 3. drop pending turns, oldest first;
-4. shrink the head summary with the librarian's "shrink summary" step;
+4. shrink the state summary sent with the librarian's "shrink summary" step;
 5. still too large: `ContextTooLarge` naming the settings to change.
 """
 

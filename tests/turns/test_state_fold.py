@@ -13,9 +13,12 @@ import pytest
 from providers.caching import block_tokens
 from tests.factories import UserFactory
 from tests.support.fake_messages_api import anthropic_text_stream
+from tests.turns.conftest import send
 from turns import runner, services
+from turns.branches import branch_fork
+from turns.context import assemble
 from turns.jobs import commit_pending
-from turns.models import Phase, UserTurn
+from turns.models import Branch, Phase, StateCheckpoint, UserTurn
 
 TURNS = 14
 WINDOW = 12_000  # input room 6,500: the window leaves less than the fold setting
@@ -121,3 +124,35 @@ def test_without_a_fold_budget_the_newest_state_goes_every_turn(upstream, settin
     assert [t.context["budget"]["state_folded"] for t in stored] == [True] * 3
     last = upstream.requests[-1].body
     assert len(last["messages"]) == 1 and "Question 1" in _system(last)[-1]["text"]
+
+
+def test_a_fork_starts_from_its_base_state_and_keeps_its_own_turns_verbatim(chat, settings):
+    settings.LCM_STATE_FOLD_TOKENS = 4000
+    main = Branch.objects.get(pk=chat.active_branch_id)
+    send(chat, "The ledger lives in billing/ledger.py", commit=True)
+    send(chat, "Invoices are computed in billing/invoices.py", commit=True)
+    main.refresh_from_db()
+    fork = branch_fork(branch=main)
+    first = send(chat, "On the fork: rename the ledger", branch=fork, commit=True)
+    turn = services.turn_accept(session=chat, branch=fork, content="and now?")
+    ctx = assemble(turn)
+    # the fork's base state (the parent's head) is sent, then the fork's own turn verbatim
+    assert first.context["budget"]["state_folded"] is True
+    assert ctx.budget["state_sent_id"] == fork.base_state_id
+    assert ctx.state_summary == StateCheckpoint.objects.get(pk=fork.base_state_id).summary
+    assert "billing/invoices.py" in ctx.system_parts[-1]
+    assert len(ctx.history) == 2  # the parent's turns are in the base state, not repeated
+    assert ctx.history[0]["rendered_text"] == "On the fork: rename the ledger"
+
+
+def test_a_turn_without_a_recorded_fold_sends_the_head_state(chat):
+    send(chat, "The ledger lives in billing/ledger.py", commit=True)
+    last = send(chat, "Invoices are computed in billing/invoices.py", commit=True)
+    # a turn run before folds existed: its context records none
+    budget = {k: v for k, v in last.context["budget"].items() if not k.startswith("state_")}
+    UserTurn.objects.filter(pk=last.pk).update(context={**last.context, "budget": budget})
+    branch = Branch.objects.get(pk=chat.active_branch_id)
+    ctx = assemble(services.turn_accept(session=chat, branch=branch, content="where?"))
+    assert ctx.budget["state_folded"] is True and ctx.budget["state_fold_seq"] == last.turn_seq
+    assert ctx.budget["state_sent_id"] == branch.head_state_id
+    assert ctx.history == [] and ctx.pending == []
