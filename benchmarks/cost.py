@@ -225,7 +225,7 @@ def _direct(system: str, history: list[dict], ledger: Ledger) -> None:
 
 def _srd_order_body(context: dict) -> dict:
     """The same context in the SRD's section order (before issue 20): instructions, pinned
-    facts and the state (`state`: the head summary; `lcm`: the branch's whole LCM context,
+    facts and the state (`state`: the state sent; `lcm`: the branch's whole LCM context,
     summaries and history as quoted text) in the system text, then pending turns,
     retrieved memory and the user's message. Marked at the system's end, the only stable
     boundary that order has."""
@@ -245,8 +245,10 @@ def _srd_order_body(context: dict) -> dict:
     )
     memory = ctx.retrieved_text()
     user = [*([text(memory)] if memory else []), *ctx.user["blocks"]]
-    messages = [*ctx.pending, message("user", user)]
-    return _anthropic_body([system], messages, ctx.tools, len(ctx.pending))
+    # `state`: the turns after the fold go as messages, as in the server's order
+    turns = ctx.pending if ctx.strategy == "lcm" else [*ctx.history, *ctx.pending]
+    messages = [*turns, message("user", user)]
+    return _anthropic_body([system], messages, ctx.tools, len(turns))
 
 
 def _run_compaction_jobs() -> int:
