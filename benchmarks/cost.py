@@ -225,7 +225,7 @@ def _direct(system: str, history: list[dict], ledger: Ledger) -> None:
 
 def _srd_order_body(context: dict) -> dict:
     """The same context in the SRD's section order (before issue 20): instructions, pinned
-    facts and the state (`state`: the head summary; `lcm`: the branch's whole LCM context,
+    facts and the state (`state`: the state sent; `lcm`: the branch's whole LCM context,
     summaries and history as quoted text) in the system text, then pending turns,
     retrieved memory and the user's message. Marked at the system's end, the only stable
     boundary that order has."""
@@ -245,8 +245,10 @@ def _srd_order_body(context: dict) -> dict:
     )
     memory = ctx.retrieved_text()
     user = [*([text(memory)] if memory else []), *ctx.user["blocks"]]
-    messages = [*ctx.pending, message("user", user)]
-    return _anthropic_body([system], messages, ctx.tools, len(ctx.pending))
+    # `state`: the turns after the fold go as messages, as in the server's order
+    turns = ctx.pending if ctx.strategy == "lcm" else [*ctx.history, *ctx.pending]
+    messages = [*turns, message("user", user)]
+    return _anthropic_body([system], messages, ctx.tools, len(turns))
 
 
 def _run_compaction_jobs() -> int:
@@ -469,15 +471,26 @@ def _turn_text(n: int) -> tuple[str, str]:
     return question, answer
 
 
-def _steady_read_share(reports: list[dict]) -> tuple[float, int]:
-    """Share of input tokens read from the cache over the last two thirds of the requests."""
+def _steady_read_share(reports: list[dict]) -> tuple[float, int, int]:
+    """Over the last two thirds of the requests: the share of input tokens read from the
+    cache, the mean input per request and the mean billed input (at the base price, 5m
+    writes)."""
     steady = reports[len(reports) // 3 :]
     total = sum(
         r["input_tokens"] + r["cache_creation_input_tokens"] + r["cache_read_input_tokens"]
         for r in steady
     )
     read = sum(r["cache_read_input_tokens"] for r in steady)
-    return (read / total if total else 0.0), (total // max(1, len(steady)))
+    billed = sum(
+        billed_input(
+            uncached=r["input_tokens"],
+            read=r["cache_read_input_tokens"],
+            written=r["cache_creation_input_tokens"],
+        )
+        for r in steady
+    )
+    count = max(1, len(steady))
+    return (read / total if total else 0.0), total // count, round(billed / count)
 
 
 @contextlib.contextmanager
@@ -530,7 +543,7 @@ def _window_run(window: int, strategy: str, turns: int) -> BenchRow:
             commit_pending(branch=branch)
             _run_compaction_jobs()
         reports = list(api.cache_reports)
-    share, mean_input = _steady_read_share(reports)
+    share, mean_input, billed = _steady_read_share(reports)
     target = WINDOW_TARGETS[strategy]
     return BenchRow(
         f"cost window {window:,}, {strategy}: input cache-readable in steady state",
@@ -538,7 +551,8 @@ def _window_run(window: int, strategy: str, turns: int) -> BenchRow:
         "%",
         f">= {100 * target:.0f}",
         f"{len(reports)} requests through the turn engine and the anthropic SDK, last "
-        f"{len(reports) - len(reports) // 3}: mean input {mean_input:,} tok/request; "
+        f"{len(reports) - len(reports) // 3}: mean input {mean_input:,} tok/request, billed "
+        f"{billed:,}; "
         f"{'met' if share >= target else 'MISSED'}",
     )
 
@@ -574,7 +588,7 @@ def _dropin_run(window: int, turns: int) -> BenchRow:
             history.append({"role": "assistant", "content": response.json()["content"]})
             _run_compaction_jobs()
         reports = list(api.cache_reports)
-    share, mean_input = _steady_read_share(reports)
+    share, mean_input, billed = _steady_read_share(reports)
     target = WINDOW_TARGETS["lcm"]
     return BenchRow(
         f"cost window {window:,}, stateless drop-in client: input cache-readable in steady state",
@@ -583,7 +597,8 @@ def _dropin_run(window: int, turns: int) -> BenchRow:
         f">= {100 * target:.0f}",
         f"{len(reports)} requests through the drop-in (whole history each time, max_tokens "
         f"1024; {compacted} sent compacted), last {len(reports) - len(reports) // 3}: mean "
-        f"input {mean_input:,} tok/request; {'met' if share >= target else 'MISSED'}",
+        f"input {mean_input:,} tok/request, billed {billed:,}; "
+        f"{'met' if share >= target else 'MISSED'}",
     )
 
 
@@ -601,10 +616,13 @@ def cost_windows(ctx: BenchContext) -> list[BenchRow]:
     windows = [
         int(w) for w in os.environ.get("LCM_BENCH_COST_WINDOWS", "").split(",") if w.strip()
     ] or list(WINDOWS)
+    # LCM_BENCH_COST_STRATEGIES (comma-separated lcm,state,dropin; default all) runs a subset.
+    runs = os.environ.get("LCM_BENCH_COST_STRATEGIES", "lcm,state,dropin").split(",")
     rows = []
     for window in windows:
         for strategy in ("lcm", "state"):
-            rows.append(_window_run(window, strategy, turns))
-    for window in DROPIN_WINDOWS:
-        rows.append(_dropin_run(window, turns))
+            if strategy in runs:
+                rows.append(_window_run(window, strategy, turns))
+    if "dropin" in runs:
+        rows.extend(_dropin_run(window, turns) for window in DROPIN_WINDOWS)
     return rows

@@ -472,6 +472,16 @@ SETTINGS: tuple[Setting, ...] = (
         100_000,
     ),
     Setting(
+        "LCM_STATE_FOLD_TOKENS",
+        int,
+        4000,
+        "`state` strategy: how many tokens of turns a request may carry verbatim after the "
+        "state it sends before they are folded into a newer state (also capped by what the "
+        "model's window leaves); 0 sends the newest state every turn.",
+        0,
+        1_000_000,
+    ),
+    Setting(
         "LCM_LIBRARIAN_MODEL",
         str,
         "haiku",

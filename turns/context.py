@@ -6,12 +6,13 @@ provider can cache (docs/cost.md):
 1. tools and system instructions (the session's prompt plus a fixed rule that memory
    artifacts are untrusted data); pinned facts (verbatim, never shrunk);
 2. summaries (`context_strategy: lcm`: the branch's summary DAG, quoted as untrusted
-   artifacts; a fork's base state with them), which change only when compaction runs;
+   artifacts; a fork's base state with them), which change only when compaction runs; or
+   (`context_strategy: state`) the state as of the last fold, quoted, which changes only
+   when the turns after it are folded (turns/state_fold.py);
 3. the history as real messages with their roles, content blocks and tool pairing (`lcm`:
-   the branch's fresh tail and the older messages that fit), then pending turns (finalized
-   but not yet committed, oldest first);
-4. the per-turn parts, last, in the current user message: the head state summary
-   (`context_strategy: state`; rewritten every turn), retrieved memory items (manual
+   the branch's fresh tail and the older messages that fit; `state`: the committed turns
+   after the fold), then pending turns (finalized but not yet committed, oldest first);
+4. the per-turn parts, last, in the current user message: retrieved memory items (manual
    attached chunks first), then the user's own blocks.
 
 Only summaries, the state summary and retrieved memory are quoted artifacts; the model's
@@ -20,12 +21,14 @@ leading messages that the next turn will send again unchanged (where a cache bre
 belongs); `system_parts` splits the system text at its stable boundaries.
 
 Budget: the model's context limit minus the response reserve and a safety margin is what
-the input may use; retrieval gets at most its own budget inside that. When the context
-does not fit, the deterministic shrinker runs in SRD 7.3 order and logs each step:
+the input may use; retrieval gets at most its own budget inside that; `state` folds its
+verbatim turns before they would take more than the rest leaves (`state_fold.fold_budget`).
+When the context does not fit, the deterministic shrinker runs in SRD 7.3 order and logs
+each step:
 1. drop retrieved items, lowest score first (keeping one);
 2. replace the remaining retrieved items by their summaries (dropping those without one);
 3. drop pending turns, oldest first;
-4. shrink the head summary with the librarian's "shrink summary" step;
+4. shrink the state summary sent with the librarian's "shrink summary" step;
 5. still too large: `ContextTooLarge` naming the settings to change.
 """
 
@@ -58,6 +61,7 @@ from turns.models import (
     UserTurn,
 )
 from turns.phases import advance, turn_fail
+from turns.state_fold import state_fold
 
 logger = logging.getLogger("lcm.turns")
 
@@ -82,7 +86,7 @@ def _defang(text: str) -> str:
 class AssembledContext:
     instructions: str
     pinned_facts: list[dict]
-    state_summary: str  # `state`: the head summary, sent with the current message
+    state_summary: str  # `state`: the state as of the last fold (a system part of its own)
     pending: list[dict]  # messages, oldest first (user, assistant per pending turn)
     retrieved: list[dict]  # {"id", "text", "score", "summary"?, "provenance", "manual"?}
     user: dict
@@ -99,7 +103,8 @@ class AssembledContext:
     @property
     def system_parts(self) -> list[str]:
         """The system text cut at its stable boundaries: instructions and pinned facts,
-        then each summary in a part of its own (the first with the summaries' heading).
+        then each summary in a part of its own (the first with the summaries' heading), or
+        (`state`) the state as of the last fold.
         Joined by a blank line they are `system`. A compaction pass that adds a summary
         after the others keeps the earlier parts' bytes, so the next request still reads
         them from the cache (`marked_parts`: only the instructions' end and the summaries'
@@ -117,17 +122,19 @@ class AssembledContext:
                 + self.summaries[0]
             )
             parts.extend(self.summaries[1:])
+        if self.state_summary:
+            parts.append(self.state_text())
         return parts
 
     @property
     def marked_parts(self) -> tuple[int, ...]:
         """The system parts that end at a stable boundary: the instructions (with pinned
-        facts) and the last summary."""
+        facts) and the last summary (or the folded state)."""
         return tuple(sorted({0, len(self.system_parts) - 1}))
 
     @property
     def system(self) -> str:
-        """The full system text: instructions, pinned facts and the summaries."""
+        """The full system text: instructions, pinned facts and the summaries or state."""
         return "\n\n".join(self.system_parts)
 
     @property
@@ -160,12 +167,11 @@ class AssembledContext:
 
     def to_request_messages(self) -> list[dict]:
         """The history and pending turns as real messages, then the current user message
-        with the per-turn artifacts (state, retrieved memory) in text blocks before the
-        user's own blocks."""
+        with the retrieved memory in a text block before the user's own blocks."""
         messages = [dict(m) for m in self.history]
         messages.extend(dict(m) for m in self.pending)
         user_blocks = list(self.user["blocks"])
-        leading = [B.text(t) for t in (self.state_text(), self.retrieved_text()) if t]
+        leading = [B.text(t) for t in (self.retrieved_text(),) if t]
         messages.append(B.message("user", [*leading, *user_blocks]))
         return _alternating(messages)
 
@@ -261,9 +267,10 @@ def pending_turns(turn: UserTurn) -> list[UserTurn]:
     )
 
 
-def _pending_messages(turns: list[UserTurn]) -> list[dict]:
-    """Each pending turn as real messages: the user's blocks, then the answer's text (a
-    final answer's tool calls have no recorded results here, so they are not sent)."""
+def _turn_messages(turns: list[UserTurn]) -> list[dict]:
+    """Each turn as real messages: the user's blocks as stored (the bytes the turn sent
+    them with), then the answer's text (a final answer's tool calls have no recorded
+    results here, so they are not sent)."""
     messages = []
     for pending in turns:
         user_blocks = list(pending.user_message.get("blocks") or [])
@@ -277,6 +284,10 @@ def _pending_messages(turns: list[UserTurn]) -> list[dict]:
         messages.append(B.message("user", user_blocks))
         messages.append(B.message("assistant", answer))
     return messages
+
+
+def _turns_tokens(turns: list[UserTurn]) -> int:
+    return sum(_message_tokens(m) for m in _turn_messages(turns))
 
 
 def _retrieve(turn: UserTurn, query: str, budget_tokens: int) -> tuple[list[dict], dict]:
@@ -437,8 +448,8 @@ def assemble(turn: UserTurn) -> AssembledContext:
         summary = ""
         pending_messages, pending_ids = [], [p.pk for p in pending]  # inside the LCM context
     else:
-        summary = head.summary
-        pending_messages, pending_ids = _pending_messages(pending), [p.pk for p in pending]
+        summary, history, pending = _state_parts(turn, budget, instructions, head)
+        pending_messages, pending_ids = _turn_messages(pending), [p.pk for p in pending]
     query = turn.user_message.get("rendered_text", "")
     retrieved, retrieval_stats = _retrieve(turn, query, budget["retrieval_budget"])
     ctx = AssembledContext(
@@ -460,6 +471,22 @@ def assemble(turn: UserTurn) -> AssembledContext:
     shrink(ctx, spec, conversation_id=branch.conversation_id)
     ctx.budget["retrieval"] = retrieval_stats
     return ctx
+
+
+def _state_parts(
+    turn: UserTurn, budget: dict, instructions: str, head: StateCheckpoint
+) -> tuple[str, list[dict], list[UserTurn]]:
+    """`state`: the state as of the fold, the committed turns after it as history and the
+    pending ones (turns/state_fold.py); the fold is recorded in `budget`."""
+    fixed = _fixed_tokens(instructions, list(head.pinned_facts), _tools_for(turn))
+    room = (
+        budget["input_limit"] - budget["retrieval_budget"] - fixed - _user_tokens(turn.user_message)
+    )
+    fold = state_fold(turn, room, _turns_tokens)
+    budget.update(fold.record())
+    committed = [t for t in fold.verbatim if t.state_after_id is not None]
+    pending = [t for t in fold.verbatim if t.state_after_id is None]
+    return fold.state.summary, _turn_messages(committed), pending
 
 
 def _fixed_tokens(instructions: str, pinned: list[dict], tools: list[dict]) -> int:

@@ -16,9 +16,10 @@ def test_the_steady_share_is_read_over_all_input_of_the_last_two_thirds():
     ] * 3 + [
         {"input_tokens": 10, "cache_creation_input_tokens": 30, "cache_read_input_tokens": 60},
     ] * 6
-    share, mean = _steady_read_share(reports)
+    share, mean, billed = _steady_read_share(reports)
     assert share == pytest.approx(0.6)
     assert mean == 100
+    assert billed == round(10 + 0.1 * 60 + 1.25 * 30)
 
 
 @pytest.mark.django_db(transaction=True)

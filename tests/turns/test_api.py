@@ -67,9 +67,12 @@ def test_history_turn_context_and_step(api, user):
     assert detail["state_before"] == {"id": first.state_after_id, "state_seq": 1}
     context = api.get(f"/api/v1/turns/{second.pk}/context/").json()
     assert context["context"]["user"]["rendered_text"] == "and again"
-    sent = context["requests"][0]["messages"][-1]["blocks"]
-    assert sent[-1]["text"] == "and again"  # the state artifact is a block before it
-    assert sent[0]["text"].startswith('<memory_artifact kind="state"')
+    sent = context["requests"][0]["messages"]
+    assert sent[-1]["blocks"][-1]["text"] == "and again"
+    # `state`: the first turn goes verbatim after the state it was folded from (none yet)
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert sent[0]["blocks"][0]["text"] == "hello there"
+    assert context["context"]["budget"]["state_fold_seq"] == 0
     step_id = detail["steps"][0]["id"]
     step = api.get(f"/api/v1/steps/{step_id}/").json()
     assert (

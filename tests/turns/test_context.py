@@ -32,7 +32,8 @@ def tiny_model(tmp_path, monkeypatch):
     return "tiny"
 
 
-def test_the_context_has_every_section_in_order(chat):
+def test_the_context_has_every_section_in_order(chat, settings):
+    settings.LCM_STATE_FOLD_TOKENS = 0  # the newest state every turn: no verbatim turns
     branch = Branch.objects.get(pk=chat.active_branch_id)
     pin_add(branch=branch, text="Always answer in English.")
     send(chat, "first exchange", commit=True)
@@ -41,17 +42,16 @@ def test_the_context_has_every_section_in_order(chat):
     ctx = assemble(turn)
     system = ctx.system
     assert system.index("untrusted data") < system.index("Always answer in English.")
-    # the state summary is a per-turn part: not in the system text, but in the current
-    # message, after the pending turns (real messages) and before the user's own text
-    assert "first exchange" not in system
+    # the state is a system part of its own after the instructions (a cache breakpoint),
+    # then the pending turns as real messages, then the user's own text
+    assert len(ctx.system_parts) == 2 and ctx.marked_parts == (0, 1)
+    assert ctx.system_parts[1].startswith('<memory_artifact kind="state" untrusted="true">')
+    assert "first exchange" in ctx.system_parts[1]
     messages = ctx.to_request_messages()
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
     assert messages[0]["blocks"] == [{"type": "text", "text": "second exchange", "annotations": []}]
-    assert "memory_artifact" not in messages[0]["rendered_text"]
-    last = messages[-1]["blocks"]
-    assert last[0]["text"].startswith('<memory_artifact kind="state" untrusted="true">')
-    assert "first exchange" in last[0]["text"]
-    assert last[-1]["text"] == "third"
+    assert "memory_artifact" not in str(messages)
+    assert messages[-1]["blocks"][-1]["text"] == "third"
     assert ctx.stable_messages == 2
     assert ctx.pending_turn_ids == [pending.pk]
     assert ctx.budget["model_limit"] == 32_768

@@ -13,5 +13,6 @@ def test_a_long_session_keeps_its_head_and_pins(user, settings):
     assert (report.head_corruptions, report.pin_losses, report.failed_turns) == (0, 0, 0)
     assert report.turns == 60
     assert report.max_state_tokens <= 400 + 200  # summary target + the pins
-    # bounded: system + pins + state + one pending turn + the message, far under the limit
-    assert 0 < report.max_context_tokens < 2500
+    # bounded: system + pins + state + the turns since the last fold (at most the fold
+    # budget) + one pending turn + the message, far under the limit
+    assert 0 < report.max_context_tokens < 2500 + settings.LCM_STATE_FOLD_TOKENS
