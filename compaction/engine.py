@@ -379,11 +379,14 @@ class CompactionEngine:
         return True
 
     def _pass_target(self, candidate: Candidate, base: int) -> int:
-        """The level's target, except for the pass of an `until_under` run that brings the
-        context under the run's target: that summary may use the room left under it (it is
-        what the model will read of its span, so more of the span's handles survive). The
-        room is always less than the candidate's sources while the context is over."""
-        if self.stop_under is None:
+        """The level's target, except for the pass of a requested `until_under` run that
+        brings the context under the run's target: that summary may use the room left under
+        it (it is what the model will read of its span, so more of the span's handles
+        survive). The room is always less than the candidate's sources while the context is
+        over. Not for automatic runs: their target is the low-water mark, whose headroom is
+        what keeps the next turns' prefix unchanged (docs/cost.md); filling it would bring
+        the next compaction within a few turns."""
+        if self.stop_under is None or self.reason != Reason.MANUAL:
             return base
         room = self.stop_under - (self.context_tokens() - candidate.source_tokens)
         return room if base < room < candidate.source_tokens else base

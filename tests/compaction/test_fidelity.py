@@ -137,6 +137,20 @@ def test_the_pass_that_brings_until_under_below_its_target_uses_the_room(
     assert all(s.token_count <= 160 * 1.5 for s in before_last)
 
 
+def test_an_automatic_until_under_keeps_the_level_targets(conversation, small_chunks):
+    """The low-water mark's headroom is what keeps the next turns' prefix cacheable: an
+    automatic run does not fill it with one large summary (docs/cost.md)."""
+    append_messages(conversation, 200)
+
+    result = compact_conversation(
+        conversation_id=conversation.pk, mode="until_under", target_tokens=800, reason="threshold"
+    )
+
+    assert result.summaries_created
+    made = Summary.objects.filter(pk__in=result.summaries_created)
+    assert max(s.token_count for s in made) <= small_chunks.LCM_CONDENSED_TARGET_TOKENS
+
+
 def test_a_condensed_summary_names_the_files_its_children_carried_up():
     from compaction.summarizers import DeterministicSummarizer, SummaryRequest
 
