@@ -14,7 +14,11 @@ of its evidence and returns its best unit:
   BM25's z-score (over the messages matching any term): a long answer that holds the
   question's words across its sentences outranks a short message that shares one word. A
   one-unit message gets the message term too, from the same words. (A second-best-unit
-  term was measured and dropped: it favours long messages by their length, BEAM r10 -0.07.)
+  term was measured and dropped: it favours long messages by their length, BEAM r10 -0.07;
+  so did a mean of the top three units.)
+- **Long messages**: the best of many units is high by chance, so past LONG_MESSAGE_UNITS
+  units a message's best unit loses LONG_MESSAGE_WEIGHT x its expected gain from the count
+  (long_message_chance) x the spread of its other units (spread_besides_best).
 - **Confidence**: the lexical leg (both BM25 terms) is scaled by how much of the question's
   IDF mass the best matching message holds (words absent from the scope count, at the
   highest IDF): at or above LCM_SEARCH_LEXICAL_CONFIDENCE it has its full weight, below it
@@ -221,7 +225,7 @@ def message_scores(
         return np.zeros(0)
     grouped = unit_scores[messages.order]
     score = np.maximum.reduceat(grouped, messages.starts)
-    if params.long_message_weight:
+    if params.long_message_weight and messages.chance.any():  # none past the floor: skipped
         spread = spread_besides_best(grouped, score, messages)
         score -= params.long_message_weight * messages.chance * spread
     if params.message_weight and lexical:
