@@ -114,10 +114,28 @@ def _neighbour_sum(
 ) -> np.ndarray:
     """For each row in scope, the values of the units just before and after it in its
     conversation (0 where that neighbour is missing or out of scope)."""
-    total = np.zeros_like(values)
-    for at in matrix.neighbour_positions(rows, local, n):  # kept with the scope's rows
-        total += np.where(at >= 0, values[np.maximum(at, 0)], 0.0)
+    padded = np.append(values, 0.0)  # a missing neighbour reads the 0 at the end
+    before, after = _neighbour_reads(matrix, rows, local, n)
+    total = padded[before]
+    total += padded[after]
     return total
+
+
+def _neighbour_reads(
+    matrix: UnitMatrix, rows: np.ndarray, local: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The neighbour positions with -1 (none) turned into one past the end; kept with the
+    scope (memory.vectors.numpy_exact.UnitMatrix.scope_extra)."""
+    extra = matrix.scope_extra(rows)
+    if extra is not None and "neighbour_reads" in extra:
+        return extra["neighbour_reads"]
+    found = tuple(
+        np.where(at >= 0, at, rows.size).astype(np.int32)
+        for at in matrix.neighbour_positions(rows, local, n)
+    )
+    if extra is not None:
+        extra["neighbour_reads"] = found
+    return found
 
 
 def _cosines(matrix: UnitMatrix, rows: np.ndarray, n: int, vector: np.ndarray) -> np.ndarray:
@@ -212,11 +230,18 @@ def _hybrid(
     whole, share = message_bm25(matrix, local, n, terms, messages)
     lexical = lexical_scale(share, params)
     weight = params.bm25_weight
-    semantic = (1 - weight) * _z(cosine)
-    fused = weight * lexical * np.minimum(_z(bm25), params.lexical_cap) + semantic
+    semantic = _z(cosine)
+    semantic *= 1 - weight
+    fused = _z(bm25)  # in place below: each step over 100,000 units costs a copy otherwise
+    np.minimum(fused, params.lexical_cap, out=fused)
+    fused *= weight * lexical
+    fused += semantic
     if params.neighbour_weight:
-        lent = np.maximum(semantic - params.neighbour_floor, 0.0)
-        fused = fused + params.neighbour_weight * _neighbour_sum(matrix, rows, local, n, lent)
+        lent = semantic - params.neighbour_floor
+        np.maximum(lent, 0.0, out=lent)
+        lent = _neighbour_sum(matrix, rows, local, n, lent)
+        lent *= params.neighbour_weight
+        fused += lent
     score = message_scores(fused, whole, messages, lexical, params)
     return fused, top_messages(score, fused, messages, k)
 
