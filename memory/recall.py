@@ -67,6 +67,7 @@ class UnitHit:
     similarity: float  # the cosine through the model's calibration
     bm25: float
     matched_by: str  # vector | full_text | both
+    alone: bool = False  # its message has no other unit: its passage is itself
 
 
 @dataclass
@@ -269,6 +270,7 @@ def _unit_hits(
     where retention moved it), in the order picked."""
     chunks = Chunk.objects.in_bulk([matrix.chunk_ids[rows[i]] for i in picked])
     hydrate_chunks(chunks.values())  # units whose text is in the archive (retention)
+    alone = _alone_in_message(matrix, rows, picked)
     hits = []
     for i in picked:
         chunk = chunks.get(matrix.chunk_ids[rows[i]])
@@ -285,9 +287,28 @@ def _unit_hits(
                 similarity=calibrate(backend, float(cosine[i])) if mode != "full_text" else 0.0,
                 bm25=float(bm25[i]),
                 matched_by="both" if len(legs) == 2 else next(iter(legs), "vector"),
+                alone=alone[i],
             )
         )
     return hits
+
+
+def _alone_in_message(matrix: UnitMatrix, rows: np.ndarray, picked: list[int]) -> dict[int, bool]:
+    """For each picked position: is its unit its message's only one? Units of a message are
+    adjacent in conversation order, so it is when neither neighbour starts at its seq (a
+    window over several messages sharing that seq counts as a sibling: the passage query
+    then decides)."""
+    n = matrix.count
+    if not picked:
+        return {}
+    at = np.array(picked)
+    single = matrix.seq_start[rows[at]] == matrix.seq_end[rows[at]]
+    found = single.copy()
+    seqs = matrix.seq_start[rows[at]]
+    for side in matrix.neighbours(n):  # (before, after) over the whole matrix, kept per size
+        other = side[rows[at]]
+        found &= ~((other >= 0) & (matrix.seq_start[np.maximum(other, 0)] == seqs))
+    return dict(zip(picked, found.tolist(), strict=True))
 
 
 def _best_per_message(
@@ -322,7 +343,9 @@ def items_from_units(hits: list[UnitHit]) -> list[RetrievedItem]:
     memory artifacts, each with its provenance and `recorded_at`). An item's text is its
     unit's passage, as grep's rows (memory.passages): the unit with its neighbours in the
     message, within LCM_SEARCH_PASSAGE_TOKENS; its provenance keeps the unit's offsets."""
-    passages = passages_for([hit.chunk for hit in hits])
+    passages = passages_for(
+        [hit.chunk for hit in hits], alone={h.chunk.pk for h in hits if h.alone}
+    )
     items = []
     for rank, hit in enumerate(hits, start=1):
         item = item_for_chunk(

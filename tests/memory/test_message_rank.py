@@ -98,6 +98,8 @@ def test_semantic_and_hybrid_grep_rows_carry_the_passage_and_where_it_came_from(
         assert "stale lock file" in row["text"] or "fixed the crash" in row["text"]
         assert len(row["text"]) < len(text)  # a passage, not the message
         assert len(row["text"]) // 4 <= 48  # bounded (40 tokens, ~4 characters each)
+        alone = next(r for r in response.json()["results"] if r["seq"] == 1)
+        assert (alone["text"], alone["start_offset"]) == ("Ben: hello there.", 0)  # one unit
 
 
 def test_a_long_message_gains_by_its_unit_count_only_past_the_floor():
