@@ -188,7 +188,9 @@ def search_units(
     else:
         fused = _fused(mode, bm25, cosine)
         picked = _best_per_message(matrix, rows, fused, k)
-    hits = _unit_hits(matrix, rows, picked, mode, backend, fused=fused, cosine=cosine, bm25=bm25)
+    hits = _unit_hits(
+        matrix, rows, picked, mode, backend, n=n, fused=fused, cosine=cosine, bm25=bm25
+    )
     stats["selected"] = len(hits)
     stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
     return UnitSearch(hits, stats)
@@ -262,6 +264,7 @@ def _unit_hits(
     mode: str,
     backend,
     *,
+    n: int,
     fused: np.ndarray,
     cosine: np.ndarray,
     bm25: np.ndarray,
@@ -270,7 +273,7 @@ def _unit_hits(
     where retention moved it), in the order picked."""
     chunks = Chunk.objects.in_bulk([matrix.chunk_ids[rows[i]] for i in picked])
     hydrate_chunks(chunks.values())  # units whose text is in the archive (retention)
-    alone = _alone_in_message(matrix, rows, picked)
+    alone = _alone_in_message(matrix, rows, n, picked)
     hits = []
     for i in picked:
         chunk = chunks.get(matrix.chunk_ids[rows[i]])
@@ -293,20 +296,20 @@ def _unit_hits(
     return hits
 
 
-def _alone_in_message(matrix: UnitMatrix, rows: np.ndarray, picked: list[int]) -> dict[int, bool]:
+def _alone_in_message(
+    matrix: UnitMatrix, rows: np.ndarray, n: int, picked: list[int]
+) -> dict[int, bool]:
     """For each picked position: is its unit its message's only one? Units of a message are
     adjacent in conversation order, so it is when neither neighbour starts at its seq (a
     window over several messages sharing that seq counts as a sibling: the passage query
-    then decides)."""
-    n = matrix.count
+    then decides). `n`: the matrix size the search read (its neighbours are kept for it)."""
     if not picked:
         return {}
-    at = np.array(picked)
-    single = matrix.seq_start[rows[at]] == matrix.seq_end[rows[at]]
-    found = single.copy()
-    seqs = matrix.seq_start[rows[at]]
+    at = rows[np.array(picked)]
+    seqs = matrix.seq_start[at]
+    found = seqs == matrix.seq_end[at]  # a unit over several messages has no passage to grow
     for side in matrix.neighbours(n):  # (before, after) over the whole matrix, kept per size
-        other = side[rows[at]]
+        other = side[at]
         found &= ~((other >= 0) & (matrix.seq_start[np.maximum(other, 0)] == seqs))
     return dict(zip(picked, found.tolist(), strict=True))
 
