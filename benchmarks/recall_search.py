@@ -100,7 +100,8 @@ def _matrix_bytes(matrix) -> tuple[int, int]:
     other += sys.getsizeof(inverted.vocabulary) + sum(sys.getsizeof(t) for t in inverted.vocabulary)
     other += 16 * n  # each unit's neighbours (two int64 rows), kept after the first search
     for rows, local, extra in matrix._scopes.values():  # the scopes searched last
-        other += rows.nbytes + local.nbytes + sum(a.nbytes for a in extra.get("neighbours", ()))
+        kept = (*extra.get("neighbours", ()), *extra.get("neighbour_reads", ()))
+        other += rows.nbytes + local.nbytes + sum(a.nbytes for a in kept)
     return vectors, other
 
 

@@ -567,7 +567,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "LCM_SEARCH_NEIGHBOUR_WEIGHT",
         float,
-        0.35,
+        0.5,
         "Search adds this share of the adjacent units' fused scores to a unit's own (hybrid: their semantic scores above 1 sigma; 0: off).",
         0,
         2,

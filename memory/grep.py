@@ -20,7 +20,7 @@ Rows have grep's shape. `type` says what a row is: `chunk` (id: a chunk id, with
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from django.db.models import Q
 
@@ -114,17 +114,21 @@ def chunk_hits(*, scope: Scope, query: str, limit: int, mode: str, namespace=Non
         for hit in result.hits
     ]
     if mode != "full_text":
-        add_passages(rows, [hit.chunk for hit in result.hits])
+        add_passages(
+            rows,
+            [hit.chunk for hit in result.hits],
+            alone={hit.chunk.pk for hit in result.hits if hit.alone},
+        )
     return rows
 
 
-def add_passages(rows: list[dict], chunks: list) -> None:
+def add_passages(rows: list[dict], chunks: list, alone: Collection[str] = ()) -> None:
     """Give each chunk row (in `chunks`' order) what a reader needs to answer from it: `text`,
     its passage (memory.passages: the unit with its neighbours in the message, at most
     LCM_SEARCH_PASSAGE_TOKENS), `message_id` (the message it came from; null for a unit over
     several messages) and `start_offset`/`end_offset` (the passage's characters in that
     message's text). Keys added, none changed."""
-    passages = passages_for(chunks)
+    passages = passages_for(chunks, alone=alone)  # `alone`: no sibling to read (passages_for)
     message_ids = _message_ids(chunks)
     for row, chunk in zip(rows, chunks, strict=True):
         passage = passages[chunk.pk]

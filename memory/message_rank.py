@@ -14,7 +14,11 @@ of its evidence and returns its best unit:
   BM25's z-score (over the messages matching any term): a long answer that holds the
   question's words across its sentences outranks a short message that shares one word. A
   one-unit message gets the message term too, from the same words. (A second-best-unit
-  term was measured and dropped: it favours long messages by their length, BEAM r10 -0.07.)
+  term was measured and dropped: it favours long messages by their length, BEAM r10 -0.07;
+  so did a mean of the top three units.)
+- **Long messages**: the best of many units is high by chance, so past LONG_MESSAGE_UNITS
+  units a message's best unit loses LONG_MESSAGE_WEIGHT x its expected gain from the count
+  (long_message_chance) x the spread of its other units (spread_besides_best).
 - **Confidence**: the lexical leg (both BM25 terms) is scaled by how much of the question's
   IDF mass the best matching message holds (words absent from the scope count, at the
   highest IDF): at or above LCM_SEARCH_LEXICAL_CONFIDENCE it has its full weight, below it
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 from django.conf import settings
@@ -37,10 +42,19 @@ from django.conf import settings
 from memory.vectors.numpy_exact import UnitMatrix
 
 K1, B = 1.2, 0.75
+_NORMAL = NormalDist()
 # A unit's BM25 z-score counts up to this: over a scope where few units hold a rare word,
 # z-scores of 20-30 let one shared word outrank every meaning match (the paraphrase
 # fixture: 0.595 uncapped). 3 measured best with the rest (docs/benchmarks.md).
 LEXICAL_CAP = 3.0
+# A message's best unit is the best of as many draws as it has units: a reply cut into 30
+# units has one scoring ~2 of its own spreads above its mean by chance alone. Past
+# LONG_MESSAGE_UNITS units, that expected gain over a message of that many
+# (long_message_chance), times the spread of the message's other units, times
+# LONG_MESSAGE_WEIGHT, is taken off its best unit (BEAM-100K's long replies; a match that
+# stands out of a message of plain filler keeps its place). docs/benchmarks.md.
+LONG_MESSAGE_UNITS = 6
+LONG_MESSAGE_WEIGHT = 5.0
 # Neighbours lend only their semantic score above this (z units): evidence runs in
 # messages, but a unit among plain filler should not lose to one beside another match.
 NEIGHBOUR_FLOOR = 1.0
@@ -54,6 +68,7 @@ class RankParams:
     confidence: float  # question IDF share at which the lexical leg has its full weight
     lexical_cap: float = LEXICAL_CAP
     neighbour_floor: float = NEIGHBOUR_FLOOR
+    long_message_weight: float = LONG_MESSAGE_WEIGHT
 
     @classmethod
     def from_settings(cls) -> RankParams:
@@ -68,13 +83,16 @@ class RankParams:
 @dataclass(frozen=True)
 class Messages:
     """The scope's units grouped by message: `group[i]` is the message of position i,
-    `length[g]` a message's term count, `first[g]` one of its positions."""
+    `length[g]` a message's term count."""
 
     group: np.ndarray
     count: int
     length: np.ndarray
     order: np.ndarray  # positions sorted by message (kept: no sort per search)
     starts: np.ndarray  # where each message's positions begin in `order`
+    norm: np.ndarray  # BM25's length factor per message, K1 (1 - B + B length / mean)
+    chance: np.ndarray  # what a message's best unit gains by its count alone (long_message_chance)
+    others: np.ndarray  # units per message less one: its units besides the best
 
 
 def message_groups(matrix: UnitMatrix, rows: np.ndarray, n: int) -> Messages:
@@ -95,10 +113,49 @@ def message_groups(matrix: UnitMatrix, rows: np.ndarray, n: int) -> Messages:
     length = np.bincount(group, weights=matrix.doclen[rows], minlength=count)
     order = np.argsort(group, kind="stable")
     starts = np.searchsorted(group[order], np.arange(count))
-    found = Messages(group=group, count=count, length=length, order=order, starts=starts)
+    average = float(length.mean()) if count else 1.0
+    units = np.diff(np.append(starts, order.size))
+    found = Messages(
+        group=group,
+        count=count,
+        length=length,
+        order=order,
+        starts=starts,
+        norm=K1 * (1 - B + B * length / (average or 1.0)),
+        chance=long_message_chance(units),
+        others=units - 1,
+    )
     if extra is not None:
         extra["messages"] = found
     return found
+
+
+def expected_best(units: np.ndarray) -> np.ndarray:
+    """The expected best of `units` standard normal draws (Blom's approximation), 0 for one."""
+    out = np.zeros(units.shape, dtype=np.float64)
+    for count in np.unique(units):
+        if count > 1:
+            out[units == count] = _NORMAL.inv_cdf((count - 0.375) / (count + 0.25))
+    return out
+
+
+def long_message_chance(units: np.ndarray) -> np.ndarray:
+    """Per message of `units` units: how much more its best unit scores by chance than a
+    message of LONG_MESSAGE_UNITS units' (0 up to that many)."""
+    floor = expected_best(np.array([LONG_MESSAGE_UNITS]))[0]
+    return np.maximum(expected_best(units) - floor, 0.0)
+
+
+def spread_besides_best(grouped: np.ndarray, best: np.ndarray, messages: Messages) -> np.ndarray:
+    """Per message, the standard deviation of its unit scores (`grouped`: in `order`) other
+    than its best (0 with fewer than two others)."""
+    others = messages.others
+    total = np.add.reduceat(grouped, messages.starts) - best
+    squares = np.add.reduceat(grouped * grouped, messages.starts) - best * best
+    count = np.maximum(others, 1)
+    mean = total / count
+    variance = np.where(others > 1, squares / count - mean * mean, 0.0)
+    return np.sqrt(np.maximum(variance, 0.0))
 
 
 def message_bm25(
@@ -109,33 +166,36 @@ def message_bm25(
     messages: Messages,
 ) -> tuple[np.ndarray, float]:
     """(each message's BM25 over its whole text, the best message's share of the question's
-    IDF mass). A term no message in scope holds counts at the highest IDF."""
+    IDF mass). A term no message in scope holds counts at the highest IDF. Sparse: each term
+    touches only the messages holding it (a dense pass per term over 100,000 messages cost
+    more than the rest of the ranking)."""
     g = messages.count
     scores = np.zeros(g, dtype=np.float64)
     if not terms or g == 0:
         return scores, 0.0
-    average = float(messages.length.mean()) or 1.0
-    norm = K1 * (1 - B + B * messages.length / average)
+    norm = messages.norm
     mass = np.zeros(g, dtype=np.float64)
     total = 0.0
     for term in terms:
         hit_rows, tfs = matrix.inverted.postings(term, n)
         at = local[hit_rows] if hit_rows.size else hit_rows
         keep = at >= 0
-        tf = (
-            np.bincount(messages.group[at[keep]], weights=tfs[keep], minlength=g)
-            if keep.any()
-            else None
-        )
-        df = int(np.count_nonzero(tf)) if tf is not None else 0
-        idf = math.log(1 + (g - df + 0.5) / (df + 0.5))
+        held, tf = _per_message(messages.group[at[keep]], tfs[keep])
+        idf = math.log(1 + (g - held.size + 0.5) / (held.size + 0.5))
         total += idf
-        if tf is None:
-            continue
-        scores += idf * tf * (K1 + 1) / (tf + norm)
-        mass += np.where(tf > 0, idf, 0.0)
+        if held.size:
+            scores[held] += idf * tf * (K1 + 1) / (tf + norm[held])
+            mass[held] += idf
     share = float(mass.max()) / total if total > 0 else 0.0
     return scores, share
+
+
+def _per_message(groups: np.ndarray, tfs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the messages holding a term, its frequency summed over each one's units)."""
+    if groups.size == 0:
+        return groups, tfs
+    held, inverse = np.unique(groups, return_inverse=True)
+    return held, np.bincount(inverse, weights=tfs, minlength=held.size)
 
 
 def lexical_scale(share: float, params: RankParams) -> float:
@@ -163,7 +223,11 @@ def message_scores(
     """Each message's score (module doc): its best unit's, plus its whole-message BM25 term."""
     if messages.count == 0:
         return np.zeros(0)
-    score = np.maximum.reduceat(unit_scores[messages.order], messages.starts)
+    grouped = unit_scores[messages.order]
+    score = np.maximum.reduceat(grouped, messages.starts)
+    if params.long_message_weight and messages.chance.any():  # none past the floor: skipped
+        spread = spread_besides_best(grouped, score, messages)
+        score -= params.long_message_weight * messages.chance * spread
     if params.message_weight and lexical:
         score += params.message_weight * lexical * z_over_matches(whole)
     return score

@@ -15,7 +15,7 @@ docs/benchmarks.md); `passages_for` reads the sibling units of the hits in one q
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -68,11 +68,14 @@ def join_units(units: Sequence) -> str:
     return "".join(parts)
 
 
-def passages_for(chunks: Sequence[Chunk], limit: int | None = None) -> dict[str, Passage]:
+def passages_for(
+    chunks: Sequence[Chunk], limit: int | None = None, alone: Collection[str] = ()
+) -> dict[str, Passage]:
     """`{chunk id: its passage}` for hit units. Units over several messages (older chunks)
-    and messages cut into one unit are their own passage."""
+    and messages cut into one unit are their own passage; `alone` names units the caller
+    knows to be their message's only one (search's cache does), left out of the query."""
     limit = settings.LCM_SEARCH_PASSAGE_TOKENS if limit is None else limit
-    single = [c for c in chunks if c.seq_start == c.seq_end]
+    single = [c for c in chunks if c.seq_start == c.seq_end and c.pk not in alone]
     siblings: dict[tuple[int, int], list[Chunk]] = {}
     if single:
         query = Q()

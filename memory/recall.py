@@ -67,6 +67,7 @@ class UnitHit:
     similarity: float  # the cosine through the model's calibration
     bm25: float
     matched_by: str  # vector | full_text | both
+    alone: bool = False  # its message has no other unit: its passage is itself
 
 
 @dataclass
@@ -114,10 +115,28 @@ def _neighbour_sum(
 ) -> np.ndarray:
     """For each row in scope, the values of the units just before and after it in its
     conversation (0 where that neighbour is missing or out of scope)."""
-    total = np.zeros_like(values)
-    for at in matrix.neighbour_positions(rows, local, n):  # kept with the scope's rows
-        total += np.where(at >= 0, values[np.maximum(at, 0)], 0.0)
+    padded = np.append(values, 0.0)  # a missing neighbour reads the 0 at the end
+    before, after = _neighbour_reads(matrix, rows, local, n)
+    total = padded[before]
+    total += padded[after]
     return total
+
+
+def _neighbour_reads(
+    matrix: UnitMatrix, rows: np.ndarray, local: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The neighbour positions with -1 (none) turned into one past the end; kept with the
+    scope (memory.vectors.numpy_exact.UnitMatrix.scope_extra)."""
+    extra = matrix.scope_extra(rows)
+    if extra is not None and "neighbour_reads" in extra:
+        return extra["neighbour_reads"]
+    found = tuple(
+        np.where(at >= 0, at, rows.size).astype(np.int32)
+        for at in matrix.neighbour_positions(rows, local, n)
+    )
+    if extra is not None:
+        extra["neighbour_reads"] = found
+    return found
 
 
 def _cosines(matrix: UnitMatrix, rows: np.ndarray, n: int, vector: np.ndarray) -> np.ndarray:
@@ -169,7 +188,9 @@ def search_units(
     else:
         fused = _fused(mode, bm25, cosine)
         picked = _best_per_message(matrix, rows, fused, k)
-    hits = _unit_hits(matrix, rows, picked, mode, backend, fused=fused, cosine=cosine, bm25=bm25)
+    hits = _unit_hits(
+        matrix, rows, picked, mode, backend, n=n, fused=fused, cosine=cosine, bm25=bm25
+    )
     stats["selected"] = len(hits)
     stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
     return UnitSearch(hits, stats)
@@ -212,11 +233,18 @@ def _hybrid(
     whole, share = message_bm25(matrix, local, n, terms, messages)
     lexical = lexical_scale(share, params)
     weight = params.bm25_weight
-    semantic = (1 - weight) * _z(cosine)
-    fused = weight * lexical * np.minimum(_z(bm25), params.lexical_cap) + semantic
+    semantic = _z(cosine)
+    semantic *= 1 - weight
+    fused = _z(bm25)  # in place below: each step over 100,000 units costs a copy otherwise
+    np.minimum(fused, params.lexical_cap, out=fused)
+    fused *= weight * lexical
+    fused += semantic
     if params.neighbour_weight:
-        lent = np.maximum(semantic - params.neighbour_floor, 0.0)
-        fused = fused + params.neighbour_weight * _neighbour_sum(matrix, rows, local, n, lent)
+        lent = semantic - params.neighbour_floor
+        np.maximum(lent, 0.0, out=lent)
+        lent = _neighbour_sum(matrix, rows, local, n, lent)
+        lent *= params.neighbour_weight
+        fused += lent
     score = message_scores(fused, whole, messages, lexical, params)
     return fused, top_messages(score, fused, messages, k)
 
@@ -236,6 +264,7 @@ def _unit_hits(
     mode: str,
     backend,
     *,
+    n: int,
     fused: np.ndarray,
     cosine: np.ndarray,
     bm25: np.ndarray,
@@ -244,6 +273,7 @@ def _unit_hits(
     where retention moved it), in the order picked."""
     chunks = Chunk.objects.in_bulk([matrix.chunk_ids[rows[i]] for i in picked])
     hydrate_chunks(chunks.values())  # units whose text is in the archive (retention)
+    alone = _alone_in_message(matrix, rows, n, picked)
     hits = []
     for i in picked:
         chunk = chunks.get(matrix.chunk_ids[rows[i]])
@@ -260,9 +290,28 @@ def _unit_hits(
                 similarity=calibrate(backend, float(cosine[i])) if mode != "full_text" else 0.0,
                 bm25=float(bm25[i]),
                 matched_by="both" if len(legs) == 2 else next(iter(legs), "vector"),
+                alone=alone[i],
             )
         )
     return hits
+
+
+def _alone_in_message(
+    matrix: UnitMatrix, rows: np.ndarray, n: int, picked: list[int]
+) -> dict[int, bool]:
+    """For each picked position: is its unit its message's only one? Units of a message are
+    adjacent in conversation order, so it is when neither neighbour starts at its seq (a
+    window over several messages sharing that seq counts as a sibling: the passage query
+    then decides). `n`: the matrix size the search read (its neighbours are kept for it)."""
+    if not picked:
+        return {}
+    at = rows[np.array(picked)]
+    seqs = matrix.seq_start[at]
+    found = seqs == matrix.seq_end[at]  # a unit over several messages has no passage to grow
+    for side in matrix.neighbours(n):  # (before, after) over the whole matrix, kept per size
+        other = side[at]
+        found &= ~((other >= 0) & (matrix.seq_start[np.maximum(other, 0)] == seqs))
+    return dict(zip(picked, found.tolist(), strict=True))
 
 
 def _best_per_message(
@@ -297,7 +346,9 @@ def items_from_units(hits: list[UnitHit]) -> list[RetrievedItem]:
     memory artifacts, each with its provenance and `recorded_at`). An item's text is its
     unit's passage, as grep's rows (memory.passages): the unit with its neighbours in the
     message, within LCM_SEARCH_PASSAGE_TOKENS; its provenance keeps the unit's offsets."""
-    passages = passages_for([hit.chunk for hit in hits])
+    passages = passages_for(
+        [hit.chunk for hit in hits], alone={h.chunk.pk for h in hits if h.alone}
+    )
     items = []
     for rank, hit in enumerate(hits, start=1):
         item = item_for_chunk(

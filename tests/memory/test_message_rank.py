@@ -10,7 +10,16 @@ from conversations.inputs import MessageInput
 from conversations.models import Message
 from conversations.services import messages_append
 from memory.indexing import index_conversation_messages
-from memory.message_rank import RankParams, lexical_scale, z_over_matches
+from memory.message_rank import (
+    LONG_MESSAGE_UNITS,
+    Messages,
+    RankParams,
+    expected_best,
+    lexical_scale,
+    long_message_chance,
+    message_scores,
+    z_over_matches,
+)
 from memory.passages import passage_span
 from memory.recall import search_units
 from memory.vectors.base import ScopeFilter
@@ -89,3 +98,51 @@ def test_semantic_and_hybrid_grep_rows_carry_the_passage_and_where_it_came_from(
         assert "stale lock file" in row["text"] or "fixed the crash" in row["text"]
         assert len(row["text"]) < len(text)  # a passage, not the message
         assert len(row["text"]) // 4 <= 48  # bounded (40 tokens, ~4 characters each)
+        alone = next(r for r in response.json()["results"] if r["seq"] == 1)
+        assert (alone["text"], alone["start_offset"]) == ("Ben: hello there.", 0)  # one unit
+
+
+def test_a_long_message_gains_by_its_unit_count_only_past_the_floor():
+    best = expected_best(np.array([1, 2, 6, 30]))
+    assert best[0] == 0.0 and 0.5 < best[1] < 0.6  # the best of two normals: 0.56
+    assert best[1] < best[2] < best[3] < 2.1
+    chance = long_message_chance(np.array([1, LONG_MESSAGE_UNITS, LONG_MESSAGE_UNITS + 1, 40]))
+    assert chance[0] == chance[1] == 0.0 < chance[2] < chance[3]
+
+
+def _messages(unit_scores: list[np.ndarray]) -> tuple[np.ndarray, Messages]:
+    """Unit scores of messages (one array each) as search's positions and their grouping."""
+    sizes = np.array([len(s) for s in unit_scores])
+    group = np.repeat(np.arange(len(sizes)), sizes).astype(np.int32)
+    starts = np.append(0, np.cumsum(sizes)[:-1])
+    messages = Messages(
+        group=group,
+        count=len(sizes),
+        length=sizes.astype(float),
+        order=np.arange(group.size),
+        starts=starts,
+        norm=np.ones(len(sizes)),
+        chance=long_message_chance(sizes),
+        others=sizes - 1,
+    )
+    return np.concatenate(unit_scores), messages
+
+
+def test_a_long_reply_does_not_outrank_a_sure_short_match_by_its_count_alone():
+    # a 40-sentence reply whose sentences vary by half a sigma (BEAM's long replies: median
+    # 0.51 of the scope's spread)
+    noise = np.random.default_rng(3).normal(0.0, 0.5, 40)
+    lucky = noise.copy()
+    lucky[np.argmax(lucky)] = 2.4  # its best unit: the luck of 40 draws
+    standing_out = noise.copy()
+    standing_out[7] = 6.0  # one unit far above the reply's other sentences
+    params = RankParams(0.3, 0.5, message_weight=0.0, confidence=0.5)
+    units, messages = _messages([np.array([2.0]), lucky, np.array([0.5, 1.9, 0.2])])
+    score = message_scores(units, np.zeros(3), messages, 1.0, params)
+    assert list(np.argsort(-score)) == [0, 2, 1]  # three units: no correction
+    units, messages = _messages([np.array([2.0]), standing_out])
+    score = message_scores(units, np.zeros(2), messages, 1.0, params)
+    assert score[1] > score[0]  # a match that stands out of its message keeps its place
+    without = RankParams(0.3, 0.5, 0.0, confidence=0.5, long_message_weight=0.0)
+    units, messages = _messages([np.array([2.0]), lucky])
+    assert np.argmax(message_scores(units, np.zeros(2), messages, 1.0, without)) == 1
