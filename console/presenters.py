@@ -18,15 +18,19 @@ SECTIONS = (
     "tools",
     "system",
     "pinned",
+    "state",
     "summaries",
     "history",
     "pending",
-    "state",
     "retrieved",
     "user",
 )
 # The sections of the stable prefix (turns/context.py, docs/cost.md).
-STABLE_SECTIONS = frozenset({"tools", "system", "pinned", "summaries", "history", "pending"})
+# `state` (context_strategy: state) is the state as of the last fold, sent before the turns
+# since it and unchanged until the next fold (turns/state_fold.py).
+STABLE_SECTIONS = frozenset(
+    {"tools", "system", "pinned", "state", "summaries", "history", "pending"}
+)
 _SECTION_ALIASES = {
     "summaries": ("summaries",),
     "history": ("history",),

@@ -418,10 +418,11 @@ def test_what_the_model_saw_marks_the_stable_prefix_and_the_cache_reads(
     expect(stable.locator(".ctx-history .who")).to_have_text(
         ["user", "assistant", "user", "assistant"]
     )
-    expect(page.locator("#stable-prefix .ctx-state")).to_have_count(0)  # per-turn: after it
+    expect(page.locator(".ctx-state")).to_have_count(0)  # an lcm session sends no state
     sections = latest.context["sections_tokens"]
     stable_tokens = sum(
-        sections[k] for k in ("tools", "system", "pinned", "summaries", "history", "pending")
+        sections.get(k, 0)
+        for k in ("tools", "system", "pinned", "state", "summaries", "history", "pending")
     )
     expect(page.locator("#stable-tokens")).to_have_text(str(stable_tokens))
     expect(page.locator("#token-bar .tok[data-section=history]")).to_have_attribute(

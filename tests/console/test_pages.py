@@ -295,6 +295,24 @@ def test_what_the_model_saw_shows_every_section_and_the_pin(user):
     assert 'id="usage"' in body
 
 
+def test_a_state_session_shows_its_state_in_the_stable_prefix(user, settings):
+    """The state strategy sends the state as of its fold before the turns since it, unchanged
+    until the next fold (turns/state_fold.py): the page shows it where it is sent."""
+    settings.LCM_STATE_FOLD_TOKENS = 0  # every turn folds: the second sends the first's state
+    session = make_session(user, context_strategy="state")
+    send(session, "The deploy window is Tuesday.", commit=True)
+    turn = send(session, "When do we deploy?")
+    turn.refresh_from_db()
+    body = client_for(user).get(f"/chat/{session.pk}/turns/{turn.pk}/context/").content.decode()
+    fold = turn.context["budget"]["state_fold_seq"]
+    assert f"as of the fold after turn {fold};" in body
+    state_at, prefix_end = body.index('class="ctx-state"'), body.index('id="stable-prefix-end"')
+    assert body.index('id="stable-prefix"') < state_at < prefix_end
+    assert "Tuesday" in body[state_at:prefix_end]
+    tokens = turn.context["sections_tokens"]["state"]
+    assert f'data-section="state" data-tokens="{tokens}" data-stable="true"' in body
+
+
 def test_long_history_is_paginated(user):
     from console.selectors import TURNS_PAGE
 
