@@ -31,6 +31,7 @@ from django.utils import timezone
 from conversations.archive_port import hydrate_messages
 from conversations.models import Message, PartType, Role
 from conversations.search.query import as_datetime
+from memory import tool_output_policy
 from memory.chunker import ChunkingOptions, ChunkSpec, Segment, chunk_segments, unit_segments
 from memory.embeddings import EmbeddingBackend, EmbeddingError, backend_for
 from memory.models import Chunk, ChunkVector, EmbeddingNamespace, MessageIndexCursor
@@ -104,7 +105,11 @@ def chunk_messages(messages: Sequence[Message], *, units: bool = False) -> list[
     `units` and LCM_MEMORY_UNIT_TOKENS > 0 search units (one per short message, passages
     of long ones; docs/memory.md), which messages ingested through the API get."""
     if units and settings.LCM_MEMORY_UNIT_TOKENS > 0:
-        return unit_segments(segments_for(messages), unit_tokens=settings.LCM_MEMORY_UNIT_TOKENS)
+        segments = segments_for(messages)
+        cut = unit_segments(segments, unit_tokens=settings.LCM_MEMORY_UNIT_TOKENS)
+        return tool_output_policy.apply(
+            cut, segments, limit=settings.LCM_MEMORY_EMBED_TOOL_RESULT_TOKENS
+        )
     return chunk_segments(
         segments_for(messages), options=chunking_options(), embed=_topic_embedder()
     )
@@ -124,8 +129,7 @@ def store_chunks(
     """Embed `specs` into every write namespace, then store chunks and vectors in one
     transaction (with the message cursor's compare-and-set when given)."""
     namespaces = write_namespaces()
-    texts = [spec.rendered_text for spec in specs]
-    vectors = {ns.pk: _embed(backend_for_namespace(ns), ns, texts) for ns in namespaces}
+    vectors = {ns.pk: embed_units(backend_for_namespace(ns), ns, specs) for ns in namespaces}
     keys = [
         source_key or f"msg:{conversation_id}:{spec.seq_start}-{spec.seq_end}" for spec in specs
     ]
@@ -183,6 +187,7 @@ def _chunk_row(spec: ChunkSpec, key: str, origin: dict, source_created_at) -> Ch
         token_est=spec.token_est,
         content_hash=spec.content_hash,
         source_created_at=source_created_at,
+        lexical_only=None if spec.embedded else True,
     )
 
 
@@ -192,6 +197,17 @@ def _insert_new(model, rows: list, existing: QuerySet) -> int:
     before = existing.count()
     model.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
     return existing.count() - before
+
+
+def embed_units(backend: EmbeddingBackend, namespace: EmbeddingNamespace, specs) -> np.ndarray:
+    """One row per unit: its vector, or zeros for a lexical-only one (`embedded` false,
+    memory.tool_output_policy). The zero row keeps the unit in the search matrix, whose
+    BM25 leg finds it by its words, while its cosine to any query is 0."""
+    matrix = np.zeros((len(specs), namespace.dim), dtype=np.float32)
+    rows = [i for i, spec in enumerate(specs) if spec.embedded]
+    if rows:
+        matrix[rows] = _embed(backend, namespace, [specs[i].rendered_text for i in rows])
+    return matrix
 
 
 def _embed(backend: EmbeddingBackend, namespace: EmbeddingNamespace, texts: list[str]):
