@@ -547,6 +547,16 @@ SETTINGS: tuple[Setting, ...] = (
         2000,
     ),
     Setting(
+        "LCM_MEMORY_INDEX_BATCH_CONVERSATIONS",
+        int,
+        16,
+        "An indexing job also takes up to this many conversations in all whose own job is "
+        "queued and not started, and embeds their new messages in one call (1: one "
+        "conversation per job).",
+        1,
+        1000,
+    ),
+    Setting(
         "LCM_MEMORY_EMBED_TOOL_RESULT_TOKENS",
         int,
         0,

@@ -125,11 +125,13 @@ def store_chunks(
     branch_id: str | None = None,
     source_turn_id: str | None = None,
     cursor_advance: tuple[int, int] | None = None,
+    vectors: dict[int, np.ndarray] | None = None,
 ) -> IndexResult:
-    """Embed `specs` into every write namespace, then store chunks and vectors in one
-    transaction (with the message cursor's compare-and-set when given)."""
-    namespaces = write_namespaces()
-    vectors = {ns.pk: embed_units(backend_for_namespace(ns), ns, specs) for ns in namespaces}
+    """Embed `specs` into every write namespace (unless their `vectors` are given), then
+    store chunks and vectors in one transaction (with the message cursor's compare-and-set
+    when given)."""
+    if vectors is None:
+        vectors = _embed_all(list(specs))
     keys = [
         source_key or f"msg:{conversation_id}:{spec.seq_start}-{spec.seq_end}" for spec in specs
     ]
@@ -276,38 +278,92 @@ def index_turn(*, turn_id: str) -> IndexResult:
 _MESSAGE_BATCH = 2000
 
 
+@dataclass
+class _Pending:
+    """One conversation's messages after its cursor, cut into units."""
+
+    conversation_id: int
+    last_seq: int
+    messages: list
+    specs: list[ChunkSpec]
+
+
 def index_conversation_messages(*, conversation_id: int) -> IndexResult:
-    """Index the conversation's messages after the cursor, in batches; idempotent."""
+    """The indexing job: index the conversation's messages after the cursor, and with them
+    those of other conversations whose job is queued and not started yet (up to
+    LCM_MEMORY_INDEX_BATCH_CONVERSATIONS in all), their units embedded in one call per
+    namespace (a burst of appends over several conversations is one job; their own jobs
+    then find nothing to do). Idempotent: each conversation's cursor moves by
+    compare-and-set in its chunks' transaction, so every message is indexed once."""
+    others = _queued_conversations(conversation_id, settings.LCM_MEMORY_INDEX_BATCH_CONVERSATIONS)
+    return index_conversations([conversation_id, *others])
+
+
+def _queued_conversations(conversation_id: int, limit: int) -> list[int]:
+    """Up to `limit` - 1 other conversations marked queued (oldest mark first)."""
+    if limit <= 1:
+        return []
+    return list(
+        MessageIndexCursor.objects.filter(queued_at__isnull=False)
+        .exclude(conversation_id=conversation_id)
+        .order_by("queued_at")
+        .values_list("conversation_id", flat=True)[: limit - 1]
+    )
+
+
+def index_conversations(conversation_ids: Sequence[int]) -> IndexResult:
+    """Index these conversations' messages after their cursors, in rounds of up to
+    _MESSAGE_BATCH messages each, one embedding call per namespace and round."""
     from turns.models import Branch
 
-    if Branch.objects.filter(conversation_id=conversation_id).exists():
-        return IndexResult(0, 0, 0)  # a chat branch: index_turn owns its chunks
-    MessageIndexCursor.objects.get_or_create(conversation_id=conversation_id)
+    # a chat branch's conversation: index_turn owns its chunks
+    branched = set(
+        Branch.objects.filter(conversation_id__in=conversation_ids).values_list(
+            "conversation_id", flat=True
+        )
+    )
+    ids = [c for c in dict.fromkeys(conversation_ids) if c not in branched]
+    for conversation_id in ids:
+        MessageIndexCursor.objects.get_or_create(conversation_id=conversation_id)
     # Cleared before reading: an append committed from here on queues a new job.
-    MessageIndexCursor.objects.filter(conversation_id=conversation_id).update(queued_at=None)
+    MessageIndexCursor.objects.filter(conversation_id__in=ids).update(queued_at=None)
     total = IndexResult(0, 0, 0)
-    while True:
-        cursor = MessageIndexCursor.objects.get(conversation_id=conversation_id)
-        messages = hydrate_messages(  # archived content is indexed from its segment
-            Message.objects.filter(conversation_id=conversation_id, seq__gt=cursor.last_seq)
-            .prefetch_related("parts")
-            .order_by("seq")[:_MESSAGE_BATCH]
-        )
-        if not messages:
-            return total
-        specs = chunk_messages(messages, units=True)
-        result = store_chunks(
-            specs,
-            source_key=None,
-            conversation_id=conversation_id,
-            created_at_by_seq={m.seq: m.created_at for m in messages},
-            cursor_advance=(cursor.last_seq, messages[-1].seq),
-        )
-        total = IndexResult(
-            total.chunks_created + result.chunks_created,
-            total.vectors_created + result.vectors_created,
-            total.chunks_total + result.chunks_total,
-        )
+    while pending := [p for p in map(_pending, ids) if p.messages]:
+        vectors = _embed_all([spec for p in pending for spec in p.specs])
+        start = 0
+        for p in pending:
+            end = start + len(p.specs)
+            result = store_chunks(
+                p.specs,
+                source_key=None,
+                conversation_id=p.conversation_id,
+                created_at_by_seq={m.seq: m.created_at for m in p.messages},
+                cursor_advance=(p.last_seq, p.messages[-1].seq),
+                vectors={ns: matrix[start:end] for ns, matrix in vectors.items()},
+            )
+            start = end
+            total = IndexResult(
+                total.chunks_created + result.chunks_created,
+                total.vectors_created + result.vectors_created,
+                total.chunks_total + result.chunks_total,
+            )
+    return total
+
+
+def _pending(conversation_id: int) -> _Pending:
+    cursor = MessageIndexCursor.objects.get(conversation_id=conversation_id)
+    messages = hydrate_messages(  # archived content is indexed from its segment
+        Message.objects.filter(conversation_id=conversation_id, seq__gt=cursor.last_seq)
+        .prefetch_related("parts")
+        .order_by("seq")[:_MESSAGE_BATCH]
+    )
+    specs = chunk_messages(messages, units=True) if messages else []
+    return _Pending(conversation_id, cursor.last_seq, messages, specs)
+
+
+def _embed_all(specs: list[ChunkSpec]) -> dict[int, np.ndarray]:
+    """The units' vectors in every write namespace (namespace id -> matrix)."""
+    return {ns.pk: embed_units(backend_for_namespace(ns), ns, specs) for ns in write_namespaces()}
 
 
 # A job queued longer ago than this is presumed lost (broker restart, purged queue), so the
