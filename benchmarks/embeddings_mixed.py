@@ -6,10 +6,14 @@ database (the service calls the API's views make: `messages_append`, `search_uni
 The searcher asks, every 0.1 s, for the oldest message not found yet (its own text as
 the query, semantic mode, scoped to its conversation) and records when it first comes
 back: the time from a message stored to found by semantic search. Each variant runs the
-same script: numpy (today's fp32 vectors) and the runtime's int8 default; between them
-the other's namespace is retired, so each indexes into one namespace only.
-EMBEDDINGS_MIXED_RATE (messages/s offered, default 8) and EMBEDDINGS_MIXED_SECONDS
-(default 40, times --scale) set the load.
+same script: numpy (today's fp32 vectors), the runtime's int8 one conversation per job (as
+indexing was before batching) and int8 batched (LCM_MEMORY_INDEX_BATCH_CONVERSATIONS, the
+default: a job also takes the conversations whose job is queued); between them the others'
+namespaces are retired, so each indexes into one namespace only. The worker gets one job
+per append (a job that finds its messages indexed already is a no-op, in every variant).
+EMBEDDINGS_MIXED_VARIANTS (comma-separated names) picks variants; EMBEDDINGS_MIXED_RATE
+(messages/s offered, default 8) and EMBEDDINGS_MIXED_SECONDS (default 40, times --scale)
+set the load.
 """
 
 from __future__ import annotations
@@ -36,6 +40,13 @@ from memory.recall import search_units
 from memory.vectors import ScopeFilter
 
 CONVERSATIONS = 4
+# (name, LCM_EMBEDDING_MODEL, LCM_MEMORY_INDEX_BATCH_CONVERSATIONS): numpy and int8 as
+# indexing was before batching (one conversation per job), then int8 batched (the default)
+VARIANTS = (
+    ("numpy", "fp32", 1),
+    ("onnx int8", "int8", 1),
+    ("onnx int8 batched", "int8", 16),
+)
 PROBE_INTERVAL = 0.1  # seconds between the searcher's searches (the latency's resolution)
 DRAIN_LIMIT = 180.0  # seconds to wait for the backlog after the writer stops
 
@@ -171,8 +182,15 @@ def embeddings_mixed(ctx: BenchContext) -> list[BenchRow]:
     rate = float(os.environ.get("EMBEDDINGS_MIXED_RATE", "8"))
     texts = chat_messages(ctx)
     rows = []
-    for variant, model in (("numpy", "fp32"), ("onnx int8", "int8")):
-        with override_settings(LCM_EMBEDDING_BACKEND="minilm", LCM_EMBEDDING_MODEL=model):
+    chosen = os.environ.get("EMBEDDINGS_MIXED_VARIANTS")
+    for variant, model, batch in VARIANTS:
+        if chosen and variant not in chosen.split(","):
+            continue
+        with override_settings(
+            LCM_EMBEDDING_BACKEND="minilm",
+            LCM_EMBEDDING_MODEL=model,
+            LCM_MEMORY_INDEX_BATCH_CONVERSATIONS=batch,
+        ):
             backend = embeddings.backend_for("minilm", model)
             if variant == "numpy":  # the same model name: numpy computes its vectors
                 backend = embeddings._cache[("minilm", "fp32")] = MiniLMNumpy()
