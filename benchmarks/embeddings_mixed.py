@@ -9,9 +9,12 @@ back: the time from a message stored to found by semantic search. Each variant r
 same script: numpy (today's fp32 vectors), the runtime's int8 one conversation per job (as
 indexing was before batching) and int8 batched (LCM_MEMORY_INDEX_BATCH_CONVERSATIONS, the
 default: a job also takes the conversations whose job is queued); between them the others'
-namespaces are retired, so each indexes into one namespace only. The worker gets one job
-per append (a job that finds its messages indexed already is a no-op, in every variant).
-EMBEDDINGS_MIXED_VARIANTS (comma-separated names) picks variants; EMBEDDINGS_MIXED_RATE
+namespaces are retired, so each indexes into one namespace only. The worker runs the jobs the
+append hook queues (django_q's async_task is replaced by the worker's queue for the run):
+one per conversation while one is queued and not started, as with the cluster.
+EMBEDDINGS_MIXED_VARIANTS (comma-separated names) picks variants,
+EMBEDDINGS_MIXED_CONVERSATIONS (default 4) how many conversations the writer spreads its
+messages over; EMBEDDINGS_MIXED_RATE
 (messages/s offered, default 8) and EMBEDDINGS_MIXED_SECONDS (default 40, times --scale)
 set the load.
 """
@@ -22,6 +25,7 @@ import os
 import queue
 import threading
 import time
+from unittest import mock
 
 from django.conf import settings
 from django.db import connection
@@ -34,12 +38,12 @@ from conversations.inputs import MessageInput
 from conversations.services import messages_append
 from memory import embeddings
 from memory.embeddings.minilm_numpy import MiniLMNumpy
-from memory.indexing import index_conversation_messages
+from memory.indexing import TASK, index_conversation_messages
 from memory.models import EmbeddingNamespace, NamespaceStatus
 from memory.recall import search_units
 from memory.vectors import ScopeFilter
 
-CONVERSATIONS = 4
+CONVERSATIONS = int(os.environ.get("EMBEDDINGS_MIXED_CONVERSATIONS", "4"))
 # (name, LCM_EMBEDDING_MODEL, LCM_MEMORY_INDEX_BATCH_CONVERSATIONS): numpy and int8 as
 # indexing was before batching (one conversation per job), then int8 batched (the default)
 VARIANTS = (
@@ -76,6 +80,13 @@ class _Run:
         finally:
             connection.close()
 
+    def enqueue(self, task: str, *args, **kwargs) -> None:
+        """django_q's async_task while the run lasts: the indexing jobs the append hook
+        queues (one per conversation while one is queued and not started) go to the
+        worker; other apps' jobs are dropped."""
+        if task == TASK:
+            self.jobs.put(args[0])
+
     def writer(self, conversations) -> None:
         start = time.perf_counter()
         for i, text in enumerate(self.texts):
@@ -89,7 +100,6 @@ class _Run:
             )
             seq = appended[0].message.seq
             self.stored.append((conversation.pk, seq, text, time.perf_counter()))
-            self.jobs.put(conversation.pk)
             self.peak = max(self.peak, self.jobs.qsize())
         self.writing = False
         connection.close()
@@ -140,15 +150,20 @@ def _mixed(variant: str, texts: list[str], seconds: float, rate: float) -> _Run:
         threading.Thread(target=run.writer, args=(conversations,), name="mixed-writer"),
         threading.Thread(target=run.searcher, name="mixed-searcher"),
     ]
+    with mock.patch("django_q.tasks.async_task", run.enqueue):
+        _join(threads, run)
+    if run.errors:
+        raise run.errors[0]
+    return run
+
+
+def _join(threads: list[threading.Thread], run: _Run) -> None:
     for thread in threads:
         thread.start()
     threads[1].join()
     threads[2].join()
     run.jobs.put(None)
     threads[0].join()
-    if run.errors:
-        raise run.errors[0]
-    return run
 
 
 def _rows(variant: str, run: _Run, load: tuple[float, float]) -> list[BenchRow]:
