@@ -559,7 +559,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "LCM_MEMORY_EMBED_TOOL_RESULT_TOKENS",
         int,
-        0,
+        2000,
         "A tool result longer than this many tokens has only the search units in its "
         "first and last half of it embedded; the units between are found by their words "
         "only (BM25). 0: every unit embedded. Applies to messages indexed afterwards.",
