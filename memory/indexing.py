@@ -313,7 +313,8 @@ def _queued_conversations(conversation_id: int, limit: int) -> list[int]:
 
 def index_conversations(conversation_ids: Sequence[int]) -> IndexResult:
     """Index these conversations' messages after their cursors, in rounds of up to
-    _MESSAGE_BATCH messages each, one embedding call per namespace and round."""
+    _MESSAGE_BATCH messages in all (shared evenly), one embedding call per namespace and
+    round."""
     from turns.models import Branch
 
     # a chat branch's conversation: index_turn owns its chunks
@@ -328,7 +329,8 @@ def index_conversations(conversation_ids: Sequence[int]) -> IndexResult:
     # Cleared before reading: an append committed from here on queues a new job.
     MessageIndexCursor.objects.filter(conversation_id__in=ids).update(queued_at=None)
     total = IndexResult(0, 0, 0)
-    while pending := [p for p in map(_pending, ids) if p.messages]:
+    share = max(1, _MESSAGE_BATCH // max(1, len(ids)))
+    while pending := [p for p in (_pending(c, share) for c in ids) if p.messages]:
         vectors = _embed_all([spec for p in pending for spec in p.specs])
         start = 0
         for p in pending:
@@ -350,12 +352,13 @@ def index_conversations(conversation_ids: Sequence[int]) -> IndexResult:
     return total
 
 
-def _pending(conversation_id: int) -> _Pending:
+def _pending(conversation_id: int, limit: int) -> _Pending:
+    """Up to `limit` of the conversation's messages after its cursor, cut into units."""
     cursor = MessageIndexCursor.objects.get(conversation_id=conversation_id)
     messages = hydrate_messages(  # archived content is indexed from its segment
         Message.objects.filter(conversation_id=conversation_id, seq__gt=cursor.last_seq)
         .prefetch_related("parts")
-        .order_by("seq")[:_MESSAGE_BATCH]
+        .order_by("seq")[:limit]
     )
     specs = chunk_messages(messages, units=True) if messages else []
     return _Pending(conversation_id, cursor.last_seq, messages, specs)

@@ -50,6 +50,23 @@ def test_one_job_indexes_the_queued_conversations_in_one_embedding_call(
 
 
 @pytest.mark.django_db
+def test_a_round_reads_at_most_the_message_batch_shared_between_conversations(
+    make_conversation, django_capture_on_commit_callbacks, monkeypatch
+):
+    conversations = _burst(make_conversation, django_capture_on_commit_callbacks, 2, 5)
+    monkeypatch.setattr("memory.indexing._MESSAGE_BATCH", 4)
+    (namespace,) = write_namespaces()
+    backend = backend_for_namespace(namespace)
+    calls = []
+    embed = backend.embed
+    monkeypatch.setattr(backend, "embed", lambda texts: calls.append(len(texts)) or embed(texts))
+
+    index_conversation_messages(conversation_id=conversations[0].pk)
+    assert calls == [4, 4, 2]  # two messages of each conversation per round
+    _indexed_once(conversations, 5)
+
+
+@pytest.mark.django_db
 def test_a_batch_of_one_indexes_only_its_own_conversation(
     make_conversation, django_capture_on_commit_callbacks, settings
 ):
