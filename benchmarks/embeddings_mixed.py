@@ -6,10 +6,17 @@ database (the service calls the API's views make: `messages_append`, `search_uni
 The searcher asks, every 0.1 s, for the oldest message not found yet (its own text as
 the query, semantic mode, scoped to its conversation) and records when it first comes
 back: the time from a message stored to found by semantic search. Each variant runs the
-same script: numpy (today's fp32 vectors) and the runtime's int8 default; between them
-the other's namespace is retired, so each indexes into one namespace only.
-EMBEDDINGS_MIXED_RATE (messages/s offered, default 8) and EMBEDDINGS_MIXED_SECONDS
-(default 40, times --scale) set the load.
+same script: numpy (today's fp32 vectors), the runtime's int8 one conversation per job (as
+indexing was before batching) and int8 batched (LCM_MEMORY_INDEX_BATCH_CONVERSATIONS, the
+default: a job also takes the conversations whose job is queued); between them the others'
+namespaces are retired, so each indexes into one namespace only. The worker runs the jobs the
+append hook queues (django_q's async_task is replaced by the worker's queue for the run):
+one per conversation while one is queued and not started, as with the cluster.
+EMBEDDINGS_MIXED_VARIANTS (comma-separated names) picks variants,
+EMBEDDINGS_MIXED_CONVERSATIONS (default 4) how many conversations the writer spreads its
+messages over; EMBEDDINGS_MIXED_RATE
+(messages/s offered, default 8) and EMBEDDINGS_MIXED_SECONDS (default 40, times --scale)
+set the load.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import os
 import queue
 import threading
 import time
+from unittest import mock
 
 from django.conf import settings
 from django.db import connection
@@ -30,12 +38,19 @@ from conversations.inputs import MessageInput
 from conversations.services import messages_append
 from memory import embeddings
 from memory.embeddings.minilm_numpy import MiniLMNumpy
-from memory.indexing import index_conversation_messages
+from memory.indexing import TASK, index_conversation_messages
 from memory.models import EmbeddingNamespace, NamespaceStatus
 from memory.recall import search_units
 from memory.vectors import ScopeFilter
 
-CONVERSATIONS = 4
+CONVERSATIONS = int(os.environ.get("EMBEDDINGS_MIXED_CONVERSATIONS", "4"))
+# (name, LCM_EMBEDDING_MODEL, LCM_MEMORY_INDEX_BATCH_CONVERSATIONS): numpy and int8 as
+# indexing was before batching (one conversation per job), then int8 batched (the default)
+VARIANTS = (
+    ("numpy", "fp32", 1),
+    ("onnx int8", "int8", 1),
+    ("onnx int8 batched", "int8", 16),
+)
 PROBE_INTERVAL = 0.1  # seconds between the searcher's searches (the latency's resolution)
 DRAIN_LIMIT = 180.0  # seconds to wait for the backlog after the writer stops
 
@@ -65,6 +80,13 @@ class _Run:
         finally:
             connection.close()
 
+    def enqueue(self, task: str, *args, **kwargs) -> None:
+        """django_q's async_task while the run lasts: the indexing jobs the append hook
+        queues (one per conversation while one is queued and not started) go to the
+        worker; other apps' jobs are dropped."""
+        if task == TASK:
+            self.jobs.put(args[0])
+
     def writer(self, conversations) -> None:
         start = time.perf_counter()
         for i, text in enumerate(self.texts):
@@ -78,7 +100,6 @@ class _Run:
             )
             seq = appended[0].message.seq
             self.stored.append((conversation.pk, seq, text, time.perf_counter()))
-            self.jobs.put(conversation.pk)
             self.peak = max(self.peak, self.jobs.qsize())
         self.writing = False
         connection.close()
@@ -129,15 +150,20 @@ def _mixed(variant: str, texts: list[str], seconds: float, rate: float) -> _Run:
         threading.Thread(target=run.writer, args=(conversations,), name="mixed-writer"),
         threading.Thread(target=run.searcher, name="mixed-searcher"),
     ]
+    with mock.patch("django_q.tasks.async_task", run.enqueue):
+        _join(threads, run)
+    if run.errors:
+        raise run.errors[0]
+    return run
+
+
+def _join(threads: list[threading.Thread], run: _Run) -> None:
     for thread in threads:
         thread.start()
     threads[1].join()
     threads[2].join()
     run.jobs.put(None)
     threads[0].join()
-    if run.errors:
-        raise run.errors[0]
-    return run
 
 
 def _rows(variant: str, run: _Run, load: tuple[float, float]) -> list[BenchRow]:
@@ -171,8 +197,15 @@ def embeddings_mixed(ctx: BenchContext) -> list[BenchRow]:
     rate = float(os.environ.get("EMBEDDINGS_MIXED_RATE", "8"))
     texts = chat_messages(ctx)
     rows = []
-    for variant, model in (("numpy", "fp32"), ("onnx int8", "int8")):
-        with override_settings(LCM_EMBEDDING_BACKEND="minilm", LCM_EMBEDDING_MODEL=model):
+    chosen = os.environ.get("EMBEDDINGS_MIXED_VARIANTS")
+    for variant, model, batch in VARIANTS:
+        if chosen and variant not in chosen.split(","):
+            continue
+        with override_settings(
+            LCM_EMBEDDING_BACKEND="minilm",
+            LCM_EMBEDDING_MODEL=model,
+            LCM_MEMORY_INDEX_BATCH_CONVERSATIONS=batch,
+        ):
             backend = embeddings.backend_for("minilm", model)
             if variant == "numpy":  # the same model name: numpy computes its vectors
                 backend = embeddings._cache[("minilm", "fp32")] = MiniLMNumpy()

@@ -47,6 +47,7 @@ BENCH_MODULES = [
     "benchmarks.memory",
     "benchmarks.embeddings",
     "benchmarks.embeddings_mixed",
+    "benchmarks.embeddings_tool_recall",
     "benchmarks.recall_search",
     "benchmarks.importers",
     "benchmarks.watch",

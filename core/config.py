@@ -557,6 +557,26 @@ SETTINGS: tuple[Setting, ...] = (
         2000,
     ),
     Setting(
+        "LCM_MEMORY_INDEX_BATCH_CONVERSATIONS",
+        int,
+        16,
+        "An indexing job also takes up to this many conversations in all whose own job is "
+        "queued and not started, and embeds their new messages in one call (1: one "
+        "conversation per job).",
+        1,
+        1000,
+    ),
+    Setting(
+        "LCM_MEMORY_EMBED_TOOL_RESULT_TOKENS",
+        int,
+        2000,
+        "A tool result longer than this many tokens has only the search units in its "
+        "first and last half of it embedded; the units between are found by their words "
+        "only (BM25). 0: every unit embedded. Applies to messages indexed afterwards.",
+        0,
+        1000000,
+    ),
+    Setting(
         "LCM_SEARCH_BM25_WEIGHT",
         float,
         0.3,

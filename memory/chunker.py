@@ -126,6 +126,9 @@ class ChunkSpec:
     seq_start: int
     seq_end: int
     content_hash: str
+    # False for a unit searched by its words only (no vector): the middle of a long tool
+    # result (memory.tool_output_policy).
+    embedded: bool = True
 
 
 @dataclass

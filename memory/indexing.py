@@ -31,6 +31,7 @@ from django.utils import timezone
 from conversations.archive_port import hydrate_messages
 from conversations.models import Message, PartType, Role
 from conversations.search.query import as_datetime
+from memory import tool_output_policy
 from memory.chunker import ChunkingOptions, ChunkSpec, Segment, chunk_segments, unit_segments
 from memory.embeddings import EmbeddingBackend, EmbeddingError, backend_for
 from memory.models import Chunk, ChunkVector, EmbeddingNamespace, MessageIndexCursor
@@ -104,7 +105,11 @@ def chunk_messages(messages: Sequence[Message], *, units: bool = False) -> list[
     `units` and LCM_MEMORY_UNIT_TOKENS > 0 search units (one per short message, passages
     of long ones; docs/memory.md), which messages ingested through the API get."""
     if units and settings.LCM_MEMORY_UNIT_TOKENS > 0:
-        return unit_segments(segments_for(messages), unit_tokens=settings.LCM_MEMORY_UNIT_TOKENS)
+        segments = segments_for(messages)
+        cut = unit_segments(segments, unit_tokens=settings.LCM_MEMORY_UNIT_TOKENS)
+        return tool_output_policy.apply(
+            cut, segments, limit=settings.LCM_MEMORY_EMBED_TOOL_RESULT_TOKENS
+        )
     return chunk_segments(
         segments_for(messages), options=chunking_options(), embed=_topic_embedder()
     )
@@ -120,12 +125,13 @@ def store_chunks(
     branch_id: str | None = None,
     source_turn_id: str | None = None,
     cursor_advance: tuple[int, int] | None = None,
+    vectors: dict[int, np.ndarray] | None = None,
 ) -> IndexResult:
-    """Embed `specs` into every write namespace, then store chunks and vectors in one
-    transaction (with the message cursor's compare-and-set when given)."""
-    namespaces = write_namespaces()
-    texts = [spec.rendered_text for spec in specs]
-    vectors = {ns.pk: _embed(backend_for_namespace(ns), ns, texts) for ns in namespaces}
+    """Embed `specs` into every write namespace (unless their `vectors` are given), then
+    store chunks and vectors in one transaction (with the message cursor's compare-and-set
+    when given)."""
+    if vectors is None:
+        vectors = _embed_all(list(specs))
     keys = [
         source_key or f"msg:{conversation_id}:{spec.seq_start}-{spec.seq_end}" for spec in specs
     ]
@@ -183,6 +189,7 @@ def _chunk_row(spec: ChunkSpec, key: str, origin: dict, source_created_at) -> Ch
         token_est=spec.token_est,
         content_hash=spec.content_hash,
         source_created_at=source_created_at,
+        lexical_only=None if spec.embedded else True,
     )
 
 
@@ -192,6 +199,17 @@ def _insert_new(model, rows: list, existing: QuerySet) -> int:
     before = existing.count()
     model.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
     return existing.count() - before
+
+
+def embed_units(backend: EmbeddingBackend, namespace: EmbeddingNamespace, specs) -> np.ndarray:
+    """One row per unit: its vector, or zeros for a lexical-only one (`embedded` false,
+    memory.tool_output_policy). The zero row keeps the unit in the search matrix, whose
+    BM25 leg finds it by its words, while its cosine to any query is 0."""
+    matrix = np.zeros((len(specs), namespace.dim), dtype=np.float32)
+    rows = [i for i, spec in enumerate(specs) if spec.embedded]
+    if rows:
+        matrix[rows] = _embed(backend, namespace, [specs[i].rendered_text for i in rows])
+    return matrix
 
 
 def _embed(backend: EmbeddingBackend, namespace: EmbeddingNamespace, texts: list[str]):
@@ -260,38 +278,95 @@ def index_turn(*, turn_id: str) -> IndexResult:
 _MESSAGE_BATCH = 2000
 
 
+@dataclass
+class _Pending:
+    """One conversation's messages after its cursor, cut into units."""
+
+    conversation_id: int
+    last_seq: int
+    messages: list
+    specs: list[ChunkSpec]
+
+
 def index_conversation_messages(*, conversation_id: int) -> IndexResult:
-    """Index the conversation's messages after the cursor, in batches; idempotent."""
+    """The indexing job: index the conversation's messages after the cursor, and with them
+    those of other conversations whose job is queued and not started yet (up to
+    LCM_MEMORY_INDEX_BATCH_CONVERSATIONS in all), their units embedded in one call per
+    namespace (a burst of appends over several conversations is one job; their own jobs
+    then find nothing to do). Idempotent: each conversation's cursor moves by
+    compare-and-set in its chunks' transaction, so every message is indexed once."""
+    others = _queued_conversations(conversation_id, settings.LCM_MEMORY_INDEX_BATCH_CONVERSATIONS)
+    return index_conversations([conversation_id, *others])
+
+
+def _queued_conversations(conversation_id: int, limit: int) -> list[int]:
+    """Up to `limit` - 1 other conversations marked queued (oldest mark first)."""
+    if limit <= 1:
+        return []
+    return list(
+        MessageIndexCursor.objects.filter(queued_at__isnull=False)
+        .exclude(conversation_id=conversation_id)
+        .order_by("queued_at")
+        .values_list("conversation_id", flat=True)[: limit - 1]
+    )
+
+
+def index_conversations(conversation_ids: Sequence[int]) -> IndexResult:
+    """Index these conversations' messages after their cursors, in rounds of up to
+    _MESSAGE_BATCH messages in all (shared evenly), one embedding call per namespace and
+    round."""
     from turns.models import Branch
 
-    if Branch.objects.filter(conversation_id=conversation_id).exists():
-        return IndexResult(0, 0, 0)  # a chat branch: index_turn owns its chunks
-    MessageIndexCursor.objects.get_or_create(conversation_id=conversation_id)
+    # a chat branch's conversation: index_turn owns its chunks
+    branched = set(
+        Branch.objects.filter(conversation_id__in=conversation_ids).values_list(
+            "conversation_id", flat=True
+        )
+    )
+    ids = [c for c in dict.fromkeys(conversation_ids) if c not in branched]
+    for conversation_id in ids:
+        MessageIndexCursor.objects.get_or_create(conversation_id=conversation_id)
     # Cleared before reading: an append committed from here on queues a new job.
-    MessageIndexCursor.objects.filter(conversation_id=conversation_id).update(queued_at=None)
+    MessageIndexCursor.objects.filter(conversation_id__in=ids).update(queued_at=None)
     total = IndexResult(0, 0, 0)
-    while True:
-        cursor = MessageIndexCursor.objects.get(conversation_id=conversation_id)
-        messages = hydrate_messages(  # archived content is indexed from its segment
-            Message.objects.filter(conversation_id=conversation_id, seq__gt=cursor.last_seq)
-            .prefetch_related("parts")
-            .order_by("seq")[:_MESSAGE_BATCH]
-        )
-        if not messages:
-            return total
-        specs = chunk_messages(messages, units=True)
-        result = store_chunks(
-            specs,
-            source_key=None,
-            conversation_id=conversation_id,
-            created_at_by_seq={m.seq: m.created_at for m in messages},
-            cursor_advance=(cursor.last_seq, messages[-1].seq),
-        )
-        total = IndexResult(
-            total.chunks_created + result.chunks_created,
-            total.vectors_created + result.vectors_created,
-            total.chunks_total + result.chunks_total,
-        )
+    share = max(1, _MESSAGE_BATCH // max(1, len(ids)))
+    while pending := [p for p in (_pending(c, share) for c in ids) if p.messages]:
+        vectors = _embed_all([spec for p in pending for spec in p.specs])
+        start = 0
+        for p in pending:
+            end = start + len(p.specs)
+            result = store_chunks(
+                p.specs,
+                source_key=None,
+                conversation_id=p.conversation_id,
+                created_at_by_seq={m.seq: m.created_at for m in p.messages},
+                cursor_advance=(p.last_seq, p.messages[-1].seq),
+                vectors={ns: matrix[start:end] for ns, matrix in vectors.items()},
+            )
+            start = end
+            total = IndexResult(
+                total.chunks_created + result.chunks_created,
+                total.vectors_created + result.vectors_created,
+                total.chunks_total + result.chunks_total,
+            )
+    return total
+
+
+def _pending(conversation_id: int, limit: int) -> _Pending:
+    """Up to `limit` of the conversation's messages after its cursor, cut into units."""
+    cursor = MessageIndexCursor.objects.get(conversation_id=conversation_id)
+    messages = hydrate_messages(  # archived content is indexed from its segment
+        Message.objects.filter(conversation_id=conversation_id, seq__gt=cursor.last_seq)
+        .prefetch_related("parts")
+        .order_by("seq")[:limit]
+    )
+    specs = chunk_messages(messages, units=True) if messages else []
+    return _Pending(conversation_id, cursor.last_seq, messages, specs)
+
+
+def _embed_all(specs: list[ChunkSpec]) -> dict[int, np.ndarray]:
+    """The units' vectors in every write namespace (namespace id -> matrix)."""
+    return {ns.pk: embed_units(backend_for_namespace(ns), ns, specs) for ns in write_namespaces()}
 
 
 # A job queued longer ago than this is presumed lost (broker restart, purged queue), so the

@@ -108,6 +108,10 @@ class Chunk(models.Model):
     # archived message (memory.archived_unit_text, migration 0006); cleared when they are
     # put back.
     text_archived_at = models.DateTimeField(null=True, blank=True)
+    # True for a unit searched by its words only, never embedded (the middle of a long tool
+    # result, memory.tool_output_policy); null for every other (migration 0007: nullable,
+    # so adding it rewrites no table).
+    lexical_only = models.BooleanField(null=True, blank=True)
 
     class Meta:
         constraints = [

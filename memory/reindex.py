@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
+import numpy as np
 from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 
 from conversations.models import Summary
 from memory.archived_unit_text import texts_of
+from memory.indexing import embed_units
 from memory.models import (
     Chunk,
     ChunkVector,
@@ -106,7 +109,7 @@ def _embed_missing_chunks(namespace, backend, batch: int, progress: _Progress) -
         )
         if not rows:
             return
-        matrix = backend.embed([text for _, text in rows])
+        matrix = _vectors(namespace, backend, rows)
         with transaction.atomic():
             ChunkVector.objects.bulk_create(
                 [
@@ -121,6 +124,24 @@ def _embed_missing_chunks(namespace, backend, batch: int, progress: _Progress) -
             )
         after = rows[-1][0]
         progress.record()
+
+
+def _vectors(namespace, backend, rows: list[tuple[str, str]]) -> np.ndarray:
+    """The rows' vectors; zeros, not embedded, for lexical-only units (as indexing
+    stores them, memory.indexing.embed_units)."""
+    lexical = set(
+        Chunk.objects.filter(pk__in=[pk for pk, _ in rows], lexical_only=True).values_list(
+            "pk", flat=True
+        )
+    )
+    specs = [_Unit(text, pk not in lexical) for pk, text in rows]
+    return embed_units(backend, namespace, specs)
+
+
+@dataclass(frozen=True)
+class _Unit:
+    rendered_text: str
+    embedded: bool
 
 
 def _embed_missing_summaries(namespace, backend, batch: int, progress: _Progress) -> None:
