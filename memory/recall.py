@@ -83,6 +83,21 @@ def _z(values: np.ndarray) -> np.ndarray:
     return (values - float(values.mean())) / std
 
 
+def _semantic_z(cosine: np.ndarray) -> np.ndarray:
+    """The semantic leg's z-scores. A lexical-only unit (the middle of a long tool output,
+    memory.tool_output_policy) has a zero vector: its cosine of exactly 0 says nothing, so
+    it is left out of the mean and spread and scores 0 (neutral), instead of a low z that
+    would also widen its message's spread (memory.message_rank's long-message term)."""
+    unembedded = cosine == 0.0
+    if not unembedded.any():
+        return _z(cosine)
+    out = np.zeros_like(cosine)
+    embedded = ~unembedded
+    if embedded.sum() > 1:
+        out[embedded] = _z(cosine[embedded])
+    return out
+
+
 def bm25_scores(
     matrix: UnitMatrix, rows: np.ndarray, local: np.ndarray, n: int, terms: list[str]
 ) -> np.ndarray:
@@ -233,7 +248,7 @@ def _hybrid(
     whole, share = message_bm25(matrix, local, n, terms, messages)
     lexical = lexical_scale(share, params)
     weight = params.bm25_weight
-    semantic = _z(cosine)
+    semantic = _semantic_z(cosine)
     semantic *= 1 - weight
     fused = _z(bm25)  # in place below: each step over 100,000 units costs a copy otherwise
     np.minimum(fused, params.lexical_cap, out=fused)

@@ -71,7 +71,9 @@ class PgVectorIndex:
             cursor.execute(
                 f"SELECT p.chunk_id, 1 - (p.embedding <=> %s::vector) AS similarity "
                 f"FROM {table} p JOIN memory_chunk c ON c.id = p.chunk_id "
-                f"WHERE TRUE{where} ORDER BY p.embedding <=> %s::vector LIMIT %s",
+                # A lexical-only unit's zero vector has no cosine (NaN): the BM25 leg finds it.
+                f"WHERE c.lexical_only IS NOT TRUE{where} "
+                "ORDER BY p.embedding <=> %s::vector LIMIT %s",
                 [_literal(query), *params, _literal(query), k],
             )
             return [VectorHit(chunk_id, float(sim)) for chunk_id, sim in cursor.fetchall()]

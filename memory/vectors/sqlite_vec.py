@@ -57,6 +57,8 @@ class SqliteVecIndex:
         dim = dim or int(query.shape[0])
         query = query.astype(np.float32)
         plain = f"length(v.vector) = {4 * dim} AND substr(v.vector, 1, 2) <> X'4C56'"
+        # A lexical-only unit's zero vector has no cosine: the BM25 leg finds it.
+        where = f" AND c.lexical_only IS NOT TRUE{where}"
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT c.id, 1.0 - vec_distance_cosine(v.vector, %s) AS similarity "
