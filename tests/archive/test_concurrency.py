@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 
 from archive.models import Segment
@@ -18,26 +17,7 @@ from integrity.report import scan
 from retention.models import RetentionPolicy
 from retention.services import retention_apply, retention_plan
 from tests.factories import append_messages, message_payload
-
-
-def _run_together(*works) -> list[BaseException]:
-    """Each work in its own thread (closing its connection after), all joined; the errors."""
-    errors: list[BaseException] = []
-
-    def guarded(work):
-        try:
-            work()
-        except BaseException as error:  # noqa: BLE001 - reported to the caller
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=guarded, args=(work,)) for work in works]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    return errors
+from tests.support.concurrent import run_together
 
 
 def _writer(conversation, writing: threading.Event, first: int, last: int):
@@ -78,7 +58,7 @@ def test_archiving_during_appends_and_compaction_loses_and_duplicates_nothing(co
             result = retention_apply(ranges=retention_plan(conversations=[conversation]))
             archived_runs.append(result.messages)
 
-    assert _run_together(write, compact, archive) == []
+    run_together(write, compact, archive, timeout=300)
     assert sum(archived_runs) > 0
     seqs = list(Message.objects.filter(conversation=conversation).values_list("seq", flat=True))
     assert sorted(seqs) == list(range(1, 701))  # 0 lost, 0 duplicated
@@ -147,7 +127,7 @@ def test_the_memory_step_during_appends_indexing_and_compaction_stays_consistent
             archived_runs.append(result.messages)
             compressed_runs.append(result.memory["vectors_compressed"])
 
-    assert _run_together(write, compact, index, archive) == []
+    run_together(write, compact, index, archive, timeout=300)
     assert sum(archived_runs) > 0 and sum(compressed_runs) > 0
     seqs = list(Message.objects.filter(conversation=conversation).values_list("seq", flat=True))
     assert sorted(seqs) == list(range(1, 501))  # 0 lost, 0 duplicated

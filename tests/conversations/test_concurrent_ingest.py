@@ -9,6 +9,7 @@ SQLite's IMMEDIATE transactions serialise writers the same way.
 from __future__ import annotations
 
 import threading
+from functools import partial
 
 import pytest
 from django.db import connection
@@ -17,32 +18,12 @@ from conversations.inputs import parse_message
 from conversations.models import ContextItem, Conversation, Message, MessagePart
 from conversations.services import conversation_create, messages_append
 from tests.factories import ConversationFactory, UserFactory
+from tests.support.concurrent import run_together
 
 
 def _run_in_threads(count: int, work) -> list:
-    """Run work(index) in `count` threads started together; re-raise the first error."""
-    barrier = threading.Barrier(count)
-    results: list = [None] * count
-    errors: list = []
-
-    def run(index: int) -> None:
-        try:
-            barrier.wait(timeout=30)
-            results[index] = work(index)
-        except Exception as exc:  # noqa: BLE001 - reported to the test below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(300)
-    assert not any(t.is_alive() for t in threads), "a writer thread hung"
-    if errors:
-        raise errors[0]
-    return results
+    """work(0) .. work(count - 1) in threads started together; their results."""
+    return run_together(*(partial(work, index) for index in range(count)), timeout=300)
 
 
 def _hammer(threads: int, per_thread: int) -> None:

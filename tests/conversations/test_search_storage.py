@@ -5,7 +5,6 @@ says and stay in step with the rows."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -17,6 +16,7 @@ from conversations.models import Summary
 from conversations.search import GrepQuery, Scope, search_backend
 from conversations.services import messages_append
 from tests.factories import append_messages
+from tests.support.concurrent import run_together
 
 NOW = timezone.now()
 
@@ -166,16 +166,11 @@ def test_a_committed_message_is_findable_from_another_connection(transactional_d
     found: dict = {}
 
     def search_in_a_new_connection():
-        try:
-            found["message"] = _ids("message", "ocelot", conversation)
-            found["message_regex"] = _ids("message", "celot sig", conversation, mode="regex")
-            found["summary"] = _ids("summary", "ocelot", conversation)
-        finally:
-            connection.close()
+        found["message"] = _ids("message", "ocelot", conversation)
+        found["message_regex"] = _ids("message", "celot sig", conversation, mode="regex")
+        found["summary"] = _ids("summary", "ocelot", conversation)
 
-    thread = threading.Thread(target=search_in_a_new_connection)
-    thread.start()
-    thread.join(30)
+    run_together(search_in_a_new_connection, timeout=30)
     assert found == {
         "message": [message.pk],
         "message_regex": [message.pk],

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import io
 import re
-import threading
 
 import pytest
 from django.contrib.auth import authenticate
 from django.core.management import call_command
-from django.db import connection
 
 from conversations.models import ContextItem, Conversation, Message, MessagePart, Summary
 from explorer.demo import DEMO_SESSION, demo_load
 from explorer.management.commands.lcm_demo import Command as DemoCommand
 from largefiles.models import LargeFile
+from tests.support.concurrent import run_together
 
 
 def run_demo(*args) -> str:
@@ -75,24 +74,7 @@ def test_a_second_explicit_load_makes_a_second_session_and_a_new_password(db):
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_racing_if_empty_loads_create_one_demo():
-    barrier = threading.Barrier(2)
-    results, errors = [], []
-
-    def load():
-        try:
-            barrier.wait()
-            results.append(demo_load(if_empty=True))
-        except Exception as error:  # collected and asserted below
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=load) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    results = run_together(lambda: demo_load(if_empty=True), times=2)
     assert sorted(r.created for r in results) == [False, True]
     winner = next(r for r in results if r.created)
     assert Conversation.objects.count() == 1

@@ -3,16 +3,14 @@ once (in the parent's conversation), the fork holds its own and names where it f
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connection
 
 from conversations.models import Message, Summary
 from importers.models import ImportedConversation, ImportedMessage
 from importers.services import import_file
 from tests.factories import UserFactory
 from tests.importers.agent_sessions import codex_fork, codex_rollout, write_jsonl
+from tests.support.concurrent import run_together
 
 PARENT = "019b0000-aaaa-7000-8000-000000000001"
 FORK = "019b0000-bbbb-7000-8000-000000000002"
@@ -112,23 +110,7 @@ def test_two_imports_of_one_fork_at_once_store_its_messages_once(tmp_path):
     user = UserFactory(username="forker")
     import_file(format="codex", path=_write(tmp_path, "parent", codex_rollout()), owner=user)
     fork = _write(tmp_path, "fork", _fork(codex_rollout(), own=[f"p{n}" for n in range(30)]))
-    errors, start = [], threading.Barrier(2)
-
-    def run():
-        try:
-            start.wait()
-            import_file(format="codex", path=fork, owner=user)
-        except Exception as error:  # surfaced by the assertion below
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert errors == []
+    run_together(lambda: import_file(format="codex", path=fork, owner=user), times=2, timeout=60)
     assert len(_texts(FORK)) == 31
     fork_rows = ImportedMessage.objects.filter(conversation__session_id=FORK)
     assert fork_rows.count() == 31 == len(set(fork_rows.values_list("message_id", flat=True)))

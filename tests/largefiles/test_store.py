@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
+from functools import partial
 
 import pytest
 from django.db import connection
@@ -19,6 +19,7 @@ from core.token_estimate import estimate
 from largefiles.models import LargeFile
 from largefiles.store import file_storage
 from tests.largefile_support import large_file_storage  # noqa: F401
+from tests.support.concurrent import run_together
 
 pytestmark = pytest.mark.usefixtures("large_file_storage")
 
@@ -243,28 +244,15 @@ def test_concurrent_writers_of_the_same_bytes_store_one_file(user, settings):
     settings.LCM_LARGE_FILE_TOKEN_THRESHOLD = THRESHOLD
     conversation = Conversation.objects.create(owner=user, session_id="race", token_budget=1000)
     body = big_log()
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(4)
 
     def writer(k: int) -> None:
-        try:
-            barrier.wait()
-            for i in range(3):
-                append(
-                    conversation,
-                    {"role": "user", "content": f"<file name=w{k}.log>{body}</file> {i}"},
-                )
-        except BaseException as error:  # pragma: no cover - reported below
-            errors.append(error)
-        finally:
-            connection.close()
+        for i in range(3):
+            append(
+                conversation,
+                {"role": "user", "content": f"<file name=w{k}.log>{body}</file> {i}"},
+            )
 
-    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    run_together(*(partial(writer, k) for k in range(4)))
     [row] = LargeFile.objects.filter(conversation=conversation)
     messages = Message.objects.filter(conversation=conversation)
     assert messages.count() == 12

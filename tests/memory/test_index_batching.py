@@ -1,15 +1,15 @@
 """A burst of appends over several conversations is indexed by one job, one embedding call
 per namespace, every message exactly once (LCM_MEMORY_INDEX_BATCH_CONVERSATIONS)."""
 
-import threading
+from functools import partial
 
 import pytest
-from django.db import connection
 
 from memory.indexing import index_conversation_messages
 from memory.models import Chunk, ChunkVector, MessageIndexCursor
 from memory.namespaces import backend_for_namespace, write_namespaces
 from tests.memory.helpers import append
+from tests.support.concurrent import run_together
 
 
 def _burst(make_conversation, capture, count: int, per: int) -> list:
@@ -83,22 +83,8 @@ def test_concurrent_batched_jobs_index_every_message_once(
     make_conversation, django_capture_on_commit_callbacks
 ):
     conversations = _burst(make_conversation, django_capture_on_commit_callbacks, 4, 5)
-    barrier = threading.Barrier(4)
-    errors: list[BaseException] = []
-
-    def work(conversation):
-        try:
-            barrier.wait()
-            index_conversation_messages(conversation_id=conversation.pk)
-        except BaseException as error:  # noqa: BLE001 - reported below
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=work, args=(c,)) for c in conversations]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert errors == []
+    run_together(
+        *(partial(index_conversation_messages, conversation_id=c.pk) for c in conversations),
+        timeout=60,
+    )
     _indexed_once(conversations, 5)

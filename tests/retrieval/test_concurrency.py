@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 
 from compaction.engine import compact_conversation
@@ -13,6 +12,7 @@ from conversations.models import Message
 from retrieval import selectors
 from retrieval.grep import GrepRequest, grep_for_user
 from tests.factories import append_messages, message_payload
+from tests.support.concurrent import run_together
 
 
 @pytest.mark.postgres
@@ -35,39 +35,31 @@ def test_grep_and_expand_stay_consistent_during_a_compaction(user, conversation)
             compact_conversation(conversation_id=conversation.pk, mode="full")
         finally:
             done.set()
-            connection.close()
 
     def read():
-        try:
-            while not done.is_set() or len(seen) < 3:
-                hits = grep_for_user(
-                    user=user,
-                    request=GrepRequest(query="walrus4411", conversation_id=conversation.pk),
-                )
-                if [h["id"] for h in hits] != [holder.pk]:
-                    problems.append(f"grep returned {hits}")
-                    return
-                covering = hits[0]["covered_by"]
-                seen.append(covering)
-                if covering is None:
-                    continue
-                expanded = selectors.expand_for_user(
-                    user=user,
-                    summary_id=covering,
-                    depth=10,
-                    include_messages=True,
-                    token_cap=10**8,
-                )
-                if holder.pk not in [m["id"] for m in expanded.messages]:
-                    problems.append(f"{covering} does not lead back to the message")
-                    return
-        finally:
-            connection.close()
+        while not done.is_set() or len(seen) < 3:
+            hits = grep_for_user(
+                user=user,
+                request=GrepRequest(query="walrus4411", conversation_id=conversation.pk),
+            )
+            if [h["id"] for h in hits] != [holder.pk]:
+                problems.append(f"grep returned {hits}")
+                return
+            covering = hits[0]["covered_by"]
+            seen.append(covering)
+            if covering is None:
+                continue
+            expanded = selectors.expand_for_user(
+                user=user,
+                summary_id=covering,
+                depth=10,
+                include_messages=True,
+                token_cap=10**8,
+            )
+            if holder.pk not in [m["id"] for m in expanded.messages]:
+                problems.append(f"{covering} does not lead back to the message")
+                return
 
-    threads = [threading.Thread(target=compact), threading.Thread(target=read)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
+    run_together(compact, read, timeout=120)
     assert problems == []
     assert seen and seen[-1] is not None  # after the sweep the fact is under a summary

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
+from functools import partial
 
 import pytest
 from django.core.management import call_command
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from conversations.models import Message
@@ -16,6 +16,7 @@ from retrieval import services
 from retrieval.models import DelegationGrant
 from tests.factories import append_messages
 from tests.retrieval.dag_builder import build_dag
+from tests.support.concurrent import run_together
 
 pytestmark = pytest.mark.django_db
 
@@ -143,27 +144,19 @@ def test_concurrent_spends_on_one_grant_never_pass_its_cap(user, conversation):
         )
     )
     grant = grant_for(user, conversation, token_cap=leaf_tokens * 3)
-    outcomes: list[str] = []
-    barrier = threading.Barrier(8)
+    # Each racer spends through its own copy of the grant, read before any of them spends.
+    copies = [DelegationGrant.objects.get(pk=grant.pk) for _ in range(8)]
 
-    def spend():
+    def spend(own: DelegationGrant) -> str:
         try:
-            own = DelegationGrant.objects.get(pk=grant.pk)
-            barrier.wait()
             result = services.grant_expand(
                 grant=own, summary_id=dag.leaves[0].id, include_messages=True, token_cap=leaf_tokens
             )
-            outcomes.append("ok" if not result.truncated else "partial")
+            return "ok" if not result.truncated else "partial"
         except services.GrantRefused as error:
-            outcomes.append(error.code)
-        finally:
-            connection.close()
+            return error.code
 
-    threads = [threading.Thread(target=spend) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    outcomes = run_together(*(partial(spend, own) for own in copies))
     grant.refresh_from_db()
     # Every thread read the grant while it was untouched, so each expanded a full leaf;
     # the compare-and-set charge let exactly three of them through.

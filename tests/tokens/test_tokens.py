@@ -18,6 +18,7 @@ from rest_framework.test import APIClient
 
 from security.models import AuditEvent
 from tests.factories import UserFactory
+from tests.support.concurrent import run_together
 from tests.support.tokens import issue_token
 from tokens.authentication import ApiTokenAuthentication
 from tokens.models import ApiToken
@@ -219,30 +220,10 @@ def test_each_test_key_is_a_separate_token(user):
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_rotations_leave_exactly_one_live_token():
-    import threading
-
-    from django.db import connections
 
     user = UserFactory(username="racer")
     token_issue(user=user, name="ci")
-    keys, errors = [], []
-    barrier = threading.Barrier(4)
-
-    def rotate():
-        try:
-            barrier.wait()
-            keys.append(token_rotate(user=user, name="ci").key)
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=rotate) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert errors == []
+    keys = run_together(lambda: token_rotate(user=user, name="ci").key, times=4, timeout=30)
     live = ApiToken.objects.filter(user=user, name="ci", revoked_at__isnull=True)
     assert live.count() == 1
     assert ApiToken.objects.filter(user=user, name="ci").count() == 5
@@ -257,28 +238,8 @@ def test_concurrent_rotations_leave_exactly_one_live_token():
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_first_rotations_leave_exactly_one_live_token():
     """No live token to lock: the racers meet at the partial unique constraint."""
-    import threading
-
-    from django.db import connections
 
     user = UserFactory(username="racer2")
-    keys, errors = [], []
-    barrier = threading.Barrier(3)
-
-    def rotate():
-        try:
-            barrier.wait()
-            keys.append(token_rotate(user=user, name="new").key)
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=rotate) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert errors == []
+    keys = run_together(lambda: token_rotate(user=user, name="new").key, times=3, timeout=30)
     assert ApiToken.objects.filter(user=user, name="new", revoked_at__isnull=True).count() == 1
     assert [_status(key) for key in keys].count(200) == 1

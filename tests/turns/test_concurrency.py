@@ -3,41 +3,16 @@ between); exactly one state is committed and the head is never corrupted."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connection
 
 from tests.factories import UserFactory
+from tests.support.concurrent import run_together
 from tests.turns.conftest import send
 from turns import services
 from turns.branches import pin_add, state_commit
 from turns.jobs import summarize_turn
 from turns.librarian import librarian_for_turn
 from turns.models import Branch, StateCheckpoint, UserTurn
-
-
-def _race(workers: int, target) -> list:
-    barrier = threading.Barrier(workers)
-    results: list = [None] * workers
-    errors: list = []
-
-    def run(index: int) -> None:
-        try:
-            barrier.wait()
-            results[index] = target()
-        except Exception as error:  # noqa: BLE001 - collected and asserted below
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not errors, errors
-    return results
 
 
 @pytest.mark.django_db(transaction=True)
@@ -56,7 +31,7 @@ def test_racing_committers_commit_one_state():
             base_summary=head.summary,
         )
 
-    results = _race(6, commit)
+    results = run_together(commit, times=6, timeout=60)
     assert sum(r is not None for r in results) == 1
     branch = Branch.objects.get(pk=chat.active_branch_id)
     states = StateCheckpoint.objects.filter(branch=branch).order_by("state_seq")
@@ -81,7 +56,7 @@ def test_racing_summarize_jobs_and_pins_lose_nothing():
             summarize_turn(turn_id=turn.pk)
         return None
 
-    _race(6, work)
+    run_together(work, times=6, timeout=60)
     for turn in turns:
         summarize_turn(turn_id=turn.pk)  # whatever a lost race left behind
     branch.refresh_from_db()

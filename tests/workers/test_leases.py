@@ -3,11 +3,9 @@ twice at once, and a retry writes no duplicate summary."""
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from compaction.engine import compact_conversation
@@ -16,6 +14,7 @@ from compaction.services import job_claim, job_request, job_run
 from conversations.models import Summary
 from core import shutdown
 from tests.factories import append_messages
+from tests.support.concurrent import run_together
 from workers.reconcile import reconcile_jobs
 
 
@@ -188,22 +187,7 @@ def test_two_workers_racing_on_one_job_run_it_once(make_conversation, small_chun
     job, _ = job_request(conversation=conversation, reason="manual", mode="full")
     # an expired lease: both racers see a job they may take over
     _as_if_killed(job)
-    barrier = threading.Barrier(4)
-    results: list = []
-
-    def racer():
-        close_old_connections()
-        try:
-            barrier.wait()
-            results.append(job_run(job_id=job.pk))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=racer) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    results = run_together(lambda: job_run(job_id=job.pk), times=4, timeout=60)
 
     won = [r for r in results if r is not None]
     assert len(results) == 4 and len(won) == 1
