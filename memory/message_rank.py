@@ -18,7 +18,9 @@ of its evidence and returns its best unit:
   so did a mean of the top three units.)
 - **Long messages**: the best of many units is high by chance, so past LONG_MESSAGE_UNITS
   units a message's best unit loses LONG_MESSAGE_WEIGHT x its expected gain from the count
-  (long_message_chance) x the spread of its other units (spread_besides_best).
+  (long_message_chance) x the spread of its other units (spread_besides_best) x 1 - the
+  message's share of the question's IDF mass (a message holding the question's words,
+  e.g. a long tool output with the line asked about, is not a lucky draw).
 - **Confidence**: the lexical leg (both BM25 terms) is scaled by how much of the question's
   IDF mass the best matching message holds (words absent from the scope count, at the
   highest IDF): at or above LCM_SEARCH_LEXICAL_CONFIDENCE it has its full weight, below it
@@ -164,15 +166,15 @@ def message_bm25(
     n: int,
     terms: list[str],
     messages: Messages,
-) -> tuple[np.ndarray, float]:
-    """(each message's BM25 over its whole text, the best message's share of the question's
-    IDF mass). A term no message in scope holds counts at the highest IDF. Sparse: each term
-    touches only the messages holding it (a dense pass per term over 100,000 messages cost
-    more than the rest of the ranking)."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """(each message's BM25 over its whole text, each message's share of the question's IDF
+    mass: how much of the question it holds). A term no message in scope holds counts at
+    the highest IDF. Sparse: each term touches only the messages holding it (a dense pass
+    per term over 100,000 messages cost more than the rest of the ranking)."""
     g = messages.count
     scores = np.zeros(g, dtype=np.float64)
     if not terms or g == 0:
-        return scores, 0.0
+        return scores, np.zeros(g, dtype=np.float64)
     norm = messages.norm
     mass = np.zeros(g, dtype=np.float64)
     total = 0.0
@@ -186,8 +188,7 @@ def message_bm25(
         if held.size:
             scores[held] += idf * tf * (K1 + 1) / (tf + norm[held])
             mass[held] += idf
-    share = float(mass.max()) / total if total > 0 else 0.0
-    return scores, share
+    return scores, (mass / total if total > 0 else mass)
 
 
 def _per_message(groups: np.ndarray, tfs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -218,16 +219,26 @@ def z_over_matches(values: np.ndarray) -> np.ndarray:
 
 
 def message_scores(
-    unit_scores: np.ndarray, whole: np.ndarray, messages: Messages, lexical: float, params
+    unit_scores: np.ndarray,
+    whole: np.ndarray,
+    messages: Messages,
+    lexical: float,
+    params,
+    coverage: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Each message's score (module doc): its best unit's, plus its whole-message BM25 term."""
+    """Each message's score (module doc): its best unit's, plus its whole-message BM25 term.
+    `coverage`: each message's share of the question's IDF mass; the long-message term is
+    for a best unit high by chance, and a message holding the question's words is not."""
     if messages.count == 0:
         return np.zeros(0)
     grouped = unit_scores[messages.order]
     score = np.maximum.reduceat(grouped, messages.starts)
     if params.long_message_weight and messages.chance.any():  # none past the floor: skipped
         spread = spread_besides_best(grouped, score, messages)
-        score -= params.long_message_weight * messages.chance * spread
+        penalty = params.long_message_weight * messages.chance * spread
+        if coverage is not None:
+            penalty *= 1.0 - coverage
+        score -= penalty
     if params.message_weight and lexical:
         score += params.message_weight * lexical * z_over_matches(whole)
     return score

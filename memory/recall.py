@@ -245,8 +245,8 @@ def _hybrid(
     (memory.message_rank)."""
     params = params or RankParams.from_settings()
     messages = message_groups(matrix, rows, n)
-    whole, share = message_bm25(matrix, local, n, terms, messages)
-    lexical = lexical_scale(share, params)
+    whole, coverage = message_bm25(matrix, local, n, terms, messages)
+    lexical = lexical_scale(float(coverage.max()) if coverage.size else 0.0, params)
     weight = params.bm25_weight
     semantic = _semantic_z(cosine)
     semantic *= 1 - weight
@@ -260,7 +260,7 @@ def _hybrid(
         lent = _neighbour_sum(matrix, rows, local, n, lent)
         lent *= params.neighbour_weight
         fused += lent
-    score = message_scores(fused, whole, messages, lexical, params)
+    score = message_scores(fused, whole, messages, lexical, params, coverage)
     return fused, top_messages(score, fused, messages, k)
 
 

@@ -146,3 +146,16 @@ def test_a_long_reply_does_not_outrank_a_sure_short_match_by_its_count_alone():
     without = RankParams(0.3, 0.5, 0.0, confidence=0.5, long_message_weight=0.0)
     units, messages = _messages([np.array([2.0]), lucky])
     assert np.argmax(message_scores(units, np.zeros(2), messages, 1.0, without)) == 1
+
+
+def test_a_long_message_holding_the_question_words_is_not_corrected_as_luck():
+    # a long tool output whose line the question quotes: its best unit is the match, not
+    # the luck of its count; one sharing none of the words is corrected in full
+    noise = np.random.default_rng(5).normal(0.0, 0.5, 40)
+    noise[12] = 2.4
+    params = RankParams(0.3, 0.5, message_weight=0.0, confidence=0.5)
+    units, messages = _messages([np.array([2.0]), noise])
+    held = message_scores(units, np.zeros(2), messages, 1.0, params, np.array([0.0, 1.0]))
+    assert np.argmax(held) == 1 and held[1] == 2.4
+    none = message_scores(units, np.zeros(2), messages, 1.0, params, np.array([0.0, 0.0]))
+    assert np.argmax(none) == 0
