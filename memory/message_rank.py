@@ -18,9 +18,9 @@ of its evidence and returns its best unit:
   so did a mean of the top three units.)
 - **Long messages**: the best of many units is high by chance, so past LONG_MESSAGE_UNITS
   units a message's best unit loses LONG_MESSAGE_WEIGHT x its expected gain from the count
-  (long_message_chance) x the spread of its other units (spread_besides_best) x 1 - the
-  message's share of the question's IDF mass (a message holding the question's words,
-  e.g. a long tool output with the line asked about, is not a lucky draw).
+  (long_message_chance) x the spread of its other units (spread_besides_best), less as
+  it holds more of the question's wording (held_wording: a long tool output with the
+  line asked about is not a lucky draw).
 - **Confidence**: the lexical leg (both BM25 terms) is scaled by how much of the question's
   IDF mass the best matching message holds (words absent from the scope count, at the
   highest IDF): at or above LCM_SEARCH_LEXICAL_CONFIDENCE it has its full weight, below it
@@ -56,6 +56,9 @@ LEXICAL_CAP = 3.0
 # LONG_MESSAGE_WEIGHT, is taken off its best unit (BEAM-100K's long replies; a match that
 # stands out of a message of plain filler keeps its place). docs/benchmarks.md.
 LONG_MESSAGE_UNITS = 6
+# The correction is for luck: a message holding the question's wording is spared it, from
+# none at this share of the question's IDF mass to all of it at 1 (held_wording).
+WORDING_FLOOR = 0.8
 LONG_MESSAGE_WEIGHT = 5.0
 # Neighbours lend only their semantic score above this (z units): evidence runs in
 # messages, but a unit among plain filler should not lose to one beside another match.
@@ -237,11 +240,18 @@ def message_scores(
         spread = spread_besides_best(grouped, score, messages)
         penalty = params.long_message_weight * messages.chance * spread
         if coverage is not None:
-            penalty *= 1.0 - coverage
+            penalty *= 1.0 - held_wording(coverage)
         score -= penalty
     if params.message_weight and lexical:
         score += params.message_weight * lexical * z_over_matches(whole)
     return score
+
+
+def held_wording(coverage: np.ndarray) -> np.ndarray:
+    """0 to 1: how far a message's share of the question's IDF mass says it holds the
+    question's wording, 0 up to WORDING_FLOOR (a long reply shares common words with
+    most questions: BEAM), 1 at all of it (a tool output with the line a question quotes)."""
+    return np.clip((coverage - WORDING_FLOOR) / (1.0 - WORDING_FLOOR), 0.0, 1.0)
 
 
 def top_messages(
