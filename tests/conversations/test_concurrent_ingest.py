@@ -203,7 +203,13 @@ def test_an_append_that_cannot_get_the_lock_is_a_409_to_retry(transactional_db):
     finally:
         release.set()
         holder.join(30)
-        connection.close()  # the next connection starts with the configured timeouts
+        # The 300 ms is a session setting, and closing hands a PostgreSQL connection back
+        # to the pool as it is: a later test's thread would inherit it (seen: a concurrent
+        # import failing with "lock timeout").
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("RESET lock_timeout")
+        connection.close()
     assert Message.objects.filter(conversation=conversation).count() == 0
     retry = client.post(
         f"/api/v1/conversations/{conversation.pk}/messages/",
