@@ -32,8 +32,8 @@ class ContractServer:
 
 
 def _postgres_database() -> str | None:
-    """On a PostgreSQL run, a fresh database for the contract server (beside the test
-    database, on the same server): the contract runs on both databases in CI."""
+    """On a PostgreSQL run, the server the contract server gets a fresh database on (beside
+    the test database): in CI the contract runs in the PostgreSQL process tests' run."""
     url = os.environ.get("LCM_DATABASE_URL") or os.environ.get("DATABASE_URL") or ""
     if not url.startswith(("postgres://", "postgresql://")):
         return None
@@ -77,7 +77,9 @@ def contract_server():
         import psycopg
 
         database = f"lcm_contract_{os.getpid()}"
-        with psycopg.connect(server_url, autocommit=True) as admin:
+        # through the server's maintenance database: the URL's own may not exist (the
+        # process tests' run names a database pytest-django creates as test_<name>)
+        with psycopg.connect(server_url, dbname="postgres", autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {database}")
             admin.execute(f"CREATE DATABASE {database}")
         server_url = server_url.rsplit("/", 1)[0] + "/" + database
@@ -126,5 +128,5 @@ def contract_server():
         if database:
             import psycopg
 
-            with psycopg.connect(_postgres_database(), autocommit=True) as admin:
+            with psycopg.connect(_postgres_database(), dbname="postgres", autocommit=True) as admin:
                 admin.execute(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)")
