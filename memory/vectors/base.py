@@ -46,6 +46,12 @@ def scope_sql(scope: ScopeFilter) -> tuple[str, list]:
     return "", []
 
 
+# The units a vector index scores: a lexical-only unit (the middle of a long tool output,
+# memory.tool_output_policy) is stored with a zero vector, which has no cosine (pgvector
+# gives NaN); the BM25 leg finds it. Appended to `scope_sql`'s condition by the SQL indexes.
+EMBEDDED_ONLY = " AND c.lexical_only IS NOT TRUE"
+
+
 class VectorIndexUnavailable(Exception):
     """The configured index cannot run here (wrong database, missing extension)."""
 

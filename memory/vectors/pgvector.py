@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from django.db import connection
 
-from memory.vectors.base import ScopeFilter, VectorHit, scope_sql
+from memory.vectors.base import EMBEDDED_ONLY, ScopeFilter, VectorHit, scope_sql
 from memory.vectors.codec import decode_vector
 
 
@@ -71,8 +71,7 @@ class PgVectorIndex:
             cursor.execute(
                 f"SELECT p.chunk_id, 1 - (p.embedding <=> %s::vector) AS similarity "
                 f"FROM {table} p JOIN memory_chunk c ON c.id = p.chunk_id "
-                # A lexical-only unit's zero vector has no cosine (NaN): the BM25 leg finds it.
-                f"WHERE c.lexical_only IS NOT TRUE{where} "
+                f"WHERE TRUE{EMBEDDED_ONLY}{where} "
                 "ORDER BY p.embedding <=> %s::vector LIMIT %s",
                 [_literal(query), *params, _literal(query), k],
             )

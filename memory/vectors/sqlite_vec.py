@@ -11,7 +11,13 @@ from __future__ import annotations
 import numpy as np
 from django.db import connection
 
-from memory.vectors.base import ScopeFilter, VectorHit, VectorIndexUnavailable, scope_sql
+from memory.vectors.base import (
+    EMBEDDED_ONLY,
+    ScopeFilter,
+    VectorHit,
+    VectorIndexUnavailable,
+    scope_sql,
+)
 from memory.vectors.codec import decode_vector
 
 
@@ -57,8 +63,7 @@ class SqliteVecIndex:
         dim = dim or int(query.shape[0])
         query = query.astype(np.float32)
         plain = f"length(v.vector) = {4 * dim} AND substr(v.vector, 1, 2) <> X'4C56'"
-        # A lexical-only unit's zero vector has no cosine: the BM25 leg finds it.
-        where = f" AND c.lexical_only IS NOT TRUE{where}"
+        where = EMBEDDED_ONLY + where
         with connection.cursor() as cursor:
             cursor.execute(
                 "SELECT c.id, 1.0 - vec_distance_cosine(v.vector, %s) AS similarity "
