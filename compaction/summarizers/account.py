@@ -27,12 +27,13 @@ _LATEST_ONLY = ("state", "task")
 _MIN_UNIT = 24  # tokens a statement may always take before it is cut
 
 
-def statements_for(request: SummaryRequest) -> list[Statement]:
-    """A leaf's statements drawn from its messages; a condensed summary's read from its
-    children's sections, newest child first, each said once."""
+def statements_for(request: SummaryRequest, *, concise: bool = False) -> list[Statement]:
+    """A leaf's statements drawn from its messages (`concise`: statements.draw_statements);
+    a condensed summary's read from its children's sections, newest child first, each said
+    once."""
     sources = request.sources
     if request.depth == 0:
-        return draw_statements(sources)
+        return draw_statements(sources, concise=concise)
     last = max(1, len(sources) - 1)
     kept: list[Statement] = []
     seen: set[str] = set()
@@ -78,7 +79,14 @@ def _cost(statement: Statement, estimator: Estimator) -> int:
 
 
 def _cut(statement: Statement, cap: int, estimator: Estimator) -> Statement:
+    """`statement` within `cap` tokens, cut at the end of its quote or clause; a closing
+    remark in parentheses after a quote ("(not finished ...)") is kept."""
     if estimator(statement.text) <= cap:
         return statement
-    text = truncate_to_tokens(statement.text, cap, estimator, marker="…")
+    text, remark = statement.text, ""
+    if text.endswith(")") and '" (' in text:
+        text, _, rest = text.rpartition('" (')
+        text, remark = text + '"', " (" + rest
+    text = truncate_to_tokens(text, max(1, cap - estimator(remark)), estimator, marker="…")
+    text += remark
     return Statement(statement.kind, text, statement.refs, statement.subject, statement.features)

@@ -81,7 +81,7 @@ def compose(
     others = _pick_facts(_not_handles(analysis.facts), int(budget * _OTHER_FACTS_SHARE), estimator)
     budget -= _cost(others, estimator)
     body = _Body(analysis.groups, handles, _facts_as_handles(analysis.facts), estimator)
-    body.statements = statements_for(request)
+    body.statements = statements_for(request, concise=signal_only)
     share = _STATEMENT_SHARE if request.depth == 0 else _CONDENSED_STATEMENT_SHARE
     body.fill(header, budget, share, signal_only=signal_only, single_day=_single_day(request))
     closing = expand_line(expand_items(request, analysis, body.omitted), expand_cap, estimator)
@@ -129,6 +129,11 @@ class _Body:
                 best = wider
         _, _, self.chosen, self.bullets, self.omitted, self.block = best
 
+    def _block(self, said, room: int) -> dict[str, list[str]]:
+        """The handles `said` leaves unnamed that fit `room`, ranked."""
+        left = missing(self.handles, said)
+        return pick_handles(left, room, self.estimator, self.extras, among=self.handles)
+
     def _with_account(self, header: str, account_budget: int, budget: int, options: dict):
         """(tokens used, handles named, statements, excerpt bullets, omitted refs, handle
         block): statements within `account_budget`, the handles they leave, then quoted
@@ -138,15 +143,16 @@ class _Body:
         account = render_sections(chosen)
         used = sum(estimator(line + "\n") for line in account)
         said = measure("\n".join([header, *account]), self.handles)
-        left = missing(self.handles, said)
-        block = pick_handles(left, budget - used, estimator, self.extras, among=self.handles)
-        used += handle_lines_cost(block, estimator)
-        room = budget - used - estimator(EXCERPTS + ":\n")
+        block = self._block(said, budget - used)
+        room = budget - used - handle_lines_cost(block, estimator) - estimator(EXCERPTS + ":\n")
         bullets, omitted = _pick_sentences(self.groups, room, estimator=estimator, **options)
-        bullets = bullets if bullets and room > 0 else []
-        used += sum(estimator(line + "\n") for line in bullets) + (
-            estimator(EXCERPTS + ":\n") if bullets else 0
-        )
+        bullets = bullets if room > 0 else []
+        if bullets:  # what the excerpts name need not be listed again
+            used += estimator(EXCERPTS + ":\n") + sum(estimator(line + "\n") for line in bullets)
+            said = measure("\n".join([header, *account, *bullets]), self.handles)
+            block = self._block(said, budget - used)
+        used += handle_lines_cost(block, estimator)
+        left = missing(self.handles, said)
         named = said.named + sum(len(names) for kind, names in block.items() if kind in left)
         return used, named, chosen, bullets, omitted, block
 

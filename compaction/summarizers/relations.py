@@ -334,11 +334,8 @@ class _Drawing:
         tasks.sort(key=lambda task: task.status.lower() != "in_progress")
         items = [(task.text, task.ref) for task in tasks]
         typed = self.span.prose("user")
-        if typed:
-            after = self.span.events[self.span.events.index(typed[-1]) + 1 :]
-            answered = bool(after) and getattr(after[-1], "role", "") == "assistant"
-            if not answered:
-                items.append((typed[-1].text, typed[-1].ref))
+        if typed and not self.span.answered(typed[-1]):
+            items.append((typed[-1].text, typed[-1].ref))
         found = []
         for text, ref in items:
             words = tuple(content_words(text, 10))

@@ -210,6 +210,12 @@ class ReadSpan:
                 return ""
         return ""
 
+    def answered(self, prose: Prose) -> bool:
+        """Whether the span ends with the assistant's words after `prose` (rather than with
+        work still going, or nothing, after it)."""
+        after = self.events[self.events.index(prose) + 1 :]
+        return bool(after) and isinstance(after[-1], Prose) and after[-1].role == "assistant"
+
     def between(self, first: Call, last: Call) -> list[Call]:
         calls = self.calls
         return calls[calls.index(first) + 1 : calls.index(last)]

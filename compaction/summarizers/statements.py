@@ -19,7 +19,7 @@ within their own budgets. Pure: no database, no settings.
 | file | the edits of one file: the names they changed and the purpose the assistant wrote before the first |
 | error | a failing tool output, by its key phrase; fixed by the edits and commands between it and the next passing run of the same command or tool, else open |
 | decision | an assistant sentence that decides ("instead of", "switch to", "we'll use"), with the reason given in it or in the sentence before |
-| task | the open items of the agent's last task list; the last request when the span ends before the work on it did |
+| task | the open items of the agent's last task list (a request the span ends before the assistant answered is marked as not finished) |
 | state | the assistant's last words and the last command's outcome |
 """
 
@@ -30,11 +30,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compaction.summarizers.base import SourceItem
+from compaction.summarizers.extract import score_sentences
 from compaction.summarizers.fidelity import short_file_names
 from compaction.summarizers.span import (
     EDIT_TOOLS,
     Call,
-    Prose,
     ReadSpan,
     changed_names,
     error_key,
@@ -45,7 +45,7 @@ from compaction.summarizers.words import CHOICE, clause, content_words, reason_o
 
 KINDS = ("request", "file", "error", "decision", "task", "state")
 
-_REQUEST_WORDS = 40
+_REQUEST_WORDS = 30
 _PURPOSE_WORDS = 16
 _DECISION_WORDS = 45
 _STATE_WORDS = 30
@@ -62,6 +62,7 @@ class Features:
     times: int = 1
     user_said: bool = False
     open: bool = False
+    signals: int = 0  # what its words carry: paths, names, errors, numbers, a question
 
     @property
     def score(self) -> float:
@@ -69,7 +70,8 @@ class Features:
             2 * self.recency
             + math.log2(1 + self.times)
             + (1.0 if self.user_said else 0.0)
-            + (1.5 if self.open else 0.0),
+            + (1.5 if self.open else 0.0)
+            + min(3.0, self.signals / 2),
             4,
         )
 
@@ -99,12 +101,15 @@ _LEADS = {
 }
 
 
-def draw_statements(sources: Sequence[SourceItem]) -> list[Statement]:
-    """The statements of a span of messages, in kind order, each kind by rank (best first)."""
+def draw_statements(sources: Sequence[SourceItem], *, concise: bool = False) -> list[Statement]:
+    """The statements of a span of messages, in kind order, each kind by rank (best first).
+    `concise`: quotes (requests, the assistant's last words) keep only their sentences that
+    carry a path, a name, an error, a number or a question, and a quote with none is left
+    out."""
     span = read_span(sources)
     if not span.events:
         return []
-    drawn = _Drawing(span)
+    drawn = _Drawing(span, concise)
     found = [
         *drawn.requests(),
         *drawn.files(),
@@ -118,8 +123,9 @@ def draw_statements(sources: Sequence[SourceItem]) -> list[Statement]:
 
 
 class _Drawing:
-    def __init__(self, span: ReadSpan) -> None:
+    def __init__(self, span: ReadSpan, concise: bool = False) -> None:
         self.span = span
+        self.concise = concise
         self.last = max(1, span.size - 1)
         touched = [path for call in span.calls for path in call.files()]
         self.short = short_file_names(list(dict.fromkeys(touched)))
@@ -133,15 +139,20 @@ class _Drawing:
         return bool(short) and short in self.user_text
 
     def requests(self) -> list[Statement]:
+        """Each typed request in the user's words; the last one marked when the span ends
+        before the assistant answered it."""
         typed = self.span.prose("user")
         found = []
         for n, prose in enumerate(typed):
-            text = clause(prose.text, _REQUEST_WORDS)
+            text = _trimmed(prose.sentences or [prose.text], _REQUEST_WORDS, self.concise)
             if not content_words(text):
                 continue
+            unfinished = n == len(typed) - 1 and not self.span.answered(prose)
+            quoted = f'"{text}"' + (" (not finished when this span ends)" if unfinished else "")
             first_or_last = n in (0, len(typed) - 1)
-            features = Features(self.recency(prose.index), 1, True, first_or_last)
-            found.append(Statement("request", f'"{text}"', (prose.ref,), text, features))
+            signals = sum(found.score for found in score_sentences([text]))
+            features = Features(self.recency(prose.index), 1, True, first_or_last, signals)
+            found.append(Statement("request", quoted, (prose.ref,), text, features))
         return found
 
     def files(self) -> list[Statement]:
@@ -246,34 +257,14 @@ class _Drawing:
             text = f"task ({status}): {clause(task.text, 20)}"
             features = Features(self.recency(task.index), 1, False, True)
             found.append(Statement("task", text, (task.ref,), task.text, features))
-        pending = self.unfinished_request()
-        if pending is not None:
-            found.append(pending)
         return found
-
-    def unfinished_request(self) -> Statement | None:
-        """The last typed request, when the span ends with the work on it still going (a
-        tool call or its output after the assistant's last words)."""
-        typed = self.span.prose("user")
-        if not typed:
-            return None
-        last_request = typed[-1]
-        after = self.span.events[self.span.events.index(last_request) + 1 :]
-        if after and isinstance(after[-1], Prose) and after[-1].role == "assistant":
-            return None  # the assistant answered last
-        text = clause(last_request.text, 20)
-        features = Features(self.recency(last_request.index), 1, True, True)
-        return Statement(
-            "task", f'the last request, not finished: "{text}"', (last_request.ref,), text, features
-        )
 
     def state(self) -> list[Statement]:
         parts, refs = [], []
         said = next((p for p in reversed(self.span.prose("assistant")) if p.sentences), None)
-        if said is not None:
-            parts.append(
-                f"the assistant last said: {clause(' '.join(said.sentences[-2:]), _STATE_WORDS)}"
-            )
+        last_words = _trimmed(said.sentences, _STATE_WORDS, self.concise) if said else ""
+        if last_words:
+            parts.append(f"the assistant last said: {last_words}")
             refs.append(said.ref)
         ran = next((c for c in reversed(self.span.calls) if c.command() and c.answered), None)
         if ran is not None and ran.command_kinds():
@@ -282,10 +273,38 @@ class _Drawing:
             refs.append(ran.ref)
         if not parts:
             return []
-        newest = max(said.index if said else 0, ran.index if ran else 0)
+        newest = max(said.index if last_words else 0, ran.index if ran else 0)
         features = Features(self.recency(newest), 1, False, True)
         refs_sorted = tuple(sorted(dict.fromkeys(refs), key=_ref_order))
         return [Statement("state", "; ".join(parts), refs_sorted, "state", features)]
+
+
+def _trimmed(units: list[str], max_words: int, concise: bool = False) -> str:
+    """The most telling of `units` (sentences) within `max_words`, in their order: all of
+    them when they fit, else the first (where a request usually says what it wants) and
+    then those that carry a path, a name, an error, a number or a question
+    (extract.score_sentences), joined by an ellipsis where one was left out. `concise`: only
+    those that carry something, "" when none does."""
+    scores = [found.score for found in score_sentences(units)] if units else []
+    if concise:
+        units = [unit for unit, score in zip(units, scores, strict=True) if score > 0]
+        scores = [score for score in scores if score > 0]
+    if sum(len(unit.split()) for unit in units) <= max_words:
+        return clause(" ".join(units), max_words)
+    ranked = sorted(range(len(units)), key=lambda n: (n != 0, -scores[n], n))
+    chosen, used = [], 0
+    for n in ranked:
+        words = len(units[n].split())
+        if used + words <= max_words or not chosen:
+            chosen.append(n)
+            used += words
+    pieces, last = [], None
+    for n in sorted(chosen):
+        if last is not None and n != last + 1:
+            pieces.append("…")
+        pieces.append(units[n])
+        last = n
+    return clause(" ".join(pieces), max_words)
 
 
 def _call_label(call: Call, short: dict[str, str]) -> str:
