@@ -136,6 +136,10 @@ class Probe:
     heading_ok: bool  # the evidence may be in the line's heading instead
     refs: tuple[str, ...]
 
+    def ask(self) -> str:
+        """What a summary that misses this probe should say (the gate's retry lists it)."""
+        return _ASKS[self.kind].format(self.subject)
+
     def holds(self, line: str, heading: str) -> bool:
         anchored = next((terms for terms in self.anchor if terms.met(line)), None)
         if anchored is None:
@@ -152,6 +156,7 @@ class Probe:
 class Relations:
     kept: dict[str, list[int]] = field(default_factory=dict)  # kind -> [held, probes]
     missed: dict[str, list[str]] = field(default_factory=dict)  # kind -> subjects
+    unheld: list[Probe] = field(default_factory=list)  # the probes missed, in order
 
     @property
     def total(self) -> int:
@@ -180,6 +185,7 @@ def check(text: str, probes: Sequence[Probe]) -> Relations:
             pair[0] += 1
         else:
             result.missed.setdefault(probe.kind, []).append(probe.subject)
+            result.unheld.append(probe)
     return result
 
 
@@ -349,6 +355,13 @@ class _Drawing:
         return found
 
 
+_ASKS = {
+    "file": "file {}: how it changed (the names its edits changed, or what for)",
+    "error": "error `{}`: what fixed it, or that it is still open",
+    "request": 'the user asked: "{}"',
+    "decision": '"{}": the choice, its reason or the option it replaced',
+    "pending": '"{}": still open',
+}
 _DONE = frozenset({"completed", "complete", "done", "cancelled", "canceled"})
 
 
