@@ -41,7 +41,7 @@ from compaction.summarizers.span import (
     is_tool_mechanics,
     read_span,
 )
-from compaction.summarizers.words import CHOICE, clause, content_words, reason_of
+from compaction.summarizers.words import CHOICE, PROBLEM, clause, content_words, reason_of
 
 KINDS = ("request", "file", "error", "decision", "task", "state")
 
@@ -228,8 +228,6 @@ class _Drawing:
         first = next((c for c in between if c.name in EDIT_TOOLS or c.command()), None)
         purpose = self.purpose_before(first) if first is not None else ""
         said = ", ".join(actions)
-        if purpose and said:
-            return f" by {said} ({purpose})"
         if said:
             return f" by {said}"
         return f" ({purpose})" if purpose else " on a later run"
@@ -242,7 +240,8 @@ class _Drawing:
                 if not CHOICE.search(unit) or len(unit.split()) < 4:
                     continue
                 reason = reason_of(units, n)
-                before = reason if reason and reason not in unit else ""
+                problem = units[n - 1] if n and PROBLEM.search(units[n - 1]) else ""
+                before = problem or (reason if reason and reason not in unit else "")
                 text = clause(f"{before} {unit}" if before else unit, _DECISION_WORDS)
                 features = Features(self.recency(prose.index), 2 if reason else 1)
                 found.append(Statement("decision", text, (prose.ref,), unit, features))
