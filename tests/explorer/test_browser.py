@@ -339,6 +339,8 @@ def _coding_session() -> list[dict]:
         return f"[tool {name} {call_id}] " + json.dumps(given, sort_keys=True)
 
     edit = {"file_path": "/repo/src/cache/store.py", "old_string": "ttl = 60"}
+    # a long test run, so the summary is much shorter than what it covers
+    passed = "\n".join(f"tests/test_store.py::test_expiry_case_{n} PASSED" for n in range(120))
     return [
         {"role": "user", "content": "Make the cache expire after 300 seconds."},
         {
@@ -350,7 +352,7 @@ def _coding_session() -> list[dict]:
         {"role": "assistant", "content": call("Bash", "t2", {"command": "python -m pytest"})},
         {
             "role": "tool",
-            "content": "[tool Bash t2]\nE   NameError: name 'EXPIRY_SECONDS' is not defined",
+            "content": "[tool Bash t2]\nFAILED tests/test_store.py - NameError: name 'EXPIRY_SECONDS' is not defined",
         },
         {
             "role": "assistant",
@@ -361,7 +363,7 @@ def _coding_session() -> list[dict]:
         },
         {"role": "tool", "content": "[tool Edit t3]\nThe file was updated."},
         {"role": "assistant", "content": call("Bash", "t4", {"command": "python -m pytest"})},
-        {"role": "tool", "content": "[tool Bash t4]\n12 passed"},
+        {"role": "tool", "content": "[tool Bash t4]\n" + passed},
         {
             "role": "assistant",
             "content": call(
@@ -371,19 +373,18 @@ def _coding_session() -> list[dict]:
             ),
         },
         {"role": "assistant", "content": "The tests pass; the expiry is 300 seconds."},
+        {"role": "user", "content": "Thanks."},  # the fresh tail: everything before is compacted
     ]
 
 
-def test_a_summary_page_reads_as_an_account_of_what_happened(page, user, live_server):
+def test_a_summary_page_reads_as_an_account_of_what_happened(page, user, live_server, settings):
+    settings.LCM_FRESH_TAIL_COUNT = 0
     conversation = ConversationFactory(owner=user, session_id="account")
     messages_append(
         conversation_id=conversation.pk, messages=[parse_message(m) for m in _coding_session()]
     )
     result = compact_conversation(
-        conversation_id=conversation.pk,
-        mode="until_under",
-        target_tokens=60,
-        summarizer=DeterministicSummarizer(),
+        conversation_id=conversation.pk, mode="full", summarizer=DeterministicSummarizer()
     )
     assert result.status == "compacted", result.detail
     [leaf] = result.summaries_created
@@ -393,7 +394,9 @@ def test_a_summary_page_reads_as_an_account_of_what_happened(page, user, live_se
     detail = page.locator("#detail .summary-detail")
     expect(detail).to_have_attribute("data-summary", leaf)
     sections = detail.locator(".account-section h3")
-    expect(sections).to_have_text(["Asked", "Changed", "Errors and outcomes", "Open", "State"])
+    expect(sections.first).to_have_text("Asked")
+    headings = sections.all_text_contents()
+    assert headings[:5] == ["Asked", "Changed", "Errors and outcomes", "Open", "State"]
     section = detail.locator(".account-section")
     expect(section.nth(0)).to_contain_text("Make the cache expire after 300 seconds.")
     expect(section.nth(1)).to_contain_text("store.py edited 2×")
