@@ -37,6 +37,7 @@ REFERENCE_SETTINGS = {
     "LCM_DEFAULT_TOKEN_BUDGET": 128_000,
     # The reference's fake summarizer always fits and is never asked again: no fidelity gate.
     "LCM_SUMMARY_MIN_FIDELITY": 0,
+    "LCM_SUMMARY_MIN_RELATIONS": 0,
 }
 REFERENCE_BUDGET = REFERENCE_SETTINGS["LCM_DEFAULT_TOKEN_BUDGET"]
 SUMMARY_CHARS = 2_400

@@ -32,8 +32,8 @@ from compaction.summarizers import (
 )
 from compaction.summarizers.base import Handles
 from compaction.summarizers.budget import effective_target
-from compaction.summarizers.fidelity import measure, missing
-from compaction.summarizers.gate import append_missing
+from compaction.summarizers.fidelity import measure
+from compaction.summarizers.gate import GateCriteria, append_missing
 from compaction.summarizers.handles import draw_handles
 from conversations.models import SummaryLevel
 from core.token_estimate import estimate
@@ -148,9 +148,11 @@ def _unusable(content: str, tokens: int, source_tokens: int, cap: int) -> str:
 
 class _Gate:
     """The fidelity gate on a model summary (docs/compaction.md, "The gate"): below
-    LCM_SUMMARY_MIN_FIDELITY, one more call naming the missing handles (through the spend
-    guard and the breaker like any call), the better of the two kept; still below, the
-    missing handles appended within the target (summarizers/gate.py)."""
+    LCM_SUMMARY_MIN_FIDELITY of the handles or LCM_SUMMARY_MIN_RELATIONS of the relation
+    probes, one more call naming the missing handles and what it did not say (through the
+    spend guard and the breaker like any call), the better of the two kept; still short of
+    the relations, the deterministic summary replaces it; still short of the handles only,
+    the missing handles are appended within the target (summarizers/gate.py)."""
 
     def __init__(self, summarizer, request, source_tokens: int, cap: int, attempts: list[str]):
         self.summarizer, self.request, self.attempts = summarizer, request, attempts
@@ -159,28 +161,39 @@ class _Gate:
         self.handles = request.handles
         if self.handles is None:
             self.handles = draw_handles(request.sources)
+        self.criteria = GateCriteria(
+            self.minimum, settings.LCM_SUMMARY_MIN_RELATIONS, self.handles, request
+        )
 
     def apply(self, content: str) -> tuple[str, str]:
-        found = measure(content, self.handles)
-        if self.minimum <= 0 or found.score is None or found.score >= self.minimum:
+        verdict = self.criteria.judge(content)
+        if verdict.passes:
             return content, "model"
-        self.attempts.append(f"gate: fidelity {found.score:.2f} < {self.minimum:g}")
+        self.attempts.append(f"gate: {verdict.describe()}")
         path = "model"
-        again = self._again(missing(self.handles, found))
+        again = self._again(verdict.missing_handles, verdict.missing_relations)
         if again is not None:
-            better = measure(again, self.handles)
-            self.attempts.append(f"gate: the retry names {better.score:.2f}")
-            if better.score > found.score:
-                content, found, path = again, better, "model_retried"
-            if found.score >= self.minimum:
+            better = self.criteria.judge(again)
+            self.attempts.append(f"gate: the retry: {better.describe()}")
+            if better.rank > verdict.rank:
+                content, verdict, path = again, better, "model_retried"
+            if verdict.passes:
                 return content, path
+        if not verdict.relations_pass:
+            deterministic = DeterministicSummarizer().summarize(self.request).content.strip()
+            kept = self.criteria.judge(deterministic)
+            self.attempts.append(
+                f"gate: still loses what happened, replaced by the deterministic summary "
+                f"({kept.describe()})"
+            )
+            return deterministic, "model_replaced"
         target = effective_target(self.request)
         content = append_missing(content, self.handles, target, estimate)
         appended = measure(content, self.handles).score
         self.attempts.append(f"gate: missing handles appended, fidelity {appended:.2f}")
         return content, f"{path}_appended" if path == "model_retried" else "model_appended"
 
-    def _again(self, left: Handles) -> str | None:
+    def _again(self, left: Handles, unsaid: tuple[str, ...]) -> str | None:
         """The retry's text, or None when it was not made or not usable."""
         conversation_id = self.request.conversation_id
         name = self.summarizer.name
@@ -192,7 +205,9 @@ class _Gate:
                 return None
             guard.spend_record(conversation_id=conversation_id, provider=name)
         try:
-            result = self.summarizer.summarize(replace(self.request, must_name=left))
+            result = self.summarizer.summarize(
+                replace(self.request, must_name=left or None, must_say=unsaid or None)
+            )
         except SummarizerAuthError:
             raise
         except SummarizerError as error:

@@ -294,6 +294,17 @@ SETTINGS: tuple[Setting, ...] = (
         1,
     ),
     Setting(
+        "LCM_SUMMARY_MIN_RELATIONS",
+        float,
+        0.5,
+        "Model leaf summaries holding less than this share of their span's relation probes "
+        "(which file changed how, which error was fixed by what, what the user asked, what "
+        "was chosen and why, what is open) are asked again once, then replaced by the "
+        "deterministic summary (0 turns this check off).",
+        0,
+        1,
+    ),
+    Setting(
         "LCM_SUMMARY_CALL_WINDOW_SECONDS", int, 3600, "Window of the spend guard.", 1, 2_592_000
     ),
     Setting(

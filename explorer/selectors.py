@@ -17,6 +17,7 @@ from django.db.models.functions import Coalesce
 from compaction.assembly import assemble_context
 from compaction.evaluation import low_water_tokens
 from compaction.models import SummaryFidelity
+from compaction.summarizers.sections import Section, split_sections
 from conversations.archive_port import hydrate_messages
 from conversations.models import (
     ContextItem,
@@ -396,6 +397,8 @@ class SummaryDetail:
     message_count: int
     fidelity: SummaryFidelity | None = None
     dropped: list[DroppedHandle] = field(default_factory=list)
+    # What happened, as the summary's sections say it (compaction/summarizers/sections.py)
+    account: list[Section] = field(default_factory=list)
 
 
 @dataclass
@@ -449,6 +452,7 @@ def summary_detail(*, conversation: Conversation, summary_id: str) -> SummaryDet
         message_count=span["n"],
         fidelity=fidelity,
         dropped=dropped_handles(fidelity),
+        account=split_sections(summary.content)[0],
     )
 
 

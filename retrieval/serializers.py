@@ -57,7 +57,7 @@ class DescribeFidelitySerializer(serializers.Serializer):
     )
     path = serializers.CharField(
         help_text="How the text was made: deterministic, model, model_retried, model_appended, "
-        "model_retried_appended, fallback, or agent (an agent's own compaction, imported)."
+        "model_retried_appended, model_replaced, fallback, or agent (an agent's own compaction, imported)."
     )
     measure_ms = serializers.FloatField()
 

@@ -28,6 +28,7 @@ from compaction.summarizers.extract import (
 from compaction.summarizers.handle_lines import LABELS as HANDLE_LABELS
 from compaction.summarizers.markers import EXPAND_PREFIX, FALLBACK_MARKER, HEADER_PREFIX
 from compaction.summarizers.render import source_end
+from compaction.summarizers.sections import EXCERPTS, split_sections
 
 if TYPE_CHECKING:
     from compaction.summarizers.base import SourceItem, SummaryRequest
@@ -106,14 +107,20 @@ def _candidate_texts(item: SourceItem, analysis: Analysis, estimator: Estimator)
     if item.role == "tool":
         analysis.tool_outputs.append(ToolOutput(item.ref, estimator(item.content)))
         return error_lines(item.content)
-    prose, blocks = split_code(item.content)
+    # tool calls are said by the account and the handle lines, not quoted
+    text = "\n".join(line for line in item.content.splitlines() if not line.startswith("[tool "))
+    prose, blocks = split_code(text)
     analysis.code.extend(CodeNote(item.ref, block) for block in blocks if block.lines >= 4)
     return sentences(prose)
 
 
 def _summary_sentences(content: str, analysis: Analysis) -> list[str]:
+    """A child summary's lines to quote again: its excerpts and any prose outside its
+    account (the account's statements are read back as statements, account.py)."""
     kept, skipped = [], []
-    for line in content.splitlines():
+    sections, other = split_sections(content)
+    excerpts = [f"- {line}" for s in sections if s.heading == EXCERPTS for line in s.lines]
+    for line in [*other, *excerpts]:
         stripped = line.strip()
         if stripped.startswith(EXPAND_PREFIX):
             analysis.carried_expand_items.extend(split_items(stripped[len(EXPAND_PREFIX) :]))

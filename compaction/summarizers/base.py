@@ -62,6 +62,8 @@ class SummaryRequest:
     handles: Handles | None = None
     # The fidelity gate's retry: handles an earlier answer left out, to name this time.
     must_name: Handles | None = None
+    # ... and what happened that it did not say ("file store.py: how it changed"), to say.
+    must_say: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,22 @@
-"""Deterministic composition: pack the best sentences and facts into a token budget.
+"""Deterministic composition: an account of what happened, the handles it does not name,
+and quoted sentences, packed into a token budget.
 
 Layout (each part only if it fits):
 
     Covers 40 messages msg:1..msg:40 (18 user, 20 assistant, 2 tool), 2026-02-17T07:37:00Z to ...
+    Asked:
+    - "Make the cache expire after 300 seconds" (msg:1)
+    Changed:
+    - store.py edited 2× (`evict`, `ttl`): make entries expire (msg:5, msg:9)
+    Errors and outcomes:
+    - `KeyError: 'ttl'` (`python -m pytest`): fixed by editing store.py (`ttl`) (msg:7, msg:11)
+    Open:
+    - task (in_progress): add the eviction test (msg:12)
+    State: the assistant last said: ...; last command `python -m pytest` passed (msg:12)
     Files: src/app.py, core/config.py
     Identifiers: parse_config, MAX_RETRIES
+    Excerpts:
     - [07:41 assistant msg:5] We decided to use Postgres instead of SQLite.
-    - [07:50 user msg:9] Should the cache expire after 300 seconds?
     Expand for details about: msg:1..msg:40 in full (40 messages), 2 tool outputs (...).
 
 The budget is kept by charging every part its own estimate including its separator; with
@@ -19,6 +29,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from compaction.summarizers.account import pick, statements_for
 from compaction.summarizers.analysis import Group, analyze, time_span
 from compaction.summarizers.base import Handles
 from compaction.summarizers.budget import Estimator, truncate_to_tokens
@@ -26,21 +37,24 @@ from compaction.summarizers.expand import expand_items, expand_line
 from compaction.summarizers.extract import FACT_LABELS
 from compaction.summarizers.fidelity import measure, missing
 from compaction.summarizers.handle_lines import handle_lines_cost, pick_handles, render_handles
-from compaction.summarizers.handles import draw_handles
+from compaction.summarizers.handles import count, draw_handles
 from compaction.summarizers.markers import HEADER_PREFIX
 from compaction.summarizers.render import format_time, source_end
+from compaction.summarizers.sections import EXCERPTS, render_sections
 
 if TYPE_CHECKING:
     from compaction.summarizers.base import SourceItem, SummaryRequest
+    from compaction.summarizers.statements import Statement
 
 _OTHER_FACTS_SHARE = 0.1  # of the body budget: tool names and stored-file references
-_SENTENCE_SHARE = 0.25  # of a leaf's body budget at least, when the handles do not all fit
-# A condensed summary's sentences are its children's bullets again; the handles its
-# children carried up come first and the sentences get the room they leave.
-_CONDENSED_SENTENCE_SHARE = 0.0
+_STATEMENT_SHARE = 0.5  # of a leaf's body budget at least, when the handles do not all fit
+# A condensed summary's statements are its children's again; the handles its children
+# carried up need more of its room.
+_CONDENSED_STATEMENT_SHARE = 0.4
 _EXPAND_SHARE = 0.2  # of the whole target
 _MIN_EXPAND = 12
 _MAX_EXPAND = 120
+_HANDLE_FLOOR = 0.9  # of the handles the account may not push out of the summary
 _MIN_PLAIN = 4  # tokens; a plain sentence shorter than this ("Thanks!", "Sure.") says nothing
 
 
@@ -67,11 +81,14 @@ def compose(
     others = _pick_facts(_not_handles(analysis.facts), int(budget * _OTHER_FACTS_SHARE), estimator)
     budget -= _cost(others, estimator)
     body = _Body(analysis.groups, handles, _facts_as_handles(analysis.facts), estimator)
-    share = _SENTENCE_SHARE if request.depth == 0 else _CONDENSED_SENTENCE_SHARE
+    body.statements = statements_for(request, concise=signal_only)
+    share = _STATEMENT_SHARE if request.depth == 0 else _CONDENSED_STATEMENT_SHARE
     body.fill(header, budget, share, signal_only=signal_only, single_day=_single_day(request))
     closing = expand_line(expand_items(request, analysis, body.omitted), expand_cap, estimator)
     facts = [*_fact_lines(others), *render_handles(body.block)]
-    lines = [line for line in (header, *facts, *body.bullets) if line]
+    excerpts = [f"{EXCERPTS}:", *body.bullets] if body.bullets else []
+    account = render_sections(body.chosen)
+    lines = [line for line in (header, *account, *facts, *excerpts) if line]
     text = "\n".join([*lines, closing])
     if estimator(text) > target:  # only with an estimator that is not subadditive
         kept = truncate_to_tokens("\n".join(lines), target - estimator(closing) - 1, estimator)
@@ -80,12 +97,15 @@ def compose(
 
 
 class _Body:
-    """Sentences and handle lines in one budget. Sentences first, at most the room the
-    handles leave (at least `_SENTENCE_SHARE` of it); then the handles the sentences do not
-    already name, ranked (handle_lines); then any room left goes back to sentences."""
+    """The account, handle lines and excerpts in one budget. The account (statements as
+    sections, account.py) first, in at most the room the handles leave (at least
+    `_STATEMENT_SHARE` of it); then the handles it does not already name, ranked
+    (handle_lines); then any room left goes to more statements, then to quoted sentences."""
 
     def __init__(self, groups, handles: Handles, extras: Handles, estimator: Estimator) -> None:
         self.groups, self.handles, self.extras, self.estimator = groups, handles, extras, estimator
+        self.statements: list[Statement] = []
+        self.chosen: list[Statement] = []
         self.bullets: list[str] = []
         self.omitted: list[str] = []
         self.block: dict[str, list[str]] = {}
@@ -95,29 +115,46 @@ class _Body:
     ) -> None:
         every = pick_handles(self.handles, budget, self.estimator, self.extras)
         room = budget - handle_lines_cost(every, self.estimator)
-        first = max(int(budget * share), room)
         options = {"signal_only": signal_only, "single_day": single_day}
-        best = self._with_sentences(header, first, budget, options)
+        wanted = _HANDLE_FLOOR * count(self.handles)
+        for tried in (share, share * 0.7, share * 0.5):  # less account while handles fall short
+            first = max(int(budget * tried), room)
+            best = self._with_account(header, first, budget, options)
+            if best[1] >= wanted or first == room:
+                break
         spare = budget - best[0]
-        if spare > 0:  # the handles needed less than they were left: more sentences
-            wider = self._with_sentences(header, first + spare, budget, options)
+        if spare > 0:  # the handles needed less than they were left: more statements
+            wider = self._with_account(header, first + spare, budget, options)
             if wider[1] >= best[1] and wider[0] <= budget:
                 best = wider
-        _, _, self.bullets, self.omitted, self.block = best
+        _, _, self.chosen, self.bullets, self.omitted, self.block = best
 
-    def _with_sentences(self, header: str, sentence_budget: int, budget: int, options: dict):
-        """(tokens used, handles named, bullets, omitted refs, handle block)."""
-        estimator = self.estimator
-        bullets, omitted = _pick_sentences(
-            self.groups, sentence_budget, estimator=estimator, **options
-        )
-        used = sum(estimator(line + "\n") for line in bullets)
-        said = measure("\n".join([header, *bullets]), self.handles)
+    def _block(self, said, room: int) -> dict[str, list[str]]:
+        """The handles `said` leaves unnamed that fit `room`, ranked."""
         left = missing(self.handles, said)
-        block = pick_handles(left, budget - used, estimator, self.extras, among=self.handles)
+        return pick_handles(left, room, self.estimator, self.extras, among=self.handles)
+
+    def _with_account(self, header: str, account_budget: int, budget: int, options: dict):
+        """(tokens used, handles named, statements, excerpt bullets, omitted refs, handle
+        block): statements within `account_budget`, the handles they leave, then quoted
+        sentences in what is left."""
+        estimator = self.estimator
+        chosen = pick(self.statements, account_budget, estimator)
+        account = render_sections(chosen)
+        used = sum(estimator(line + "\n") for line in account)
+        said = measure("\n".join([header, *account]), self.handles)
+        block = self._block(said, budget - used)
+        room = budget - used - handle_lines_cost(block, estimator) - estimator(EXCERPTS + ":\n")
+        bullets, omitted = _pick_sentences(self.groups, room, estimator=estimator, **options)
+        bullets = bullets if room > 0 else []
+        if bullets:  # what the excerpts name need not be listed again
+            used += estimator(EXCERPTS + ":\n") + sum(estimator(line + "\n") for line in bullets)
+            said = measure("\n".join([header, *account, *bullets]), self.handles)
+            block = self._block(said, budget - used)
         used += handle_lines_cost(block, estimator)
+        left = missing(self.handles, said)
         named = said.named + sum(len(names) for kind, names in block.items() if kind in left)
-        return used, named, bullets, omitted, block
+        return used, named, chosen, bullets, omitted, block
 
 
 def _previous_last(handles: Handles, previous: str | None, *, drop: bool) -> Handles:

@@ -73,17 +73,32 @@ anything that no longer matters.""",
 }
 
 STATE_INSTRUCTION = """\
-Write it so an agent can resume the work from it alone: after the account, give the state as \
-short labelled lines (leave out a label with nothing under it): Intent: what the user wants. \
-Files: each file touched and what changed in it. Decisions: what was decided and why. \
-Errors: each error met, by name, and how it was resolved (or that it was not). Open work: \
-what is unfinished. Next step: what was about to happen. Name every file path, command, \
-error, identifier, URL and number exactly as written in the sources."""
+Write it so an agent can resume the work from it alone: say what happened, not a list of \
+names. After the account, give these sections, each heading on a line of its own and each \
+item one line starting with "- " that says the whole relation (leave out a section with \
+nothing in it):
+Asked: each request of the user in the user's own words, quoted and trimmed, and whether it \
+was done.
+Changed: each file changed and how: the names its edits changed and the purpose, for \
+example - store.py: `evict()` now drops entries older than `ttl`, so the cache expires.
+Errors and outcomes: each error by its key phrase and what fixed it (which edit or command), \
+or that it is still open.
+Decided: each choice with its reason and the option it replaced.
+Open: the tasks still open (the agent's last task list, a request not finished).
+State: one line: where the work stands and what was about to happen.
+Name every file path, command, error, identifier, URL and number exactly as written in the \
+sources."""
 
 MUST_NAME_INSTRUCTION = """\
 An earlier answer left out these names from the sources. Write the summary again and name \
 each of them exactly as written, where it belongs (a file under Files, an error under \
 Errors, and so on), still within the length asked:"""
+
+MUST_SAY_INSTRUCTION = """\
+An earlier answer did not say these, or said them only as names. Say each, on one line in \
+its section, as what happened to it (which file changed how, which error was fixed by what \
+or is still open, what the user asked, which option was chosen and why, what is still \
+open):"""
 
 # Tokens of the must-name list at most (the most important first, handle_lines' ranking).
 MUST_NAME_MAX_TOKENS = 1500
@@ -116,6 +131,10 @@ def user_prompt(request: SummaryRequest) -> str:
     if request.must_name:
         listed = pick_handles(request.must_name, MUST_NAME_MAX_TOKENS, estimate_tokens)
         instructions.append("\n".join([MUST_NAME_INSTRUCTION, *render_handles(listed)]))
+    if request.must_say:
+        instructions.append(
+            "\n".join([MUST_SAY_INSTRUCTION, *(f"- {x}" for x in request.must_say)])
+        )
     instructions.append(
         f"Aim for at most {effective_target(request)} tokens. "
         f"End with the line starting with {EXPAND_PREFIX!r}."

@@ -33,6 +33,7 @@ def one_pass(settings):
     settings.LCM_LEAF_TARGET_TOKENS = 120
     settings.LCM_AUTOCOMPACT_DISABLED = True
     settings.LCM_SUMMARY_MIN_FIDELITY = 0  # the gate's own tests: test_fidelity_gate.py
+    settings.LCM_SUMMARY_MIN_RELATIONS = 0
     return settings
 
 

@@ -30,6 +30,7 @@ def local_summaries(local_chat_model, settings):
     settings.LCM_SUMMARY_PROVIDER_MODEL = "local"
     settings.LCM_SUMMARY_MAX_RETRIES = 0
     settings.LCM_SUMMARY_MIN_FIDELITY = 0  # the gate's own tests: test_fidelity_gate.py
+    settings.LCM_SUMMARY_MIN_RELATIONS = 0
     return local_chat_model
 
 

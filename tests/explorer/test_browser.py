@@ -6,6 +6,7 @@ On failure a full-page screenshot is saved under test-artifacts/.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -13,10 +14,13 @@ from django.core.files.storage import storages
 from django.db.models import Min
 from playwright.sync_api import expect
 
+from compaction.engine import compact_conversation
 from compaction.models import CompactionJob
 from compaction.services import job_run
 from compaction.summarizers import DeterministicSummarizer
+from conversations.inputs import parse_message
 from conversations.models import ContextItem, Message, Summary, SummaryMessage
+from conversations.services import messages_append
 from explorer.selectors import CONTEXT_PAGE, TIMELINE_PAGE
 from largefiles.models import LargeFile
 from retrieval.selectors import covering_summaries
@@ -324,4 +328,84 @@ def test_search_highlights_the_whole_match_as_a_mark_element(page, user, live_se
     page.goto(f"/conversations/{conversation.pk}/search/?q=script&mode=regex")
     expect(page.locator("#grep-results .snippet mark").first).to_have_text("script")
     no_xss_ran(page)
+    assert page.console_errors == []
+
+
+def _coding_session() -> list[dict]:
+    """A short coding session in the stored text form of an imported agent transcript: a
+    request, an edit with its purpose, a failing test, the fix, and a task left open."""
+
+    def call(name: str, call_id: str, given: dict) -> str:
+        return f"[tool {name} {call_id}] " + json.dumps(given, sort_keys=True)
+
+    edit = {"file_path": "/repo/src/cache/store.py", "old_string": "ttl = 60"}
+    # a long test run, so the summary is much shorter than what it covers
+    passed = "\n".join(f"tests/test_store.py::test_expiry_case_{n} PASSED" for n in range(120))
+    return [
+        {"role": "user", "content": "Make the cache expire after 300 seconds."},
+        {
+            "role": "assistant",
+            "content": "I'll raise the expiry in the store.\n"
+            + call("Edit", "t1", {**edit, "new_string": "ttl = EXPIRY_SECONDS"}),
+        },
+        {"role": "tool", "content": "[tool Edit t1]\nThe file was updated."},
+        {"role": "assistant", "content": call("Bash", "t2", {"command": "python -m pytest"})},
+        {
+            "role": "tool",
+            "content": "[tool Bash t2]\nFAILED tests/test_store.py - NameError: name 'EXPIRY_SECONDS' is not defined",
+        },
+        {
+            "role": "assistant",
+            "content": "The constant is missing, so I'll define it.\n"
+            + call(
+                "Edit", "t3", {**edit, "new_string": "EXPIRY_SECONDS = 300\nttl = EXPIRY_SECONDS"}
+            ),
+        },
+        {"role": "tool", "content": "[tool Edit t3]\nThe file was updated."},
+        {"role": "assistant", "content": call("Bash", "t4", {"command": "python -m pytest"})},
+        {"role": "tool", "content": "[tool Bash t4]\n" + passed},
+        {
+            "role": "assistant",
+            "content": call(
+                "TodoWrite",
+                "t5",
+                {"todos": [{"content": "Document the expiry", "status": "pending"}]},
+            ),
+        },
+        {"role": "assistant", "content": "The tests pass; the expiry is 300 seconds."},
+        {"role": "user", "content": "Thanks."},  # the fresh tail: everything before is compacted
+    ]
+
+
+def test_a_summary_page_reads_as_an_account_of_what_happened(page, user, live_server, settings):
+    settings.LCM_FRESH_TAIL_COUNT = 0
+    conversation = ConversationFactory(owner=user, session_id="account")
+    messages_append(
+        conversation_id=conversation.pk, messages=[parse_message(m) for m in _coding_session()]
+    )
+    result = compact_conversation(
+        conversation_id=conversation.pk, mode="full", summarizer=DeterministicSummarizer()
+    )
+    assert result.status == "compacted", result.detail
+    [leaf] = result.summaries_created
+    sign_in(page, user, live_server)
+
+    page.goto(f"/conversations/{conversation.pk}/dag/?summary={leaf}")
+    detail = page.locator("#detail .summary-detail")
+    expect(detail).to_have_attribute("data-summary", leaf)
+    sections = detail.locator(".account-section h3")
+    expect(sections.first).to_have_text("Asked")
+    headings = sections.all_text_contents()
+    assert headings[:5] == ["Asked", "Changed", "Errors and outcomes", "Open", "State"]
+    section = detail.locator(".account-section")
+    expect(section.nth(0)).to_contain_text("Make the cache expire after 300 seconds.")
+    expect(section.nth(1)).to_contain_text("store.py edited 2×")
+    expect(section.nth(1)).to_contain_text("EXPIRY_SECONDS")
+    expect(section.nth(2)).to_contain_text("NameError")
+    expect(section.nth(2)).to_contain_text("fixed by editing store.py")
+    expect(section.nth(3)).to_contain_text("task (pending): Document the expiry")
+    expect(section.nth(4)).to_contain_text("the assistant last said: The tests pass")
+    expect(detail.locator("pre.summary-content")).to_be_hidden()  # the text is one click away
+    detail.locator("details.summary-text > summary").click()
+    expect(detail.locator("pre.summary-content")).to_be_visible()
     assert page.console_errors == []

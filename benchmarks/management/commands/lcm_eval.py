@@ -27,9 +27,13 @@ class Command(BaseCommand):
         "import is (docs/benchmarks.md, Capture). Writes under 'lcm-eval-capture'. "
         "fidelity: import session files (or take conversation ids) and print, per span (each "
         "agent compaction's, else the whole session) and size, the share of the span's "
-        "handles kept by one deterministic summary, by compaction until under the size, by "
-        "the newest records that fit, and by the agent's own summary "
-        "(docs/benchmarks.md, Fidelity). Writes under 'lcm-eval-fidelity'. "
+        "handles named and of its relation probes held (which file changed how, which error "
+        "was fixed by what, what the user asked, what was chosen and why, what is open) by "
+        "one deterministic summary, by compaction until under the size, by the newest "
+        "records that fit, by the agent's own summary, by a list of the names and by the "
+        "uncompacted span; the probes' rules, examples of misses per kind and the pooled "
+        "figures; --model adds a model summary through the fidelity gate, served by a local "
+        "recording upstream (docs/benchmarks.md, Fidelity). Writes under 'lcm-eval-fidelity'. "
         "secrets: import session files under the flag policy and scan conversation datasets "
         "(JSON), and print the secrets found by kind with a preview of each for spot checks "
         "(docs/benchmarks.md, Secrets at ingest). Writes under 'lcm-eval-secrets'."
@@ -49,6 +53,13 @@ class Command(BaseCommand):
             default=None,
             help="fidelity: the size in tokens (and twice it); default the agent's own "
             "summary's size where the span has one, else 2,700.",
+        )
+        parser.add_argument(
+            "--model",
+            action="store_true",
+            help="fidelity: also summarize each span with a model summarizer (the Anthropic "
+            "one) through the engine's fidelity gate, served by a local recording upstream "
+            "that composes its answer from the request (benchmarks/recording_upstream.py).",
         )
         parser.add_argument(
             "--format", choices=sorted(recall_eval.LOADERS), help="recall: the dataset layout."
@@ -85,7 +96,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         if options["task"] == "fidelity":
-            self._fidelity(options["path"], options["size"], options["json"])
+            self._fidelity(options["path"], options["size"], options["json"], options["model"])
             return
         paths = [Path(p) for p in options["path"]]
         missing = [str(p) for p in paths if not p.exists()]
@@ -161,24 +172,65 @@ class Command(BaseCommand):
                 json.dumps([vars(f) for f in rows], indent=2, ensure_ascii=False)
             )
 
-    def _fidelity(self, given: list[str], size: int | None, json_path: str | None) -> None:
+    def _fidelity(
+        self, given: list[str], size: int | None, json_path: str | None, model: bool
+    ) -> None:
         from benchmarks import fidelity
+        from benchmarks.recording_upstream import RecordingUpstream
+        from compaction.summarizers import AnthropicSummarizer
+        from compaction.summarizers.relations import RULES
 
         missing = [p for p in given if not p.isdigit() and not Path(p).exists()]
         if missing:
             raise CommandError(f"{', '.join(missing)} does not exist")
-        evaluation, drawn = fidelity.run(given, size=size)
+        upstream = RecordingUpstream() if model else None
+        summarizer = None
+        if upstream is not None:
+            summarizer = AnthropicSummarizer(
+                api_key="recording",
+                base_url=upstream.url,
+                model="recording-upstream",
+                timeout=60,
+                max_retries=0,
+            )
+        try:
+            evaluation, drawn = fidelity.run(given, size=size, model=summarizer)
+        finally:
+            if upstream is not None:
+                summarizer.close()
+                upstream.close()
         if not evaluation.cells:
             raise CommandError("no session file or conversation found")
-        self.stdout.write(fidelity.HEADER)
-        for cell in evaluation.cells:
-            self.stdout.write(cell.row())
-        self.stdout.write("\nhandles per span: " + ", ".join(f"{k}: {v}" for k, v in drawn.items()))
-        self.stdout.write(
-            f"drawing handles and measuring: {evaluation.cost_per_thousand_ms():.2f} ms "
-            "per 1,000 source tokens"
-        )
+        self._fidelity_report(fidelity, evaluation, drawn, RULES, upstream)
         if json_path:
             Path(json_path).write_text(
                 json.dumps([cell.as_dict() for cell in evaluation.cells], indent=2)
             )
+
+    def _fidelity_report(self, fidelity, evaluation, drawn, rules: str, upstream) -> None:
+        write = self.stdout.write
+        write(fidelity.HEADER)
+        for cell in evaluation.cells:
+            write(cell.row())
+        write("\nhandles per span: " + ", ".join(f"{k}: {v}" for k, v in drawn.items()))
+        probes = {key: len(found) for key, found in evaluation.probes.items()}
+        write("relation probes per span: " + ", ".join(f"{k}: {v}" for k, v in probes.items()))
+        write("\n" + rules + "\n\npooled relation probes held (every span):")
+        for method, rank, held, total in sorted(evaluation.pooled()):
+            share = f"{held / total:.3f}" if total else "—"
+            write(f"  {method} @ size {rank}: {held}/{total} = {share}")
+        for method in ("lcm summary", "agent summary", "model summary"):
+            misses = evaluation.misses(method)
+            if misses:
+                write(f"\nexamples of misses, {method} (first size):")
+                for kind, examples in misses.items():
+                    write(f"  {kind}: " + " | ".join(examples))
+        if upstream is not None:
+            paths = ", ".join(f"{path}: {n}" for path, n in evaluation.gate_paths().items())
+            write(f"\nthe gate's decisions on the model summaries: {paths}")
+            write(f"recording upstream: {len(upstream.requests)} requests answered")
+        write(
+            f"drawing handles and measuring: {evaluation.cost_per_thousand_ms():.2f} ms "
+            "per 1,000 source tokens; the deterministic summaries: "
+            f"{evaluation.summary_ms_per_thousand_messages():.0f} ms per 1,000 messages"
+        )
