@@ -49,6 +49,7 @@ BENCH_MODULES = [
     "benchmarks.embeddings_mixed",
     "benchmarks.embeddings_tool_recall",
     "benchmarks.recall_search",
+    "benchmarks.recall_passing",
     "benchmarks.importers",
     "benchmarks.watch",
     "benchmarks.mcpserver",

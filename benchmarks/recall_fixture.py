@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from memory.fulltext import query_terms
 
@@ -256,3 +257,112 @@ def messages(
 
 def words_of(text: str) -> set[str]:
     return set(re.findall(r"\w+", text.lower()))
+
+
+# ---------------------------------------------------------------------------------------
+# Facts said in passing (issue 47): the shape that showed the int8 regression. Each fact is
+# one sentence appended to an ordinary message of realistic length (3-6 sentences of
+# everyday chat, 40-110 words), in a conversation of 5,000 such messages; the question
+# shares no content word with the fact nor with the rest of its message. The facts use the
+# same synonym pairs and frames as above.
+
+_PASSING_SENTENCES = [
+    "I spent most of the morning on the payment module and the retry logic is finally clearer.",
+    "The integration suite took twenty minutes again, so I split it into three shards.",
+    "We reviewed the caching layer pull request before lunch and left a few comments.",
+    "The forecast says rain all week, so the hike with Sam is postponed until further notice.",
+    "I read an article about compilers and register allocation that was surprisingly readable.",
+    "Sprint planning moved to Thursday afternoon because of the offsite in Leeds.",
+    "The dashboard shows a latency spike around midnight and nobody knows why yet.",
+    "Could you summarise the meeting notes and send them to the team tonight?",
+    "The new intern is learning Rust and asked a lot of questions about lifetimes.",
+    "We should benchmark the JSON parser with much larger documents next week.",
+    "I made pasta with tomatoes and basil for dinner and it turned out great.",
+    "The quarterly report needs two more charts about customer churn by region.",
+    "My sister called to say the kids loved the museum trip on Saturday.",
+    "The gym was packed this evening so I only managed a short run.",
+    "Our landlady finally fixed the heating, which took nearly three weeks.",
+    "I started reading a mystery series set in Edinburgh and cannot stop.",
+    "The train was delayed by forty minutes because of signal problems near Reading.",
+    "We tried the new ramen place downtown and the broth was excellent.",
+    "I have been meaning to learn the chords for that old Beatles song.",
+    "The conference talk on distributed tracing was the best one of the day.",
+    "Work has been hectic, with three releases scheduled in the same fortnight.",
+    "I finally cleaned out my email inbox, which felt oddly satisfying.",
+    "The plants on the balcony survived the heatwave, somehow.",
+    "Maria is organising a board game night next Friday and everyone is invited.",
+    "The database migration ran overnight without a single error.",
+    "I signed up for a pottery class that starts in the spring.",
+    "The coffee machine at the office is broken again, so everyone is grumpy.",
+    "We argued for an hour about tabs versus spaces and nobody changed their mind.",
+    "I watched the football match with friends and our team lost on penalties.",
+    "The backlog grooming session went well and we closed twenty stale tickets.",
+    "My neighbour's dog barked all night, so I am running on very little sleep.",
+    "I think we should rewrite the onboarding guide before the new hires arrive.",
+    "The flight to Lisbon was smooth and the hotel upgraded us for free.",
+    "We need to renew the TLS certificates before the end of the month.",
+    "I baked bread for the first time and it came out a little dense.",
+    "The team lunch on Wednesday is at the Greek restaurant near the station.",
+    "Honestly the weekend went by far too quickly.",
+    "The load balancer config had a typo that took hours to find.",
+    "I am thinking about taking a week off in October to visit my parents.",
+    "The design review raised good points about accessibility and contrast.",
+    "Our cat knocked a glass off the table this morning, as usual.",
+    "The staging server ran out of disk space during the nightly build.",
+    "I joined a running club that meets on Tuesday and Thursday evenings.",
+    "The documentation for that library is thin, so I read the source instead.",
+    "We had a long chat about career goals during my one-on-one today.",
+    "The farmer's market had the first strawberries of the season.",
+    "I keep forgetting to water the herbs on the kitchen windowsill.",
+    "The security audit found two minor issues and nothing serious.",
+]
+
+
+@dataclass(frozen=True)
+class PassingFact:
+    """A fact said in passing: `message` is the whole message it was appended to."""
+
+    index: int
+    fact: str
+    question: str
+    message: str
+    seq: int  # 1-based position in the conversation
+
+
+@lru_cache(maxsize=1)
+def _passing_terms() -> tuple[tuple[str, frozenset[str]], ...]:
+    return tuple((s, frozenset(_stem_set(s))) for s in _PASSING_SENTENCES)
+
+
+def _ordinary_message(rng: random.Random, avoid: set[str]) -> str:
+    """3-6 everyday sentences (40-110 words) sharing no term with `avoid`."""
+    pool = [s for s, words in _passing_terms() if not (words & avoid)]
+    return " ".join(rng.sample(pool, rng.randint(3, 6)))
+
+
+def passing_messages(
+    total: int = 5000, facts: int = 30, seed: int = 47, mention_rate: float = 0.05
+) -> tuple[list[tuple[str, str]], list[PassingFact]]:
+    """(role, text) in order, and the facts said in passing with their message (issue 47's
+    shape): each fact is the last sentence of an ordinary message, and its question shares
+    no content word (nor a 5-letter prefix) with that whole message. Distractors as in
+    `messages`: 5% of the other messages mention one of the fact or question words."""
+    rng = random.Random(seed)
+    chosen = rng.sample(planted_facts(len(SYNONYMS) * len(FRAMES)), facts)
+    slots = sorted(rng.sample(range(10, total - 10), facts))
+    by_slot = dict(zip(slots, chosen, strict=True))
+    words = [w for pair in SYNONYMS for w in pair]
+    out: list[tuple[str, str]] = []
+    placed: list[PassingFact] = []
+    for position in range(total):
+        fact = by_slot.get(position)
+        if fact is not None:
+            text = _ordinary_message(rng, _stem_set(fact.question)) + " " + fact.fact
+            out.append(("user", text))
+            placed.append(PassingFact(fact.index, fact.fact, fact.question, text, position + 1))
+            continue
+        text = _ordinary_message(rng, set())
+        if rng.random() < mention_rate:
+            text += " " + rng.choice(_FILLER_MENTIONS).format(w=rng.choice(words))
+        out.append(("user" if position % 2 == 0 else "assistant", text))
+    return out, placed

@@ -562,8 +562,10 @@ SETTINGS: tuple[Setting, ...] = (
         int,
         24,
         "Size of a search unit: a message up to 1.5x this is one unit, a longer one is cut "
-        "into passages of about this size, about a sentence (0: the 200-800-token semantic "
-        "chunks instead). Changing it applies to messages indexed afterwards.",
+        "into its sentences (one of half this size or more stands alone, shorter fragments "
+        "join the next; a sentence over 1.5x this is cut between words) (0: the "
+        "200-800-token semantic chunks instead). Changing it applies to messages indexed "
+        "afterwards.",
         0,
         2000,
     ),

@@ -153,6 +153,10 @@ class ChunkingOptions:
     # cut a sentence or line longer than max_tokens at spaces (search units) instead of
     # keeping only its first max_tokens (chunks: such lines are rare at 800 tokens)
     split_words: bool = False
+    # search units: a piece is closed once it holds this many tokens, so sentences of that
+    # size or more stand alone and only shorter fragments join the next one (0: merge up
+    # to max_tokens, as chunks do)
+    close_at: int = 0
 
 
 def content_hash(text: str) -> str:
@@ -182,6 +186,7 @@ def chunk_segments(
             block.is_tool_result
             or current[-1].is_tool_result
             or current_tokens + block.tokens > options.max_tokens
+            or bool(options.close_at and current_tokens >= options.close_at)
             or (block.is_heading and current_tokens >= options.min_tokens)
             or shifts[index]
         )
@@ -280,7 +285,10 @@ def _fit(block: _Block, options: ChunkingOptions) -> list[_Block]:
         end, tokens = start, 0
         while end < len(units):
             unit_tokens = estimate(units[end][1])
-            if tokens and tokens + unit_tokens > options.max_tokens:
+            if tokens and (
+                tokens + unit_tokens > options.max_tokens
+                or (options.close_at and tokens >= options.close_at)
+            ):
                 break
             tokens += unit_tokens
             end += 1
@@ -457,10 +465,15 @@ def extractive_summary(text: str, max_words: int = SUMMARY_MAX_WORDS) -> str:
 # search units (docs/memory.md, "Units")
 
 UNIT_SLACK = 1.5  # a message up to this many times the unit size stays whole
+# A longer message is cut at its sentences: one of this share of the unit size or more is a
+# unit of its own; shorter fragments ("Thanks!", "Sure.") join the sentence after them.
+# Merging sentences up to the unit size put a fact said in passing into one vector with an
+# unrelated sentence, and its meaning no longer stood out (issue 47, docs/benchmarks.md).
+UNIT_SENTENCE_SHARE = 0.5
 
 
 def unit_segments(segments: Sequence[Segment], *, unit_tokens: int) -> list[ChunkSpec]:
-    """Search units: one per short message, ~`unit_tokens`-token passages of a long one.
+    """Search units: one per short message, the sentences of a long one (module constants).
 
     A unit never spans two messages (seq_start == seq_end), so a hit names exactly the
     message it came from and costs only its own tokens; its offsets are character offsets
@@ -473,6 +486,7 @@ def unit_segments(segments: Sequence[Segment], *, unit_tokens: int) -> list[Chun
         overlap_tokens=0,
         topic_shift=-2.0,  # no topic cuts: passages are small already
         split_words=True,
+        close_at=max(1, int(unit_tokens * UNIT_SENTENCE_SHARE)),
     )
     units: list[ChunkSpec] = []
     for segment in segments:

@@ -11,8 +11,11 @@ of its evidence and returns its best unit:
   unit gains LCM_SEARCH_NEIGHBOUR_WEIGHT x its neighbours' *semantic* scores above
   NEIGHBOUR_FLOOR (a neighbour's shared word is not lent on).
 - **Message score** = its best unit's score + LCM_SEARCH_MESSAGE_WEIGHT x its message
-  BM25's z-score (over the messages matching any term): a long answer that holds the
-  question's words across its sentences outranks a short message that shares one word. A
+  BM25's z-score (over the messages matching any term, capped at LEXICAL_CAP as the
+  units' is: a word only a few messages hold gave them z-scores of 6-10, and a filler
+  line naming the question's word outranked the paraphrased fact; issue 47): a long
+  answer that holds the question's words across its sentences outranks a short message
+  that shares one word. A
   one-unit message gets the message term too, from the same words. (A second-best-unit
   term was measured and dropped: it favours long messages by their length, BEAM r10 -0.07;
   so did a mean of the top three units.)
@@ -72,6 +75,7 @@ class RankParams:
     message_weight: float
     confidence: float  # question IDF share at which the lexical leg has its full weight
     lexical_cap: float = LEXICAL_CAP
+    message_cap: float = LEXICAL_CAP  # the message term's z-score counts up to this too
     neighbour_floor: float = NEIGHBOUR_FLOOR
     long_message_weight: float = LONG_MESSAGE_WEIGHT
 
@@ -243,7 +247,9 @@ def message_scores(
             penalty *= 1.0 - held_wording(coverage)
         score -= penalty
     if params.message_weight and lexical:
-        score += params.message_weight * lexical * z_over_matches(whole)
+        term = z_over_matches(whole)
+        np.minimum(term, params.message_cap, out=term)
+        score += params.message_weight * lexical * term
     return score
 
 
@@ -263,11 +269,14 @@ def top_messages(
     take = min(k, score.size)
     top = np.argpartition(-score, take - 1)[:take]
     top = top[np.argsort(-score[top], kind="stable")]
+    return best_units([int(m) for m in top if np.isfinite(score[m])], unit_scores, messages)
+
+
+def best_units(chosen: list[int], unit_scores: np.ndarray, messages: Messages) -> list[int]:
+    """The position of the best unit of each message in `chosen`, in that order."""
     ends = np.append(messages.starts[1:], messages.order.size)
     picked = []
-    for m in top:
-        if not np.isfinite(score[m]):
-            break
+    for m in chosen:
         units = messages.order[messages.starts[m] : ends[m]]
         picked.append(int(units[np.argmax(unit_scores[units])]))
     return picked

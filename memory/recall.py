@@ -3,7 +3,7 @@ the retrieve API): units ranked by a z-score fusion of BM25 and cosine, smoothed
 neighbours, one unit per message (docs/memory.md, "Recall").
 
 - Units (memory.chunker.unit_segments): a short message is one unit, a long one is cut
-  into passages of about a sentence (LCM_MEMORY_UNIT_TOKENS, 24); a hit costs its own
+  into its sentences (LCM_MEMORY_UNIT_TOKENS, 24, sets the sizes); a hit costs its own
   tokens and names its message.
 - The lexical leg is a BM25 of our own (k1 1.2, b 0.75) over the units' stored terms
   (memory.lexical: any word, stop words out, Snowball stems), its IDF and mean length taken
@@ -23,6 +23,9 @@ neighbours, one unit per message (docs/memory.md, "Recall").
   lending only their semantic evidence.
 - One unit per message: only a message's best unit is returned (the caller widens it with
   the message, its neighbours or lcm_expand when its budget allows).
+- A question about the order of events (memory.event_order) is searched by its topic,
+  over the user's messages when it asks what "I" brought up, and its messages are taken
+  spread over the sessions (issue 47).
 
 No similarity threshold, recency boost or MMR here: they serve turn injection
 (memory.turn_retrieval.retrieve_for_turn) and cost recall in search (docs/memory.md).
@@ -39,9 +42,18 @@ import numpy as np
 from core.api.errors import InvalidInput
 from memory.archived_unit_text import hydrate_chunks
 from memory.embeddings import calibrate, embed_query
+from memory.event_order import (
+    about_own_words,
+    ordering_question,
+    sessions_of,
+    spread_by_session,
+    topic_of,
+)
 from memory.lexical import query_terms, speakers_named
 from memory.message_rank import (
+    Messages,
     RankParams,
+    best_units,
     lexical_scale,
     message_bm25,
     message_groups,
@@ -191,6 +203,10 @@ def search_units(
         stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return UnitSearch([], stats)
     asked = _without_speakers(matrix, rows, query, mode)
+    order = _Order.of(asked) if mode != "full_text" else None
+    if order is not None:
+        asked = order.topic
+        stats["order_of_events"] = {"topic": asked, "own_words": order.own_words}
     terms = query_terms(asked)
     bm25 = bm25_scores(matrix, rows, local, n, terms) if mode != "semantic" else np.zeros(rows.size)
     if mode != "full_text":
@@ -199,7 +215,12 @@ def search_units(
     else:
         cosine = np.zeros(rows.size)
     if mode == "hybrid":
-        fused, picked = _hybrid(matrix, rows, local, n, terms, bm25, cosine, k)
+        fused, picked = _hybrid(matrix, rows, local, n, terms, bm25, cosine, k, order=order)
+    elif order is not None:
+        fused = cosine
+        messages = message_groups(matrix, rows, n)
+        best = np.maximum.reduceat(cosine[messages.order], messages.starts)
+        picked = _in_order(matrix, rows, messages, best, cosine, k, order)
     else:
         fused = _fused(mode, bm25, cosine)
         picked = _best_per_message(matrix, rows, fused, k)
@@ -239,10 +260,12 @@ def _hybrid(
     cosine: np.ndarray,
     k: int,
     params: RankParams | None = None,
+    order: _Order | None = None,
 ) -> tuple[np.ndarray, list[int]]:
     """(each unit's fused score, the positions of the best unit of the `k` best messages):
     messages ranked by all their evidence, the lexical leg scaled by its confidence
-    (memory.message_rank)."""
+    (memory.message_rank); for a question about the order of events, taken as `_in_order`
+    says."""
     params = params or RankParams.from_settings()
     messages = message_groups(matrix, rows, n)
     whole, coverage = message_bm25(matrix, local, n, terms, messages)
@@ -261,7 +284,59 @@ def _hybrid(
         lent *= params.neighbour_weight
         fused += lent
     score = message_scores(fused, whole, messages, lexical, params, coverage)
+    if order is not None:
+        return fused, _in_order(matrix, rows, messages, score, fused, k, order)
     return fused, top_messages(score, fused, messages, k)
+
+
+@dataclass(frozen=True)
+class _Order:
+    """A question about the order of events (memory.event_order): its topic, and whether it
+    is about what the asker said (then only the user's messages answer it)."""
+
+    topic: str
+    own_words: bool
+
+    @classmethod
+    def of(cls, question: str) -> _Order | None:
+        if not ordering_question(question):
+            return None
+        return cls(topic_of(question), about_own_words(question))
+
+
+def _in_order(
+    matrix: UnitMatrix,
+    rows: np.ndarray,
+    messages: Messages,
+    score: np.ndarray,
+    unit_scores: np.ndarray,
+    k: int,
+    order: _Order,
+) -> list[int]:
+    """The best unit of each of `k` messages for a question about the order of events:
+    only the user's messages when it is about the asker's own words, spread over the
+    sessions (memory.event_order.spread_by_session, on the message scores' z-scores)."""
+    score = _z(np.where(np.isfinite(score), score, 0.0))
+    if order.own_words:
+        from_user = np.zeros(messages.count, dtype=bool)
+        from_user[messages.group] = matrix.from_user[rows]
+        if from_user.any():
+            score = np.where(from_user, score, -np.inf)
+    chosen = spread_by_session(score, _message_sessions(matrix, rows, messages), k)
+    return best_units(chosen, unit_scores, messages)
+
+
+def _message_sessions(matrix: UnitMatrix, rows: np.ndarray, messages: Messages) -> np.ndarray:
+    """Each message's session (memory.event_order.sessions_of); kept with the scope."""
+    extra = matrix.scope_extra(rows)
+    found = extra.get("sessions") if extra is not None else None
+    if found is not None:
+        return found
+    first = rows[messages.order[messages.starts]]  # a unit of each message
+    found = sessions_of(matrix.times[first], matrix.conversations[first], matrix.seq_start[first])
+    if extra is not None:
+        extra["sessions"] = found
+    return found
 
 
 def _fused(mode: str, bm25: np.ndarray, cosine: np.ndarray) -> np.ndarray:

@@ -48,7 +48,8 @@ class MemoryChunkItemSerializer(serializers.Serializer):
 class MemoryRetrieveResponseSerializer(serializers.Serializer):
     results = MemoryChunkItemSerializer(many=True)
     stats = serializers.DictField(
-        help_text="mode, namespace, units (in scope), selected, elapsed_ms"
+        help_text="mode, namespace, units (in scope), selected, elapsed_ms; order_of_events "
+        "({topic, own_words}) when the query asks in what order things happened"
     )
 
 

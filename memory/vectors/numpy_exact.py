@@ -91,9 +91,13 @@ CHUNKS = Source(
     table="memory_chunkvector",
     item_column="chunk_id",
     rows_sql=(
-        # the last two columns feed UnitMatrix (search's BM25, neighbours and speakers)
+        # the last four columns feed UnitMatrix (search's BM25, neighbours and speakers;
+        # the unit's time and whether its message is the user's, for questions about the
+        # order of events: memory.event_order)
         "SELECT v.id, c.id, c.conversation_id, c.seq_end, cv.owner_id, v.vector, "
-        "c.seq_start, c.rendered_text "
+        "c.seq_start, c.rendered_text, c.source_created_at, "
+        "(SELECT m.role FROM conversations_message m "
+        "WHERE m.conversation_id = c.conversation_id AND m.seq = c.seq_start) "
         "FROM memory_chunkvector v "
         "JOIN memory_chunk c ON c.id = v.chunk_id "
         "JOIN conversations_conversation cv ON cv.id = c.conversation_id "
@@ -204,10 +208,13 @@ class _Matrix:
 @dataclass
 class UnitMatrix(_Matrix):
     """A chunk matrix that also keeps, per row, what search ranks with besides the vector
-    (memory.recall): the first message seq, its term count and speaker label, and an
-    inverted index of its terms (memory.inverted_index, terms from memory.lexical)."""
+    (memory.recall): the first message seq, its term count and speaker label, its time
+    (seconds since the epoch) and whether its message is the user's, and an inverted index
+    of its terms (memory.inverted_index, terms from memory.lexical)."""
 
     seq_start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    times: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    from_user: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     doclen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     inverted: InvertedIndex = field(default_factory=InvertedIndex)
     # the speaker label a unit's text starts with ("Ana: ..."), as an index into
@@ -220,6 +227,8 @@ class UnitMatrix(_Matrix):
     def reserve(self, capacity: int) -> None:
         if capacity > self.seq_start.shape[0]:
             self.seq_start = _resize(self.seq_start, (capacity,))
+            self.times = _resize(self.times, (capacity,))
+            self.from_user = _resize(self.from_user, (capacity,))
             self.doclen = _resize(self.doclen, (capacity,))
             self.speakers = _resize(self.speakers, (capacity,))
         super().reserve(capacity)
@@ -232,6 +241,8 @@ class UnitMatrix(_Matrix):
         super().grow([row[:6] for row in rows])
         texts = [row[7] or "" for row in rows]
         self.seq_start[start : self.count] = [row[6] for row in rows]
+        self.times[start : self.count] = [_epoch(row[8]) for row in rows]
+        self.from_user[start : self.count] = [row[9] == "user" for row in rows]
         for at, text in enumerate(texts, start):
             label = speaker_label(text)
             if label is None:
@@ -302,6 +313,15 @@ class UnitMatrix(_Matrix):
         if extra is not None:
             extra["neighbours"] = found
         return found
+
+
+def _epoch(value) -> float:
+    """A timestamp column as seconds since the epoch (SQLite hands back text)."""
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value.timestamp()
 
 
 def _resize(array: np.ndarray, shape: tuple) -> np.ndarray:

@@ -195,7 +195,10 @@ def test_lcm_eval_recall_ingests_asks_and_prints_every_budget(tmp_path):
     assert data["recall"]["hybrid"]["all"]["2000"] == pytest.approx((1 + 1 + 0.5) / 3, abs=1e-3)
     table = out.getvalue()
     assert "| hybrid | all | 3 |" in table
-    assert "@500 (BM25) | @1000 (BM25) | @2000 (BM25)" in table
+    # each figure beside a baseline priced alike: per row beside BM25 over the same units,
+    # per whole message beside BM25 over single messages; LoCoMo's categories by name
+    assert "| row @500 (BM25 units) |" in table and "| message @2000 (BM25 messages) |" in table
+    assert "| hybrid | 1 multi-hop | 1 |" in table and "| hybrid | 2 temporal | 2 |" in table
     assert "| all | bm25_units |" in table and "| message @1000 |" in table
 
 

@@ -41,6 +41,9 @@ QUESTIONS = [
 ]
 
 
+WHEN = "2024-03-01 10:00:00"  # a unit's time as SQLite hands it back (text)
+
+
 def _rows(vectors: np.ndarray) -> list[tuple]:
     return [
         (i + 1, f"chk_{i}", 1, i + 1, 1, v.astype("<f4").tobytes()) for i, v in enumerate(vectors)
@@ -177,7 +180,7 @@ def test_unit_postings_hold_each_units_term_counts_across_refreshes():
     for size in (1, 1, 2, 50, 3, 3, 120, 1, 119):
         matrix.grow(
             [
-                (i + 1, f"chk_{i}", 1, i + 1, 1, b"\0" * 8, i + 1, texts[i])
+                (i + 1, f"chk_{i}", 1, i + 1, 1, b"\0" * 8, i + 1, texts[i], WHEN, "user")
                 for i in range(at, at + size)
             ]
         )
@@ -228,7 +231,7 @@ def test_a_scopes_rows_and_neighbours_are_kept_and_match_a_fresh_computation():
     # two conversations interleaved: 1 holds rows 0, 2, 4, ...; 2 holds rows 1, 3, 5, ...
     matrix.grow(
         [
-            (i + 1, f"chk_{i}", 1 + i % 2, i // 2 + 1, 7, b"\0" * 8, i // 2 + 1, "x")
+            (i + 1, f"chk_{i}", 1 + i % 2, i // 2 + 1, 7, b"\0" * 8, i // 2 + 1, "x", WHEN, "user")
             for i in range(40)
         ]
     )
