@@ -12,9 +12,15 @@ write files are idempotent, since redacted bytes hold nothing to match):
 5. files      large-file bytes and explorations (files)
 6. rows       turns, steps, states and every other row of the scope (rows)
 7. streams    stream journals and turn event logs (streams)
-8. sweep      the replaced segment and file objects deleted
-9. caches     this process's caches dropped; other processes' are keyed so they miss
-10. verify    every place scanned for the removed strings (verify)
+8. search_index  the search indexes' storage: deleted entries merged away on SQLite,
+              old row versions vacuumed from the GIN indexes on PostgreSQL (search_storage)
+9. sweep      the replaced segment and file objects deleted
+10. caches    this process's caches dropped; other processes' are keyed so they miss
+11. verify    every place scanned for the removed strings (verify)
+
+A job whose verify still finds something is not done: it ends failed with the places
+listed (`verification.found`), and a resume runs every step again (each acts only on
+what still matches), then verifies again.
 
 The job is audited when it ends (`redaction`): who, when, why, the scope, the kind of
 selector, counts per place and the verification; never the text nor a hash of it.
@@ -39,12 +45,13 @@ from security.redaction import (
     files,
     memory_units,
     rows,
+    search_storage,
     streams,
     summaries,
 )
 from security.redaction.context import JobContext
 from security.redaction.matcher import MATCH_TIMEOUT, MIN_NEEDLE, seal
-from security.redaction.plan import form_strings, message_forms, plan
+from security.redaction.plan import TEXT_COLUMNS, form_strings, message_forms, plan
 from security.redaction.request import RedactionRequest
 from security.redaction.verify import verify
 from security.services import audit_record
@@ -81,8 +88,40 @@ def _sweep(ctx: JobContext) -> dict:
     return {"segments": len(old_segments), "files": len(old_files)}
 
 
+def _checked_strings(ctx: JobContext) -> list[str]:
+    """What verify looks for: the literal asked for, whatever its length; of the texts of
+    whole messages, spans and regex matches, those long enough not to match everywhere."""
+    needles = [n for n in ctx.sealed.get("needles", []) if len(n) >= MIN_NEEDLE]
+    if ctx.sealed.get("literal"):
+        needles = [ctx.sealed["literal"], *needles]
+    return list(dict.fromkeys(needles))
+
+
+# The content table behind each search index, and the step count that says it changed.
+_REWRITTEN = {
+    "conversations_message": ("canonical", "messages"),
+    "conversations_summary": ("summaries", "summaries"),
+    "memory_chunk": ("memory", "chunks_rederived"),
+}
+
+
+def _search_index(ctx: JobContext) -> dict:
+    """Clear the removed text out of the search indexes' storage: every index over a table
+    the job rewrote, and any other whose pages still hold a needle's token (left there by
+    an earlier delete: an archived message, a memory unit derived again)."""
+    store = search_storage.storage()
+    indexes = store.indexes()
+    steps = ctx.row.steps
+    rewritten = {table for table, (step, key) in _REWRITTEN.items() if steps.get(step, {}).get(key)}
+    holding = {remnant.index for remnant in store.remnants(_checked_strings(ctx))}
+    chosen = {index for index, table in indexes.items() if table in rewritten} | holding
+    if store.vendor == "postgresql":  # VACUUM works per table
+        return store.merge(sorted({indexes[index] for index in chosen}))
+    return store.merge(sorted(chosen))
+
+
 def _verify(ctx: JobContext) -> dict:
-    result = verify([n for n in ctx.sealed.get("needles", []) if len(n) >= MIN_NEEDLE])
+    result = verify(_checked_strings(ctx))
     ctx.row.verification = result.as_dict()
     return {"occurrences": result.count}
 
@@ -95,6 +134,7 @@ STEPS = (
     ("files", files.run),
     ("rows", rows.run),
     ("streams", streams.run),
+    ("search_index", _search_index),
     ("sweep", _sweep),
     ("caches", _caches),
     ("verify", _verify),
@@ -120,7 +160,7 @@ def _needles(request: RedactionRequest, found: list[str]) -> dict:
         return {"needles": [form["content"][span["start"] : span["end"]]]}
     texts: list[str] = []
     for form, _ in message_forms(request.scope.conversation_ids, request.message_ids):
-        texts += form_strings(form)
+        texts += form_strings(form, columns=TEXT_COLUMNS)
     return {"needles": texts}
 
 
@@ -181,9 +221,10 @@ def start(request: RedactionRequest, *, actor=None, via: str, http_request=None)
     return run(row, http_request=http_request)
 
 
-# Runs before its record's transaction: verify folds SQLite's WAL into the database file
-# first (a checkpoint cannot run inside a transaction) and only reads.
-_OUTSIDE_TRANSACTION = {"verify"}
+# Run before their record's transaction: verify folds SQLite's WAL into the database file
+# first (a checkpoint cannot run inside a transaction) and only reads;
+# search_index runs its own short transactions (a merge piece each; VACUUM in none).
+_OUTSIDE_TRANSACTION = {"verify", "search_index"}
 
 
 def _run_step(ctx: JobContext, name: str, step) -> None:
@@ -216,8 +257,24 @@ def run(row: Redaction, *, http_request=None) -> Redaction:
                 state=RedactionState.FAILED, error=f"step {name}: {type(error).__name__}"
             )
             raise
-    _finish(row, http_request)
+    if row.verification.get("occurrences"):
+        _fail_verification(row)
+    else:
+        _finish(row, http_request)
     return row
+
+
+def _fail_verification(row: Redaction) -> None:
+    """Not done while verify finds anything: failed, with the places (by name, never by
+    text) in the error and in `verification.found`; the needles stay sealed for a resume."""
+    places: dict[str, int] = {}
+    for where in row.verification.get("found", []):
+        name = where.get("table") or where.get("path") or where.get("place")
+        places[name] = places.get(name, 0) + 1
+    listed = ", ".join(f"{name} ({n})" for name, n in sorted(places.items()))
+    row.state = RedactionState.FAILED
+    row.error = f"verify found {row.verification['occurrences']} occurrences: {listed}"[:2000]
+    Redaction.objects.filter(pk=row.pk).update(state=row.state, error=row.error)
 
 
 def _finish(row: Redaction, http_request) -> None:
@@ -261,7 +318,11 @@ def resume(redaction_id: str) -> Redaction:
         raise NotResumable(f"no redaction {redaction_id}", code="not_found")
     if row.state == RedactionState.DONE:
         raise NotResumable(f"redaction {redaction_id} is done")
-    Redaction.objects.filter(pk=row.pk).update(state=RedactionState.RUNNING, error="")
+    if "verify" in row.steps:  # every step ran and verify still found something: again
+        row.steps = {}
+    Redaction.objects.filter(pk=row.pk).update(
+        state=RedactionState.RUNNING, error="", steps=row.steps
+    )
     row.state = RedactionState.RUNNING
     return run(row)
 

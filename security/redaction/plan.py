@@ -30,13 +30,19 @@ def _strings(value) -> list[str]:
     return []
 
 
-def form_strings(form: dict) -> list[str]:
+def form_strings(form: dict, *, columns=ARCHIVED_PART_COLUMNS) -> list[str]:
     """Every string of a message's form: its content and its parts' content columns."""
     found = [form["content"]]
     for part in form["parts"]:
-        for column in ARCHIVED_PART_COLUMNS:
+        for column in columns:
             found += _strings(part[column])
     return [s for s in found if s]
+
+
+# What a whole message's redaction looks for afterwards: its text, not the structure its
+# metadata shares with other rows (a summary id, `"trigger_reason": "manual"`); the
+# metadata is replaced all the same.
+TEXT_COLUMNS = tuple(c for c in ARCHIVED_PART_COLUMNS if c != "metadata")
 
 
 def message_forms(conversation_ids: list[int], message_ids: list[int] | None):

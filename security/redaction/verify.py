@@ -10,6 +10,9 @@ Places:
   tables too), every text and JSON column;
 - the search indexes: SQLite FTS5 tables by phrase query, PostgreSQL tsvector columns by
   `phraseto_tsquery`;
+- the search indexes' storage below their live entries: the terms every FTS5 leaf page
+  holds (deleted rows' too, until a merge), and the GIN entries of old row versions on
+  PostgreSQL (security.redaction.search_storage);
 - the SQLite database file and its WAL (freed pages can keep old text: the redaction job
   zeroes them with `secure_delete` and checkpoints the WAL);
 - every file under LCM_DATA_DIR (large-file objects and archive segments decrypted and
@@ -34,6 +37,7 @@ from django.db import connection
 
 from archive import segments
 from core import crypto
+from security.redaction.search_storage import storage
 
 _NOT_TEXT = re.compile(r"INT|REAL|BOOL|DATE|TIME|DECIMAL|NUMERIC|FLOAT|DOUBLE", re.I)
 _LIMIT = 200  # occurrences listed (all are counted)
@@ -156,6 +160,13 @@ def _scan_search_indexes(needles: list[str], result: Verification) -> None:
     result.places_scanned["search_indexes"] = scanned
 
 
+def _scan_search_storage(needles: list[str], result: Verification) -> None:
+    store = storage()
+    for remnant in store.remnants(needles):
+        result.found(**remnant.as_dict())
+    result.places_scanned["search_index_storage"] = len(store.indexes())
+
+
 def _clear_texts(path: Path, data: bytes) -> list[bytes]:
     """The readable forms of one stored file: itself, decrypted, a segment decompressed,
     a JSON-lines file line by line decrypted."""
@@ -256,5 +267,6 @@ def verify(needles: list[str]) -> Verification:
     _checkpoint()
     _scan_tables(forms, result)
     _scan_search_indexes(needles, result)
+    _scan_search_storage(needles, result)
     _scan_files(forms, result)
     return result

@@ -448,7 +448,8 @@ def test_a_storage_nothing_was_written_to_yet_verifies_as_empty(api, user, setti
 def test_a_rewrite_that_would_collide_with_a_unique_value_keeps_the_row_and_says_so(api, user):
     # Both session ids outgrow their 255 characters once rewritten, and both are cut to the
     # same run of short markers: the second rewrite would break (owner, session_id)'s
-    # uniqueness. That row keeps its text; verify finds it; the job ends, no 500.
+    # uniqueness. That row keeps its text; verify finds it; the job ends failed with the
+    # place listed (never done while verify finds anything), no 500.
     for repeat in (40, 41):
         conversation = ConversationFactory(owner=user, session_id="000000" * repeat)
         messages_append(
@@ -458,10 +459,11 @@ def test_a_rewrite_that_would_collide_with_a_unique_value_keeps_the_row_and_says
     response = api.post("/api/v1/redactions/", {"literal": "000000"}, format="json")
     assert response.status_code == 201, response.content
     body = response.json()
-    assert body["state"] == "done"
+    assert body["state"] == "failed"
     assert (
         body["steps"]["rows"]["conversations.Conversation (kept: a unique value would collide)"]
         == 1
     )
     assert body["verification"]["occurrences"] > 0
+    assert "conversations_conversation (" in body["error"]
     assert not Message.objects.filter(content__contains="000000").exists()
