@@ -10,7 +10,7 @@ import copy
 
 from archive.models import Segment, SegmentState
 from conversations.archive_port import hydrate_messages
-from conversations.models import ARCHIVED_PART_COLUMNS, Message
+from conversations.models import ARCHIVED_PART_COLUMNS, Message, MessagePart
 from largefiles.models import LargeFile
 from security.models import AuditEvent
 from security.redaction import files, memory_units, rows, streams, summaries
@@ -67,6 +67,19 @@ def message_forms(conversation_ids: list[int], message_ids: list[int] | None):
                 ],
             }
             yield form, message.from_archive
+
+
+def part_ordinals(message_ids: list[int]) -> dict[int, list[int]]:
+    """The redaction's reader (`message_forms`), for the integrity check
+    `part_reader_disorder`."""
+    conversation_ids = list(
+        Message.objects.filter(pk__in=message_ids).values_list("conversation_id", flat=True)
+    )
+    forms = [form for form, _ in message_forms(conversation_ids, list(message_ids))]
+    ordinal_of = dict(
+        MessagePart.objects.filter(message_id__in=message_ids).values_list("pk", "ordinal")
+    )
+    return {form["id"]: [ordinal_of[p["id"]] for p in form["parts"]] for form in forms}
 
 
 def _messages(ctx: JobContext, found: set[str]) -> dict:
