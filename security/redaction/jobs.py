@@ -1,5 +1,6 @@
-"""Redaction jobs: create one from a checked request, run its steps in order, resume one
-that a crash or an error left unfinished.
+"""Redaction jobs: create one from a checked request, plan it (a dry run ends there), run
+its steps in order, resume one that a crash or an error left unfinished. The API queues
+them for the background worker (security.redaction.queue); the command runs them here.
 
 Steps, in order (each recorded on the job row as it finishes, in the same transaction as
 its database writes, so a crash resumes at the first step not recorded; the steps that
@@ -14,7 +15,8 @@ write files are idempotent, since redacted bytes hold nothing to match):
 7. streams    stream journals and turn event logs (streams)
 8. search_index  the search indexes' storage: deleted entries merged away on SQLite,
               old row versions vacuumed from the GIN indexes on PostgreSQL (search_storage)
-9. sweep      the replaced segment and file objects deleted
+9. sweep      the replaced segment and file objects deleted, and the export archives kept
+              on the server that hold the scope (they hold the removed text)
 10. caches    this process's caches dropped; other processes' are keyed so they miss
 11. verify    every place scanned for the removed strings (verify)
 
@@ -37,6 +39,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.api.errors import InvalidInput, LcmError
+from security.export_store import expire_holding
 from security.hard_delete import lock_conversations
 from security.models import Redaction, RedactionState
 from security.redaction import (
@@ -50,7 +53,7 @@ from security.redaction import (
     summaries,
 )
 from security.redaction.context import JobContext
-from security.redaction.matcher import MATCH_TIMEOUT, MIN_NEEDLE, seal
+from security.redaction.matcher import MATCH_TIMEOUT, MIN_NEEDLE, seal, unseal
 from security.redaction.plan import TEXT_COLUMNS, form_strings, message_forms, plan
 from security.redaction.request import RedactionRequest
 from security.redaction.verify import verify
@@ -85,7 +88,8 @@ def _sweep(ctx: JobContext) -> dict:
         if segments.exists(key):
             segments.delete(key)
     delete_objects(old_files)
-    return {"segments": len(old_segments), "files": len(old_files)}
+    archives = expire_holding(ctx.row.conversation_ids, f"deleted by redaction {ctx.row.pk}")
+    return {"segments": len(old_segments), "files": len(old_files), "export_archives": archives}
 
 
 def _checked_strings(ctx: JobContext) -> list[str]:
@@ -164,9 +168,17 @@ def _needles(request: RedactionRequest, found: list[str]) -> dict:
     return {"needles": texts}
 
 
-def _row(request: RedactionRequest, *, actor, via: str) -> Redaction:
+def create(
+    request: RedactionRequest,
+    *,
+    actor,
+    via: str,
+    state: str = RedactionState.RUNNING,
+    request_key: str = "",
+) -> Redaction:
+    """The job row: what it addresses and the sealed strings; planned when it runs."""
     authenticated = actor is not None and getattr(actor, "is_authenticated", False)
-    return Redaction(
+    row = Redaction(
         id=f"red_{uuid.uuid4().hex[:16]}",
         actor_id=actor.pk if authenticated else None,
         actor_name=actor.get_username() if authenticated else "",
@@ -179,7 +191,13 @@ def _row(request: RedactionRequest, *, actor, via: str) -> Redaction:
         conversation_ids=request.scope.conversation_ids,
         session_ids=request.scope.session_ids,
         message_ids=list(request.message_ids),
+        sealed=seal(_needles(request, [])),
+        dry_run=request.dry_run,
+        request_key=request_key,
+        state=state,
     )
+    row.save()
+    return row
 
 
 def _plan(row: Redaction) -> tuple[dict, list[str]]:
@@ -192,33 +210,38 @@ def _plan(row: Redaction) -> tuple[dict, list[str]]:
         ) from None
 
 
-def dry_run(request: RedactionRequest) -> dict:
-    """Every place the redaction would touch, with counts; nothing is written."""
-    row = _row(request, actor=None, via="dry_run")
-    row.sealed = seal(_needles(request, []))
-    places, found = _plan(row)
-    needles = found if request.selector_kind == "regex" else []
-    return {
-        "dry_run": True,
-        "scope": {"kind": request.scope.kind, "id": request.scope.id},
-        "selector": request.selector_kind,
-        "distinct_matches": len(needles) if request.selector_kind == "regex" else None,
-        "places": places,
-    }
+def _planned(row: Redaction) -> None:
+    """Every place the job touches, with counts, on its row (a regex's matches sealed: verify
+    looks for exactly those); the selected message ids are kept, the plan's guesses not."""
+    selected = list(row.message_ids)
+    try:
+        places, found = _plan(row)
+    except LcmError as error:
+        row.state, row.error = RedactionState.FAILED, error.message
+        Redaction.objects.filter(pk=row.pk).update(state=row.state, error=row.error)
+        raise
+    if row.selector_kind == "regex":
+        row.sealed = seal({**unseal(row.sealed), "needles": found})
+        places["distinct_matches"] = len(found)
+    row.plan, row.exports, row.message_ids = places, places["exports_on_record"], selected
+    row.save(update_fields=["plan", "exports", "message_ids", "sealed"])
+
+
+def execute(row: Redaction, *, http_request=None) -> Redaction:
+    """Plan the job, then run its steps to the end; a dry run ends with its plan (every
+    place it would touch, with counts) and writes nothing else."""
+    if not row.plan:
+        _planned(row)
+    if not row.dry_run:
+        return run(row, http_request=http_request)
+    row.state, row.sealed, row.finished_at = RedactionState.DONE, "", timezone.now()
+    row.save(update_fields=["state", "sealed", "finished_at"])
+    return row
 
 
 def start(request: RedactionRequest, *, actor=None, via: str, http_request=None) -> Redaction:
-    """Create the job (the plan and the sealed needles on its row) and run it to the end."""
-    row = _row(request, actor=actor, via=via)
-    row.sealed = seal(_needles(request, []))
-    places, found = _plan(row)
-    if request.selector_kind == "regex":
-        row.sealed = seal(_needles(request, found))
-    row.plan = places
-    row.exports = places["exports_on_record"]
-    row.message_ids = list(request.message_ids)  # the plan's guesses are recomputed
-    row.save()
-    return run(row, http_request=http_request)
+    """Create the job and run it here to the end (the command's default; the API queues)."""
+    return execute(create(request, actor=actor, via=via), http_request=http_request)
 
 
 # Run before their record's transaction: verify folds SQLite's WAL into the database file
@@ -318,13 +341,17 @@ def resume(redaction_id: str) -> Redaction:
         raise NotResumable(f"no redaction {redaction_id}", code="not_found")
     if row.state == RedactionState.DONE:
         raise NotResumable(f"redaction {redaction_id} is done")
-    if "verify" in row.steps:  # every step ran and verify still found something: again
+    reopen(row, state=RedactionState.RUNNING)
+    return execute(row)
+
+
+def reopen(row: Redaction, *, state: str) -> None:
+    """Back to `state` (running here, or pending for a worker) to go on from the first
+    step not recorded; a job whose verify still found something runs every step again."""
+    if "verify" in row.steps:
         row.steps = {}
-    Redaction.objects.filter(pk=row.pk).update(
-        state=RedactionState.RUNNING, error="", steps=row.steps
-    )
-    row.state = RedactionState.RUNNING
-    return run(row)
+    row.state, row.error = state, ""
+    Redaction.objects.filter(pk=row.pk).update(state=state, error="", steps=row.steps)
 
 
 def resume_unfinished() -> list[str]:
@@ -337,9 +364,19 @@ def resume_unfinished() -> list[str]:
 
 
 def report(row: Redaction) -> dict:
+    done = sum(name in row.steps for name in STEP_NAMES)
     return {
         "id": row.pk,
+        "url": f"/api/v1/redactions/{row.pk}/",
         "state": row.state,
+        "dry_run": row.dry_run,
+        "progress": {
+            "steps_done": len(STEP_NAMES) if row.state == RedactionState.DONE else done,
+            "steps_total": 0 if row.dry_run else len(STEP_NAMES),
+            "step": next((n for n in STEP_NAMES if n not in row.steps), None)
+            if row.state == RedactionState.RUNNING and row.plan
+            else None,
+        },
         "reason": row.reason,
         "marker": f"[redacted: {row.reason} {row.pk}]",
         "scope": {"kind": row.scope_kind, "id": row.scope_id},

@@ -16,8 +16,9 @@ Places:
 - the SQLite database file and its WAL (freed pages can keep old text: the redaction job
   zeroes them with `secure_delete` and checkpoints the WAL);
 - every file under LCM_DATA_DIR (large-file objects and archive segments decrypted and
-  decompressed, stream journals and turn event logs line by line);
-- the stream journal storage and large-file and archive storages when they are buckets.
+  decompressed, stream journals and turn event logs line by line, export archives entry
+  by entry);
+- the stream journal, large-file, archive and export storages when they are buckets.
 
 Found occurrences name the place (table and column, or file) and the row id, never text.
 """
@@ -26,9 +27,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import json
 import math
 import re
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -169,7 +172,7 @@ def _scan_search_storage(needles: list[str], result: Verification) -> None:
 
 def _clear_texts(path: Path, data: bytes) -> list[bytes]:
     """The readable forms of one stored file: itself, decrypted, a segment decompressed,
-    a JSON-lines file line by line decrypted."""
+    a zip's entries inflated, a JSON-lines file line by line decrypted."""
     texts = [data]
     if data.startswith(crypto.MAGIC):
         try:
@@ -181,6 +184,12 @@ def _clear_texts(path: Path, data: bytes) -> list[bytes]:
         header, _, compressed = data.partition(b"\n")
         with contextlib.suppress(Exception):  # an unreadable segment is integrity's to report
             texts.append(segments.decompress(compressed, header[len(segments.MAGIC) :].decode()))
+    if data.startswith(b"PK\x03\x04"):  # a zip (an export archive): each entry, inflated
+        with (
+            contextlib.suppress(zipfile.BadZipFile, OSError, EOFError),
+            zipfile.ZipFile(io.BytesIO(data)) as archive,
+        ):
+            texts += [archive.read(name) for name in archive.namelist()]
     if path.suffix == ".jsonl":
         for raw in data.split(b"\n"):
             try:
@@ -198,7 +207,7 @@ def _stored_files():
 
     roots = {Path(settings.DATA_DIR).resolve()}
     buckets = []
-    for alias in ("large_files", "archive_segments", "stream_journals"):
+    for alias in ("large_files", "archive_segments", "stream_journals", "export_archives"):
         storage = storages[alias]
         if isinstance(storage, FileSystemStorage):
             roots.add(Path(storage.location).resolve())

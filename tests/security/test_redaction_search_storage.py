@@ -79,11 +79,13 @@ def test_a_redacted_token_leaves_every_fts5_shadow_table(user):
     assert row.state == "done", row.error
     assert fts_occurrences(TOKEN) == 0
     assert verify([TOKEN]).count == 0
-    assert row.steps["search_index"]["merged"] == [
+    # The indexes over what it rewrote (and any other whose pages held a token: an
+    # earlier test's rows, deleted, can leave a trigram of it in the summaries' index).
+    assert set(row.steps["search_index"]["merged"]) >= {
         "conversations_message_fts",
         "conversations_message_trgm",
         "memory_chunk_fts",
-    ]
+    }
 
 
 @pytest.mark.skipif("connection.vendor != 'sqlite'")
