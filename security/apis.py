@@ -15,7 +15,7 @@ from core.api.errors import InvalidInput, LcmError, NotFound
 from core.api.schema import ERRORS, ErrorSerializer
 from security import export_jobs, exports, hard_delete
 from security.export_store import archive_storage
-from security.models import ExportJob, ExportState
+from security.models import ExportJob, ExportState, Redaction
 from security.serializers import (
     ExportJobSerializer,
     ExportRequestSerializer,
@@ -169,10 +169,11 @@ class ExportApi(APIView):
         return _accepted(export_jobs.report(job))
 
 
-def _export_job(request, export_id: str) -> ExportJob:
-    job = ExportJob.objects.filter(pk=export_id).first()
+def _job(model, request, job_id: str):
+    """A job its creator or staff may read; anyone else's does not exist (404)."""
+    job = model.objects.filter(pk=job_id).first()
     if job is None or not (request.user.is_staff or job.actor_id == request.user.pk):
-        raise NotFound("no such export")
+        raise NotFound(f"no such {model._meta.verbose_name}")
     return job
 
 
@@ -184,7 +185,7 @@ class ExportDetailApi(APIView):
         "manifest counts, and its `download` URL once done. Its creator or staff.",
     )
     def get(self, request, export_id: str) -> Response:
-        return Response(export_jobs.report(_export_job(request, export_id)))
+        return Response(export_jobs.report(_job(ExportJob, request, export_id)))
 
 
 class ExportArchiveApi(APIView):
@@ -212,7 +213,7 @@ class ExportArchiveApi(APIView):
         description="Download a finished export's archive. Its creator or staff.",
     )
     def get(self, request, export_id: str):
-        job = _export_job(request, export_id)
+        job = _job(ExportJob, request, export_id)
         if job.state == ExportState.EXPIRED:
             raise ArchiveGone(f"export {job.pk} was deleted: {job.error}")
         if job.state != ExportState.DONE:
@@ -325,15 +326,11 @@ class RedactionDetailApi(APIView):
     @extend_schema(
         operation_id="redactions_retrieve",
         responses={200: RedactionSerializer, **ERRORS},
-        description="A redaction job's report: steps, counts, verification, exports on "
-        "record. Its creator or staff.",
+        description="A redaction job: its state and progress, its plan (a dry run's "
+        "result: the places it would touch, with counts), steps, verification and the "
+        "exports on record. Its creator or staff.",
     )
     def get(self, request, redaction_id: str) -> Response:
-        from core.api.errors import NotFound
-        from security.models import Redaction
         from security.redaction import jobs
 
-        row = Redaction.objects.filter(pk=redaction_id).first()
-        if row is None or not (request.user.is_staff or row.actor_id == request.user.pk):
-            raise NotFound("no such redaction")
-        return Response(jobs.report(row))
+        return Response(jobs.report(_job(Redaction, request, redaction_id)))

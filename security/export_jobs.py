@@ -30,13 +30,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.leases import lease_deadline, lease_kept
+from security import background
 from security.export_store import archive_storage
 from security.exports import Target, export_target, session_target
 from security.models import ExportJob, ExportState
 
 logger = logging.getLogger("lcm.security")
 TASK = "security.tasks.run_export"
-JOB_TIMEOUT = 6 * 3600  # seconds a worker may spend on one archive
 SAME_JOB_FOR = timedelta(minutes=10)
 _PROGRESS_EVERY_SECONDS = 1.0
 
@@ -77,11 +77,7 @@ def export_submit(*, target: Target, actor, via: str) -> tuple[ExportJob, bool]:
 
 
 def enqueue(job_id: str) -> None:
-    from django_q.tasks import async_task
-
-    sync = bool(settings.Q_CLUSTER.get("sync", False))
-    with transaction.atomic():  # django-q's ORM broker: see compaction.services._enqueue
-        async_task(TASK, job_id, sync=sync, timeout=JOB_TIMEOUT)
+    background.enqueue(TASK, job_id)
 
 
 def _target(job: ExportJob) -> Target:

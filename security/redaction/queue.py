@@ -18,13 +18,13 @@ import json
 import logging
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
 from core.api.errors import LcmError
 from core.leases import lease_deadline, lease_kept
+from security import background
 from security.models import Redaction, RedactionState
 from security.redaction import jobs
 from security.redaction.request import RedactionRequest
@@ -35,7 +35,6 @@ DRY_RUN_FIRST_BELOW = 8  # characters: a shorter literal may match everywhere
 # A finished job answers the same request this long (a client retrying after a lost
 # answer); later, the request is a new job: content may have come in since.
 SAME_JOB_FOR = timedelta(minutes=10)
-JOB_TIMEOUT = 6 * 3600  # seconds a worker may spend on one job (a user-wide redaction)
 
 
 class DryRunRequired(LcmError):
@@ -119,11 +118,7 @@ def submit(
 
 
 def enqueue(redaction_id: str) -> None:
-    from django_q.tasks import async_task
-
-    sync = bool(settings.Q_CLUSTER.get("sync", False))
-    with transaction.atomic():  # django-q's ORM broker: see compaction.services._enqueue
-        async_task(TASK, redaction_id, sync=sync, timeout=JOB_TIMEOUT)
+    background.enqueue(TASK, redaction_id)
 
 
 def run_queued(redaction_id: str) -> Redaction | None:

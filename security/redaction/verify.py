@@ -208,7 +208,9 @@ def _stored_files():
     roots = {Path(settings.DATA_DIR).resolve()}
     buckets = []
     for alias in ("large_files", "archive_segments", "stream_journals", "export_archives"):
-        storage = storages[alias]
+        # The stored bytes, below an encrypting wrapper: each is decrypted where it can be
+        # (`_clear_texts`), and one no configured key opens is still scanned as it is.
+        storage = getattr(storages[alias], "inner", storages[alias])
         if isinstance(storage, FileSystemStorage):
             roots.add(Path(storage.location).resolve())
         else:

@@ -25,6 +25,12 @@ from tests.turns.live import LiveServer
 pytestmark = [pytest.mark.process(portable=True), pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture
+def export_archive_folder():
+    """The server keeps archives where its settings say (LCM_DATA_DIR/exports): so does the
+    test process that builds them here (no per-test folder)."""
+
+
 def test_an_export_answers_at_once_and_its_job_stores_the_archive():
     owner = UserFactory(username="exporter")
     conversation = ConversationFactory(owner=owner)

@@ -29,7 +29,7 @@ def _conversation(owner, settings):
     conversation = ConversationFactory(owner=owner)
     messages_append(
         conversation_id=conversation.pk,
-        messages=[parse_message({"role": "user", "content": f"use {KEY} and pin 0000"})],
+        messages=[parse_message({"role": "user", "content": f"use {KEY} and pin Zq7x"})],
     )
     return conversation
 
@@ -83,14 +83,14 @@ def test_the_command_needs_a_dry_run_for_a_short_literal_then_redacts(
 ):
     conversation = _conversation(user, settings)
     args = ["lcm_redact", "redact", "--conversation", str(conversation.pk), "--stdin"]
-    monkeypatch.setattr("sys.stdin", io.StringIO("0000\n"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("Zq7x\n"))
     with pytest.raises(CommandError, match="dry_run"):
         call_command(*args)
-    monkeypatch.setattr("sys.stdin", io.StringIO("0000\n"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("Zq7x\n"))
     call_command(*args, "--dry-run")
     dry = json.loads(capsys.readouterr().out)
     assert (dry["state"], dry["plan"]["canonical"]["messages"]) == ("done", 1)
-    monkeypatch.setattr("sys.stdin", io.StringIO("0000\n"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("Zq7x\n"))
     call_command(*args, "--confirm-dry-run", dry["id"])
     done = json.loads(capsys.readouterr().out)
     assert done["state"] == "done" and done["verification"]["occurrences"] == 0
