@@ -16,8 +16,12 @@ from django.utils import timezone
 
 from conversations.inputs import parse_message
 from conversations.services import messages_append
+from memory.indexing import index_conversation_messages
+from memory.models import Chunk
 from security.models import Redaction
 from security.reconcile import reconcile_security_jobs
+from security.redaction import jobs
+from security.redaction.request import parse, scope_of_conversation
 from security.redaction.verify import verify
 from tests.factories import ConversationFactory
 
@@ -94,3 +98,21 @@ def test_the_command_needs_a_dry_run_for_a_short_literal_then_redacts(
     call_command(*args, "--confirm-dry-run", dry["id"])
     done = json.loads(capsys.readouterr().out)
     assert done["state"] == "done" and done["verification"]["occurrences"] == 0
+
+
+def test_a_literal_matching_over_a_thousand_messages_plans_and_redacts(api, user, settings):
+    """The reporter's kind of request: a short literal in every message (here 1,100 of
+    them: the plan once built one SQL condition per message, past SQLite's depth limit)."""
+    settings.LCM_SECRET_POLICY = "off"
+    conversation = ConversationFactory(owner=user)
+    messages_append(
+        conversation_id=conversation.pk,
+        messages=[
+            parse_message({"role": "user", "content": f"ticket {n} pin Zq7x"}) for n in range(1100)
+        ],
+    )
+    index_conversation_messages(conversation_id=conversation.pk)
+    request = parse({"literal": "Zq7x", "dry_run": True}, scope_of_conversation(conversation))
+    dry = jobs.start(request, via="command")
+    assert (dry.state, dry.plan["canonical"]["messages"]) == ("done", 1100), dry.error
+    assert dry.plan["memory_units"] == Chunk.objects.filter(conversation=conversation).count()
