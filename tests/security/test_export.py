@@ -173,3 +173,20 @@ def test_the_command_writes_the_archive_and_audits(user, tmp_path):
     assert manifest["tables"]["conversations.Message"]["rows"] == 14
     event = AuditEvent.objects.get()
     assert (event.action, event.via, event.actor_name) == ("export", "command", "owner")
+
+
+def test_a_hard_delete_deletes_the_export_archives_kept_of_it(
+    api, user, django_capture_on_commit_callbacks
+):
+    from security.hard_delete import hard_delete_conversation
+
+    conversation = _full_conversation(user)
+    job = export_job(api, {"conversation_id": conversation.pk}, django_capture_on_commit_callbacks)
+    key = ExportJob.objects.get().storage_key
+    assert archive_storage().exists(key)
+    with django_capture_on_commit_callbacks(execute=True):
+        hard_delete_conversation(
+            conversation=conversation, confirm=str(conversation.pk), via="test"
+        )
+    assert not archive_storage().exists(key)
+    assert api.get(job["url"]).json()["state"] == "expired"
