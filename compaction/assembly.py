@@ -186,7 +186,7 @@ _PART_COLUMNS = (
 _SKIPPED_PARTS = (PartType.REASONING.value, PartType.COMPACTION.value)
 
 
-def _parts(message_ids: Sequence[int]) -> dict[int, list[dict]]:
+def message_parts(message_ids: Sequence[int]) -> dict[int, list[dict]]:
     test, params = _id_list(message_ids)
     rows = _fetch(
         f"SELECT {', '.join(_PART_COLUMNS)} FROM conversations_messagepart "
@@ -455,7 +455,7 @@ def render_messages(message_ids: Sequence[int], *, fmt: str = "anthropic") -> li
     rows = _message_rows(ids, content=True)
     items = [(0, 0, message_id, None, None) for message_id in ids if message_id in rows]
     return rendering.render(
-        fmt, _wire_records(items, rows), parts=_parts(ids), xml={}, system=None
+        fmt, _wire_records(items, rows), parts=message_parts(ids), xml={}, system=None
     )["messages"]
 
 
@@ -551,7 +551,7 @@ def _bound_tail(included: Sequence[tuple], window: _Window, cap: int) -> _Bounde
         return _Bounded({}, 0, {})
     _read_missing_messages(included, window.messages)
     messages = [(m, window.messages[m][0], tokens) for m, tokens in messages]
-    parts = _parts(ids)
+    parts = message_parts(ids)
     before = {id(p): p["tool_output"] for rows in parts.values() for p in rows if p["tool_output"]}
     saved = tail_outputs.bound_outputs(messages, parts, cap)
     originals = {
@@ -585,7 +585,7 @@ def _render(
     else:
         ids = [i[_MESSAGE] for i in rendered_items if i[_MESSAGE] is not None]
         rest = [i for i in ids if i not in bounded.parts]
-        parts = {**(_parts(rest) if rest else {}), **bounded.parts}
+        parts = {**(message_parts(rest) if rest else {}), **bounded.parts}
         output = rendering.render(
             fmt,
             _wire_records(rendered_items, window.messages),

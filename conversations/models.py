@@ -183,6 +183,10 @@ class MessagePart(models.Model):
     metadata = models.JSONField(null=True, blank=True)
 
     class Meta:
+        # A message's parts are a sequence: every read, prefetches included, gets them in
+        # ordinal order (PostgreSQL returns an unordered read in heap order, which updates,
+        # archiving and redaction change; integrity's `part_reader_disorder` watches).
+        ordering = ["ordinal"]
         constraints = [
             models.UniqueConstraint(
                 fields=["message", "ordinal"], name="part_message_ordinal_unique"

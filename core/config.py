@@ -808,6 +808,15 @@ SETTINGS: tuple[Setting, ...] = (
         0,
         36500,
     ),
+    Setting(
+        "LCM_EXPORT_KEEP_HOURS",
+        int,
+        24,
+        "How long an export archive (`POST /api/v1/exports/`, built in the background) is "
+        "kept for download before it is deleted (docs/security.md).",
+        1,
+        24 * 365,
+    ),
     # --- Background job reliability (workers/, docs/reliability.md) ---
     Setting(
         "LCM_JOB_LEASE_SECONDS",

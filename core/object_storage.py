@@ -43,6 +43,7 @@ def object_storage(folder: str, *, lcm: dict[str, Any], data_dir: Path) -> dict:
 def storages_setting(*, lcm: dict[str, Any], data_dir: Path) -> dict:
     """The STORAGES entries of large files, stream journals and archive segments."""
     journals = object_storage("streams", lcm=lcm, data_dir=data_dir)
+    exports = object_storage("exports", lcm=lcm, data_dir=data_dir)
     archive = object_storage("archive", lcm=lcm, data_dir=data_dir)
     return {
         # Encrypts at rest when LCM_ENCRYPTION_KEY is set, around the real backend
@@ -59,5 +60,11 @@ def storages_setting(*, lcm: dict[str, Any], data_dir: Path) -> dict:
         "archive_segments": {
             "BACKEND": archive["backend"],
             "OPTIONS": archive["options"],
+        },
+        # Export archives built in the background (security/export_jobs.py), kept for
+        # LCM_EXPORT_KEEP_HOURS; encrypted at rest like large files.
+        "export_archives": {
+            "BACKEND": "security.storage.EncryptedStorage",
+            "OPTIONS": exports,
         },
     }

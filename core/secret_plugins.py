@@ -91,6 +91,22 @@ class BearerTokenDetector(RegexBasedDetector):
     denylist = (re.compile(r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9\-._~+/]{16,}=*)"),)
 
 
+class UrlPasswordDetector(RegexBasedDetector):
+    """A password in a URL (`scheme://user:PASSWORD@host`). RFC 3986 lets the user
+    information hold the sub-delimiters `! $ & ' ( ) * + , ; =`, percent-escapes and `:`,
+    which detect-secrets' BasicAuthDetector leaves out (`postgres://app:pa$$w0rd!@db`).
+    The user name may be empty (`redis://:PASSWORD@host`); the password runs to the last
+    `@` before the host, so one holding an `@` of its own is masked whole."""
+
+    secret_type = "URL Password"
+    denylist = (
+        re.compile(
+            r"://[^\s:/?#\[\]@\"'<>`]*:"
+            r"(?P<secret>[^\s/?#\[\]\"<>`]+)@(?=[A-Za-z0-9\[])"
+        ),
+    )
+
+
 class UrlTokenDetector(RegexBasedDetector):
     """A credential in a URL's query (`?access_token=...`, `&api_key=...`)."""
 

@@ -30,7 +30,6 @@ from detect_secrets.plugins import (
     artifactory,
     aws,
     azure_storage_key,
-    basic_auth,
     discord,
     gitlab_token,
     jwt,
@@ -148,6 +147,15 @@ def _real_value(value: str, text: str, start: int) -> bool:
     return not (_PLACEHOLDER.search(value) or _TEMPLATED.search(value))
 
 
+# A password slot of a template (`{password}`, `%(password)s`, `<password>`) or one already
+# masked (`****`): not a password.
+_URL_TEMPLATE = re.compile(r"\{[^{}]*\}|%\(\w+\)s|%s|<[^<>]*>|\*+|x+|X+")
+
+
+def _url_password(value: str, text: str, start: int) -> bool:
+    return _real_value(value, text, start) and not _URL_TEMPLATE.fullmatch(value)
+
+
 def _path_like(value: str) -> bool:
     return value.startswith(("/", "./", "~/", "../")) or value.count("/") >= 3 or "//" in value
 
@@ -242,7 +250,7 @@ _SPECIFIC: list[_Rule] = [
     *_rules("artifactory_token", artifactory.ArtifactoryDetector, ["AKC"], only=[0]),
     *_rules("bearer_token", own.BearerTokenDetector, ["bearer"], check=_real_value),
     *_rules("jwt", own.JwtDetector, ["eyJ"], check=_jwt_valid),
-    *_rules("url_password", basic_auth.BasicAuthDetector, ["://"], group=1, check=_real_value),
+    *_rules("url_password", own.UrlPasswordDetector, ["://"], check=_url_password),
     *_rules("url_token", own.UrlTokenDetector, ["="], check=_real_value),
 ]
 _GENERIC: list[_Rule] = [

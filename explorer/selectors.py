@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlencode
 
@@ -218,6 +219,26 @@ class TimelinePage:
     previous_from: int | None
     next_from: int | None
     latest_from: int
+
+
+def timeline_part_ordinals(message_ids: Sequence[int]) -> dict[int, list[int]]:
+    """The timeline's reader, for the integrity check `part_reader_disorder`: the pages
+    that hold these messages, as the explorer reads them."""
+    found: dict[int, list[int]] = {}
+    wanted = set(message_ids)
+    rows = Message.objects.filter(pk__in=wanted).values_list("conversation_id", "seq")
+    by_conversation: dict[int, list[int]] = {}
+    for conversation_id, seq in rows:
+        by_conversation.setdefault(conversation_id, []).append(seq)
+    for conversation in Conversation.objects.filter(pk__in=by_conversation):
+        seqs = sorted(by_conversation[conversation.pk])
+        while seqs:
+            page = timeline_page(conversation=conversation, from_seq=seqs[0])
+            for message in page.messages:
+                if message.pk in wanted:
+                    found[message.pk] = [p.ordinal for p in message.parts.all()]
+            seqs = [seq for seq in seqs if seq > page.last_seq]
+    return found
 
 
 def timeline_page(*, conversation: Conversation, from_seq: int | None) -> TimelinePage:

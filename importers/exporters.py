@@ -15,7 +15,7 @@ results, images and (Anthropic) thinking; they drop what the APIs have no place 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -50,6 +50,16 @@ def _messages(conversation: Conversation) -> Iterator[Message]:
 
 def _parts(message: Message) -> list[MessagePart]:
     return sorted(message.parts.all(), key=lambda p: p.ordinal)
+
+
+def part_ordinals(message_ids: Sequence[int]) -> dict[int, list[int]]:
+    """The exporters' reader, for the integrity check `part_reader_disorder`."""
+    found: dict[int, list[int]] = {}
+    for conversation in Conversation.objects.filter(messages__pk__in=message_ids).distinct():
+        for message in _messages(conversation):
+            if message.pk in message_ids:
+                found[message.pk] = [p.ordinal for p in _parts(message)]
+    return found
 
 
 def _plain(value: Any) -> Any:

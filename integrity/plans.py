@@ -49,6 +49,8 @@ _REVIEW_ADVICE = {
     "storage (the row records its SHA-256 and each message's); else mark it missing (audited).",
     "token_count_mismatch": "Canonical counts are immutable: note the difference; the context "
     "item copies can be recomputed.",
+    "part_reader_disorder": "A defect of the code, not of the data: the named reader must "
+    "order the parts by ordinal (the stored parts are intact).",
 }
 
 

@@ -151,6 +151,7 @@ LCM_METRICS_TOKEN = LCM["LCM_METRICS_TOKEN"]
 
 # API tokens (tokens/, docs/tokens.md)
 LCM_TOKEN_DEFAULT_DAYS = LCM["LCM_TOKEN_DEFAULT_DAYS"]
+LCM_EXPORT_KEEP_HOURS = LCM["LCM_EXPORT_KEEP_HOURS"]
 
 # Background job reliability (workers/, docs/reliability.md)
 LCM_JOB_LEASE_SECONDS = LCM["LCM_JOB_LEASE_SECONDS"]
@@ -449,6 +450,10 @@ SPECTACULAR_SETTINGS = {
         "IntegrityScanModeEnum": "integrity.models.ScanMode",
         "GrepModeEnum": ["full_text", "regex", "semantic", "hybrid"],
         "ToolNameEnum": "retrieval.serializers.TOOL_NAMES",
+        # The compaction and import jobs' states keep the name they had alone.
+        "StateEnum": "compaction.models.JobState",
+        "RedactionStateEnum": "security.models.RedactionState",
+        "ExportStateEnum": "security.models.ExportState",
     },
 }
 

@@ -18,7 +18,15 @@ class MemoryConfig(AppConfig):
         register_after_append(schedule_after_append)
         register_after_summary(schedule_after_summary)
         register_meaning_search(grep_memory)  # grep's semantic and hybrid modes
+        _register_part_reader()
         _register_turn_memory()
+
+
+def _register_part_reader() -> None:
+    from integrity.part_readers import register_part_reader
+    from memory.indexing import part_ordinals
+
+    register_part_reader("memory.indexing", part_ordinals)
 
 
 def _register_turn_memory() -> None:

@@ -74,6 +74,18 @@ def _topic_embedder():
     return backend.embed
 
 
+def with_parts(messages: QuerySet[Message]) -> list[Message]:
+    """The messages with their parts (in ordinal order: the model's ordering) and their
+    archived content read back: what indexing reads."""
+    return hydrate_messages(messages.prefetch_related("parts"))
+
+
+def part_ordinals(message_ids: Sequence[int]) -> dict[int, list[int]]:
+    """Indexing's reader, for the integrity check `part_reader_disorder`."""
+    messages = with_parts(Message.objects.filter(pk__in=message_ids).order_by("seq"))
+    return {m.pk: [p.ordinal for p in m.parts.all()] for m in messages}
+
+
 def segments_for(messages: Sequence[Message]) -> list[Segment]:
     """One segment per message; a message made of tool results is a tool-result segment."""
     segments = []
@@ -246,13 +258,11 @@ def index_turn(*, turn_id: str) -> IndexResult:
     from turns.selectors import offline_authored_external_ids
 
     turn = UserTurn.objects.select_related("branch").get(pk=turn_id)
-    messages = hydrate_messages(  # archived content is indexed from its segment
+    messages = with_parts(  # archived content is indexed from its segment
         Message.objects.filter(
             conversation_id=turn.branch.conversation_id,
             external_id__startswith=f"turn:{turn_id}:",
-        )
-        .prefetch_related("parts")
-        .order_by("seq")
+        ).order_by("seq")
     )
     if not messages:
         raise IndexingError(f"turn {turn_id} has no mirrored messages yet; retry later")
@@ -355,10 +365,10 @@ def index_conversations(conversation_ids: Sequence[int]) -> IndexResult:
 def _pending(conversation_id: int, limit: int) -> _Pending:
     """Up to `limit` of the conversation's messages after its cursor, cut into units."""
     cursor = MessageIndexCursor.objects.get(conversation_id=conversation_id)
-    messages = hydrate_messages(  # archived content is indexed from its segment
-        Message.objects.filter(conversation_id=conversation_id, seq__gt=cursor.last_seq)
-        .prefetch_related("parts")
-        .order_by("seq")[:limit]
+    messages = with_parts(  # archived content is indexed from its segment
+        Message.objects.filter(conversation_id=conversation_id, seq__gt=cursor.last_seq).order_by(
+            "seq"
+        )[:limit]
     )
     specs = chunk_messages(messages, units=True) if messages else []
     return _Pending(conversation_id, cursor.last_seq, messages, specs)

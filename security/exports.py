@@ -32,7 +32,17 @@ class Export:
         return archive_chunks(self.plan, actor=self.actor, manifest=self.manifest)
 
 
-def export_conversation(*, conversation, actor, via: str, request=None) -> Export:
+@dataclass(frozen=True)
+class Target:
+    """What an export holds: a conversation, or a turn session with its branches'."""
+
+    kind: str  # conversation | session
+    id: str
+    conversation_ids: frozenset[int]
+    session_ids: frozenset[str]
+
+
+def conversation_target(conversation) -> Target:
     from turns.models import Branch
 
     session_ids = sorted(
@@ -44,26 +54,31 @@ def export_conversation(*, conversation, actor, via: str, request=None) -> Expor
             code="belongs_to_session",
             extra={"session_ids": session_ids},
         )
-    return _export(
-        conversation_ids={conversation.pk},
-        session_ids=set(),
-        target=("conversation", str(conversation.pk)),
-        actor=actor,
-        via=via,
-        request=request,
+    return Target("conversation", str(conversation.pk), frozenset({conversation.pk}), frozenset())
+
+
+def session_target(session) -> Target:
+    from turns.models import Branch
+
+    conversation_ids = frozenset(
+        Branch.objects.filter(session=session).values_list("conversation_id", flat=True)
     )
+    return Target("session", session.pk, conversation_ids, frozenset({session.pk}))
+
+
+def export_conversation(*, conversation, actor, via: str, request=None) -> Export:
+    return export_target(conversation_target(conversation), actor=actor, via=via, request=request)
 
 
 def export_session(*, session, actor, via: str, request=None) -> Export:
-    from turns.models import Branch
+    return export_target(session_target(session), actor=actor, via=via, request=request)
 
-    conversation_ids = set(
-        Branch.objects.filter(session=session).values_list("conversation_id", flat=True)
-    )
+
+def export_target(target: Target, *, actor, via: str, request=None) -> Export:
     return _export(
-        conversation_ids=conversation_ids,
-        session_ids={session.pk},
-        target=("session", session.pk),
+        conversation_ids=set(target.conversation_ids),
+        session_ids=set(target.session_ids),
+        target=(target.kind, target.id),
         actor=actor,
         via=via,
         request=request,

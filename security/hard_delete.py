@@ -34,6 +34,7 @@ from core import locks
 from core.api.errors import InvalidInput, LcmError
 from largefiles.models import LargeFile
 from largefiles.store import delete_objects
+from security.export_store import expire_holding
 from security.permits import transaction_permit
 from security.services import audit_record
 
@@ -222,8 +223,12 @@ def _hard_delete(
             target_id=target[1],
             details=result.as_dict(),
         )
-        # Objects and journals go only once the rows are gone for good.
+        # Objects, journals and the export archives kept of them go only once the rows
+        # are gone for good.
         transaction.on_commit(lambda: _remove_stored(keys, paths))
+        transaction.on_commit(
+            lambda: expire_holding(conversation_ids, f"deleted by hard delete of {target[1]}")
+        )
     logger.info("hard delete of %s %s: %s", target[0], target[1], result.counts)
     return result
 

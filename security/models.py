@@ -48,6 +48,7 @@ class AuditEvent(models.Model):
 
 
 class RedactionState(models.TextChoices):
+    PENDING = "pending"  # queued: a worker has not taken it yet
     RUNNING = "running"  # steps left to do (a crash leaves it here: resume it)
     DONE = "done"  # every step done, verified; the sealed needles are cleared
     FAILED = "failed"  # a step raised; resume retries from that step
@@ -83,6 +84,12 @@ class Redaction(models.Model):
     verification = models.JSONField(default=dict, blank=True)
     exports = models.JSONField(default=list, blank=True)  # exports on record before it
     error = models.TextField(blank=True, default="")
+    dry_run = models.BooleanField(default=False)  # plan only: `plan` is the result
+    # Same request, same job (security.redaction.submit): a keyed digest (HMAC with a key
+    # derived from SECRET_KEY) of who asked, the scope and the selector; without the server's
+    # key it confirms no guess of the selector's text.
+    request_key = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    lease_until = models.DateTimeField(null=True, blank=True)  # a worker holds it until then
 
     class Meta:
         ordering = ["-created_at"]
@@ -94,3 +101,55 @@ class Redaction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pk} ({self.state}) {self.scope_kind} {self.scope_id}"
+
+
+class ExportState(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"  # the archive is stored until `expires_at`
+    FAILED = "failed"
+    EXPIRED = "expired"  # the archive was deleted (its time was up, or a redaction or hard
+    # delete of what it holds removed it)
+
+
+class ExportJob(models.Model):
+    """An export archive built in the background (docs/security.md, "Export archives"):
+    asked for by `POST /api/v1/exports/`, stored (encrypted at rest with LCM_ENCRYPTION_KEY)
+    until `expires_at`, downloaded from `GET /api/v1/exports/{id}/archive/`."""
+
+    id = models.CharField(primary_key=True, max_length=24)  # exp_ + 16 hex
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    actor_id = models.BigIntegerField(null=True, blank=True)
+    actor_name = models.CharField(max_length=150, blank=True, default="")
+    via = models.CharField(max_length=16)
+    target_kind = models.CharField(max_length=16)  # conversation | session
+    target_id = models.CharField(max_length=64)
+    conversation_ids = models.JSONField(default=list, blank=True)
+    state = models.CharField(
+        max_length=16, choices=ExportState.choices, default=ExportState.PENDING
+    )
+    progress_done = models.PositiveIntegerField(default=0)  # archive entries written
+    progress_total = models.PositiveIntegerField(null=True, blank=True)
+    storage_key = models.CharField(max_length=255, blank=True, default="")
+    size = models.BigIntegerField(null=True, blank=True)
+    sha256 = models.CharField(max_length=64, blank=True, default="")
+    manifest = models.JSONField(default=dict, blank=True)  # counts and digests, no content
+    error = models.TextField(blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(state__in=ExportState.values), name="export_job_state_valid"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["actor_id", "target_kind", "target_id"], name="export_job_ask")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pk} ({self.state}) {self.target_kind} {self.target_id}"

@@ -3,6 +3,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from core.api.requests import RequestSerializer
+from security.models import ExportState, RedactionState
 
 
 class HardDeleteResultSerializer(serializers.Serializer):
@@ -51,7 +52,15 @@ class RedactionRequestSerializer(RequestSerializer):
         help_text="Written into the marker `[redacted: <reason> <id>]` (default `secret`).",
     )
     dry_run = serializers.BooleanField(
-        required=False, help_text="Only list every place it would touch, with counts."
+        required=False,
+        help_text="Only plan: the job's `plan` lists every place it would touch, with counts.",
+    )
+    confirm_dry_run = serializers.CharField(
+        required=False,
+        min_length=1,
+        max_length=24,
+        help_text="The id of a finished dry run of the same selector and scope: required for "
+        "a literal of fewer than 8 characters and for a regex (409 `dry_run_required`).",
     )
     message_ids = serializers.ListField(
         child=serializers.IntegerField(min_value=1),
@@ -91,9 +100,25 @@ class UserRedactionRequestSerializer(RedactionRequestSerializer):
         ref_name = "UserRedactionRequest"
 
 
+class RedactionProgressSerializer(serializers.Serializer):
+    steps_done = serializers.IntegerField()
+    steps_total = serializers.IntegerField(help_text="0 for a dry run (it plans only).")
+    step = serializers.CharField(allow_null=True, help_text="The step running now, if any.")
+
+    class Meta:
+        ref_name = "RedactionProgress"
+
+
 class RedactionSerializer(serializers.Serializer):
     id = serializers.CharField()
-    state = serializers.CharField(help_text="running, done or failed (resume it)")
+    url = serializers.CharField(help_text="Where to read the job again.")
+    state = serializers.ChoiceField(
+        choices=RedactionState.choices,
+        help_text="pending (queued), running, done (verified: nothing found), or failed "
+        "(`error` says why; the same request again resumes it)",
+    )
+    dry_run = serializers.BooleanField()
+    progress = RedactionProgressSerializer()
     reason = serializers.CharField()
     marker = serializers.CharField()
     scope = serializers.DictField()
@@ -101,7 +126,12 @@ class RedactionSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
     by = serializers.CharField()
-    plan = serializers.DictField(help_text="The places it touched, with counts.")
+    plan = serializers.DictField(
+        help_text="The places it touches, with counts (empty until planned): canonical "
+        "(messages, parts, archived_messages), archive_segments, summaries by depth, "
+        "memory_units, full_text_rows, large_files, rows per model, journals, "
+        "exports_on_record; distinct_matches for a regex. A dry run's result."
+    )
     steps = serializers.DictField(help_text="Each step: when it finished, its counts.")
     verification = serializers.DictField(
         help_text="`occurrences` (0 is the proof), `places_scanned`, `found`."
@@ -115,16 +145,40 @@ class RedactionSerializer(serializers.Serializer):
         ref_name = "Redaction"
 
 
-class RedactionPlanSerializer(serializers.Serializer):
-    dry_run = serializers.BooleanField()
-    scope = serializers.DictField()
-    selector = serializers.CharField()
-    distinct_matches = serializers.IntegerField(allow_null=True)
-    places = serializers.DictField(
-        help_text="canonical (messages, parts, archived_messages), archive_segments, "
-        "summaries by depth, memory_units, full_text_rows, large_files, rows per model, "
-        "journals, exports_on_record."
-    )
+class ExportProgressSerializer(serializers.Serializer):
+    done = serializers.IntegerField(help_text="Rows, files and journals written.")
+    total = serializers.IntegerField(allow_null=True, help_text="Known once planned.")
 
     class Meta:
-        ref_name = "RedactionPlan"
+        ref_name = "ExportProgress"
+
+
+class ExportTargetSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["conversation", "session"])
+    id = serializers.CharField()
+
+    class Meta:
+        ref_name = "ExportTarget"
+
+
+class ExportJobSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    url = serializers.CharField(help_text="Where to read the job again.")
+    state = serializers.ChoiceField(choices=ExportState.choices)
+    target = ExportTargetSerializer()
+    progress = ExportProgressSerializer()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    expires_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the stored archive is deleted."
+    )
+    size = serializers.IntegerField(allow_null=True, help_text="Bytes of the archive.")
+    sha256 = serializers.CharField(allow_null=True)
+    manifest = serializers.DictField(help_text="Rows per table, files and journals written.")
+    download = serializers.CharField(
+        allow_null=True, help_text="The archive's URL once done (application/zip)."
+    )
+    error = serializers.CharField()
+
+    class Meta:
+        ref_name = "ExportJob"

@@ -4,6 +4,12 @@ from security import apis
 
 urlpatterns = [
     path("exports/", apis.ExportApi.as_view(), name="export-create"),
+    path("exports/<str:export_id>/", apis.ExportDetailApi.as_view(), name="export-detail"),
+    path(
+        "exports/<str:export_id>/archive/",
+        apis.ExportArchiveApi.as_view(),
+        name="export-archive",
+    ),
     path(
         "conversations/<int:conversation_id>/redactions/",
         apis.ConversationRedactionApi.as_view(),

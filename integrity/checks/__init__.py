@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from integrity.checks import archived, context, files, lineage, messages, tokens
+from integrity.checks import archived, context, files, lineage, messages, part_order, tokens
 from integrity.checks.scope import Scope
 
 
@@ -115,6 +115,12 @@ CHECKS: tuple[Check, ...] = (
         "token_count_mismatch",
         tokens.token_count_mismatches,
         "A stored token count that disagrees with the content it counts.",
+    ),
+    Check(
+        "part_reader_disorder",
+        part_order.readers_out_of_order,
+        "A code path that reads a message's parts in another order than their ordinals "
+        "(run over messages whose rows are stored out of ordinal order).",
     ),
 )
 

@@ -1,5 +1,6 @@
-"""Redaction jobs: create one from a checked request, run its steps in order, resume one
-that a crash or an error left unfinished.
+"""Redaction jobs: create one from a checked request, plan it (a dry run ends there), run
+its steps in order, resume one that a crash or an error left unfinished. The API queues
+them for the background worker (security.redaction.queue); the command runs them here.
 
 Steps, in order (each recorded on the job row as it finishes, in the same transaction as
 its database writes, so a crash resumes at the first step not recorded; the steps that
@@ -12,9 +13,16 @@ write files are idempotent, since redacted bytes hold nothing to match):
 5. files      large-file bytes and explorations (files)
 6. rows       turns, steps, states and every other row of the scope (rows)
 7. streams    stream journals and turn event logs (streams)
-8. sweep      the replaced segment and file objects deleted
-9. caches     this process's caches dropped; other processes' are keyed so they miss
-10. verify    every place scanned for the removed strings (verify)
+8. search_index  the search indexes' storage: deleted entries merged away on SQLite,
+              old row versions vacuumed from the GIN indexes on PostgreSQL (search_storage)
+9. sweep      the replaced segment and file objects deleted, and the export archives kept
+              on the server that hold the scope (they hold the removed text)
+10. caches    this process's caches dropped; other processes' are keyed so they miss
+11. verify    every place scanned for the removed strings (verify)
+
+A job whose verify still finds something is not done: it ends failed with the places
+listed (`verification.found`), and a resume runs every step again (each acts only on
+what still matches), then verifies again.
 
 The job is audited when it ends (`redaction`): who, when, why, the scope, the kind of
 selector, counts per place and the verification; never the text nor a hash of it.
@@ -31,6 +39,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.api.errors import InvalidInput, LcmError
+from security.export_store import expire_holding
 from security.hard_delete import lock_conversations
 from security.models import Redaction, RedactionState
 from security.redaction import (
@@ -39,12 +48,13 @@ from security.redaction import (
     files,
     memory_units,
     rows,
+    search_storage,
     streams,
     summaries,
 )
 from security.redaction.context import JobContext
-from security.redaction.matcher import MATCH_TIMEOUT, MIN_NEEDLE, seal
-from security.redaction.plan import form_strings, message_forms, plan
+from security.redaction.matcher import MATCH_TIMEOUT, MIN_NEEDLE, seal, unseal
+from security.redaction.plan import TEXT_COLUMNS, form_strings, message_forms, plan
 from security.redaction.request import RedactionRequest
 from security.redaction.verify import verify
 from security.services import audit_record
@@ -78,11 +88,44 @@ def _sweep(ctx: JobContext) -> dict:
         if segments.exists(key):
             segments.delete(key)
     delete_objects(old_files)
-    return {"segments": len(old_segments), "files": len(old_files)}
+    archives = expire_holding(ctx.row.conversation_ids, f"deleted by redaction {ctx.row.pk}")
+    return {"segments": len(old_segments), "files": len(old_files), "export_archives": archives}
+
+
+def _checked_strings(ctx: JobContext) -> list[str]:
+    """What verify looks for: the literal asked for, whatever its length; of the texts of
+    whole messages, spans and regex matches, those long enough not to match everywhere."""
+    needles = [n for n in ctx.sealed.get("needles", []) if len(n) >= MIN_NEEDLE]
+    if ctx.sealed.get("literal"):
+        needles = [ctx.sealed["literal"], *needles]
+    return list(dict.fromkeys(needles))
+
+
+# The content table behind each search index, and the step count that says it changed.
+_REWRITTEN = {
+    "conversations_message": ("canonical", "messages"),
+    "conversations_summary": ("summaries", "summaries"),
+    "memory_chunk": ("memory", "chunks_rederived"),
+}
+
+
+def _search_index(ctx: JobContext) -> dict:
+    """Clear the removed text out of the search indexes' storage: every index over a table
+    the job rewrote, and any other whose pages still hold a needle's token (left there by
+    an earlier delete: an archived message, a memory unit derived again)."""
+    store = search_storage.storage()
+    indexes = store.indexes()
+    steps = ctx.row.steps
+    rewritten = {table for table, (step, key) in _REWRITTEN.items() if steps.get(step, {}).get(key)}
+    holding = {remnant.index for remnant in store.remnants(_checked_strings(ctx))}
+    chosen = {index for index, table in indexes.items() if table in rewritten} | holding
+    if store.vendor == "postgresql":  # VACUUM works per table
+        return store.merge(sorted({indexes[index] for index in chosen}))
+    return store.merge(sorted(chosen))
 
 
 def _verify(ctx: JobContext) -> dict:
-    result = verify([n for n in ctx.sealed.get("needles", []) if len(n) >= MIN_NEEDLE])
+    result = verify(_checked_strings(ctx))
     ctx.row.verification = result.as_dict()
     return {"occurrences": result.count}
 
@@ -95,6 +138,7 @@ STEPS = (
     ("files", files.run),
     ("rows", rows.run),
     ("streams", streams.run),
+    ("search_index", _search_index),
     ("sweep", _sweep),
     ("caches", _caches),
     ("verify", _verify),
@@ -120,13 +164,21 @@ def _needles(request: RedactionRequest, found: list[str]) -> dict:
         return {"needles": [form["content"][span["start"] : span["end"]]]}
     texts: list[str] = []
     for form, _ in message_forms(request.scope.conversation_ids, request.message_ids):
-        texts += form_strings(form)
+        texts += form_strings(form, columns=TEXT_COLUMNS)
     return {"needles": texts}
 
 
-def _row(request: RedactionRequest, *, actor, via: str) -> Redaction:
+def create(
+    request: RedactionRequest,
+    *,
+    actor,
+    via: str,
+    state: str = RedactionState.RUNNING,
+    request_key: str = "",
+) -> Redaction:
+    """The job row: what it addresses and the sealed strings; planned when it runs."""
     authenticated = actor is not None and getattr(actor, "is_authenticated", False)
-    return Redaction(
+    row = Redaction(
         id=f"red_{uuid.uuid4().hex[:16]}",
         actor_id=actor.pk if authenticated else None,
         actor_name=actor.get_username() if authenticated else "",
@@ -139,7 +191,13 @@ def _row(request: RedactionRequest, *, actor, via: str) -> Redaction:
         conversation_ids=request.scope.conversation_ids,
         session_ids=request.scope.session_ids,
         message_ids=list(request.message_ids),
+        sealed=seal(_needles(request, [])),
+        dry_run=request.dry_run,
+        request_key=request_key,
+        state=state,
     )
+    row.save()
+    return row
 
 
 def _plan(row: Redaction) -> tuple[dict, list[str]]:
@@ -152,38 +210,44 @@ def _plan(row: Redaction) -> tuple[dict, list[str]]:
         ) from None
 
 
-def dry_run(request: RedactionRequest) -> dict:
-    """Every place the redaction would touch, with counts; nothing is written."""
-    row = _row(request, actor=None, via="dry_run")
-    row.sealed = seal(_needles(request, []))
-    places, found = _plan(row)
-    needles = found if request.selector_kind == "regex" else []
-    return {
-        "dry_run": True,
-        "scope": {"kind": request.scope.kind, "id": request.scope.id},
-        "selector": request.selector_kind,
-        "distinct_matches": len(needles) if request.selector_kind == "regex" else None,
-        "places": places,
-    }
+def _planned(row: Redaction) -> None:
+    """Every place the job touches, with counts, on its row (a regex's matches sealed: verify
+    looks for exactly those); the selected message ids are kept, the plan's guesses not."""
+    selected = list(row.message_ids)
+    try:
+        places, found = _plan(row)
+    except LcmError as error:
+        row.state, row.error = RedactionState.FAILED, error.message
+        Redaction.objects.filter(pk=row.pk).update(state=row.state, error=row.error)
+        raise
+    if row.selector_kind == "regex":
+        row.sealed = seal({**unseal(row.sealed), "needles": found})
+        places["distinct_matches"] = len(found)
+    row.plan, row.exports, row.message_ids = places, places["exports_on_record"], selected
+    row.save(update_fields=["plan", "exports", "message_ids", "sealed"])
+
+
+def execute(row: Redaction, *, http_request=None) -> Redaction:
+    """Plan the job, then run its steps to the end; a dry run ends with its plan (every
+    place it would touch, with counts) and writes nothing else."""
+    if not row.plan:
+        _planned(row)
+    if not row.dry_run:
+        return run(row, http_request=http_request)
+    row.state, row.sealed, row.finished_at = RedactionState.DONE, "", timezone.now()
+    row.save(update_fields=["state", "sealed", "finished_at"])
+    return row
 
 
 def start(request: RedactionRequest, *, actor=None, via: str, http_request=None) -> Redaction:
-    """Create the job (the plan and the sealed needles on its row) and run it to the end."""
-    row = _row(request, actor=actor, via=via)
-    row.sealed = seal(_needles(request, []))
-    places, found = _plan(row)
-    if request.selector_kind == "regex":
-        row.sealed = seal(_needles(request, found))
-    row.plan = places
-    row.exports = places["exports_on_record"]
-    row.message_ids = list(request.message_ids)  # the plan's guesses are recomputed
-    row.save()
-    return run(row, http_request=http_request)
+    """Create the job and run it here to the end (the command's default; the API queues)."""
+    return execute(create(request, actor=actor, via=via), http_request=http_request)
 
 
-# Runs before its record's transaction: verify folds SQLite's WAL into the database file
-# first (a checkpoint cannot run inside a transaction) and only reads.
-_OUTSIDE_TRANSACTION = {"verify"}
+# Run before their record's transaction: verify folds SQLite's WAL into the database file
+# first (a checkpoint cannot run inside a transaction) and only reads;
+# search_index runs its own short transactions (a merge piece each; VACUUM in none).
+_OUTSIDE_TRANSACTION = {"verify", "search_index"}
 
 
 def _run_step(ctx: JobContext, name: str, step) -> None:
@@ -216,8 +280,24 @@ def run(row: Redaction, *, http_request=None) -> Redaction:
                 state=RedactionState.FAILED, error=f"step {name}: {type(error).__name__}"
             )
             raise
-    _finish(row, http_request)
+    if row.verification.get("occurrences"):
+        _fail_verification(row)
+    else:
+        _finish(row, http_request)
     return row
+
+
+def _fail_verification(row: Redaction) -> None:
+    """Not done while verify finds anything: failed, with the places (by name, never by
+    text) in the error and in `verification.found`; the needles stay sealed for a resume."""
+    places: dict[str, int] = {}
+    for where in row.verification.get("found", []):
+        name = where.get("table") or where.get("path") or where.get("place")
+        places[name] = places.get(name, 0) + 1
+    listed = ", ".join(f"{name} ({n})" for name, n in sorted(places.items()))
+    row.state = RedactionState.FAILED
+    row.error = f"verify found {row.verification['occurrences']} occurrences: {listed}"[:2000]
+    Redaction.objects.filter(pk=row.pk).update(state=row.state, error=row.error)
 
 
 def _finish(row: Redaction, http_request) -> None:
@@ -261,9 +341,17 @@ def resume(redaction_id: str) -> Redaction:
         raise NotResumable(f"no redaction {redaction_id}", code="not_found")
     if row.state == RedactionState.DONE:
         raise NotResumable(f"redaction {redaction_id} is done")
-    Redaction.objects.filter(pk=row.pk).update(state=RedactionState.RUNNING, error="")
-    row.state = RedactionState.RUNNING
-    return run(row)
+    reopen(row, state=RedactionState.RUNNING)
+    return execute(row)
+
+
+def reopen(row: Redaction, *, state: str) -> None:
+    """Back to `state` (running here, or pending for a worker) to go on from the first
+    step not recorded; a job whose verify still found something runs every step again."""
+    if "verify" in row.steps:
+        row.steps = {}
+    row.state, row.error = state, ""
+    Redaction.objects.filter(pk=row.pk).update(state=state, error="", steps=row.steps)
 
 
 def resume_unfinished() -> list[str]:
@@ -276,9 +364,19 @@ def resume_unfinished() -> list[str]:
 
 
 def report(row: Redaction) -> dict:
+    done = sum(name in row.steps for name in STEP_NAMES)
     return {
         "id": row.pk,
+        "url": f"/api/v1/redactions/{row.pk}/",
         "state": row.state,
+        "dry_run": row.dry_run,
+        "progress": {
+            "steps_done": len(STEP_NAMES) if row.state == RedactionState.DONE else done,
+            "steps_total": 0 if row.dry_run else len(STEP_NAMES),
+            "step": next((n for n in STEP_NAMES if n not in row.steps), None)
+            if row.state == RedactionState.RUNNING and row.plan
+            else None,
+        },
         "reason": row.reason,
         "marker": f"[redacted: {row.reason} {row.pk}]",
         "scope": {"kind": row.scope_kind, "id": row.scope_id},

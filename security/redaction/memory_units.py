@@ -13,8 +13,9 @@ summaries are deleted and embedded again.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 from django.db import transaction
-from django.db.models import Q
 
 from conversations.archive_port import hydrate_messages
 from conversations.models import Message
@@ -26,15 +27,24 @@ from security.redaction.context import JobContext
 
 
 def affected(ctx: JobContext) -> list[Chunk]:
-    seqs = list(
-        Message.objects.filter(pk__in=ctx.row.message_ids or [0]).values_list(
-            "conversation_id", "seq"
+    """The units covering a redacted message, and those whose text matches. Coverage is
+    found per conversation over its units in the redacted range (one condition per message
+    would pass SQLite's expression depth once a literal matches a thousand messages)."""
+    seqs: dict[int, list[int]] = {}
+    for conversation_id, seq in Message.objects.filter(
+        pk__in=ctx.row.message_ids or [0]
+    ).values_list("conversation_id", "seq"):
+        seqs.setdefault(conversation_id, []).append(seq)
+    found: dict[int, Chunk] = {}
+    for conversation_id, redacted in seqs.items():
+        redacted.sort()
+        candidates = Chunk.objects.filter(
+            conversation_id=conversation_id, seq_start__lte=redacted[-1], seq_end__gte=redacted[0]
         )
-    )
-    covering = Q(pk__in=[])
-    for conversation_id, seq in seqs:
-        covering |= Q(conversation_id=conversation_id, seq_start__lte=seq, seq_end__gte=seq)
-    found = {c.pk: c for c in Chunk.objects.filter(covering)}
+        for chunk in candidates.iterator():
+            at = bisect_left(redacted, chunk.seq_start)
+            if at < len(redacted) and redacted[at] <= chunk.seq_end:
+                found[chunk.pk] = chunk
     for chunk in Chunk.objects.filter(conversation_id__in=ctx.row.conversation_ids).iterator():
         if chunk.pk not in found and (
             ctx.matcher.search(chunk.rendered_text) or ctx.matcher.search(chunk.summary)

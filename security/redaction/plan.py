@@ -10,7 +10,7 @@ import copy
 
 from archive.models import Segment, SegmentState
 from conversations.archive_port import hydrate_messages
-from conversations.models import ARCHIVED_PART_COLUMNS, Message
+from conversations.models import ARCHIVED_PART_COLUMNS, Message, MessagePart
 from largefiles.models import LargeFile
 from security.models import AuditEvent
 from security.redaction import files, memory_units, rows, streams, summaries
@@ -30,13 +30,19 @@ def _strings(value) -> list[str]:
     return []
 
 
-def form_strings(form: dict) -> list[str]:
+def form_strings(form: dict, *, columns=ARCHIVED_PART_COLUMNS) -> list[str]:
     """Every string of a message's form: its content and its parts' content columns."""
     found = [form["content"]]
     for part in form["parts"]:
-        for column in ARCHIVED_PART_COLUMNS:
+        for column in columns:
             found += _strings(part[column])
     return [s for s in found if s]
+
+
+# What a whole message's redaction looks for afterwards: its text, not the structure its
+# metadata shares with other rows (a summary id, `"trigger_reason": "manual"`); the
+# metadata is replaced all the same.
+TEXT_COLUMNS = tuple(c for c in ARCHIVED_PART_COLUMNS if c != "metadata")
 
 
 def message_forms(conversation_ids: list[int], message_ids: list[int] | None):
@@ -61,6 +67,19 @@ def message_forms(conversation_ids: list[int], message_ids: list[int] | None):
                 ],
             }
             yield form, message.from_archive
+
+
+def part_ordinals(message_ids: list[int]) -> dict[int, list[int]]:
+    """The redaction's reader (`message_forms`), for the integrity check
+    `part_reader_disorder`."""
+    conversation_ids = list(
+        Message.objects.filter(pk__in=message_ids).values_list("conversation_id", flat=True)
+    )
+    forms = [form for form, _ in message_forms(conversation_ids, list(message_ids))]
+    ordinal_of = dict(
+        MessagePart.objects.filter(message_id__in=message_ids).values_list("pk", "ordinal")
+    )
+    return {form["id"]: [ordinal_of[p["id"]] for p in form["parts"]] for form in forms}
 
 
 def _messages(ctx: JobContext, found: set[str]) -> dict:

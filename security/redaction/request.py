@@ -38,6 +38,7 @@ class RedactionRequest:
     literal: str | None = None
     regex: str | None = None
     dry_run: bool = False
+    confirm_dry_run: str | None = None  # a finished dry run's id (security.redaction.queue)
 
     def selector(self) -> dict:
         """What the job row may keep: ids and offsets, never text."""
@@ -124,7 +125,7 @@ def parse(data, scope: Scope) -> RedactionRequest:
     """The checked request; `data` is the JSON body (or the command's options)."""
     if not isinstance(data, dict):
         raise _bad("a JSON object", "invalid")
-    unknown = set(data) - {*SELECTORS, "reason", "dry_run"}
+    unknown = set(data) - {*SELECTORS, "reason", "dry_run", "confirm_dry_run"}
     if unknown:
         raise _bad(f"unknown fields: {', '.join(sorted(unknown))}", "unknown_fields")
     given = [k for k in SELECTORS if data.get(k) is not None]
@@ -140,7 +141,12 @@ def parse(data, scope: Scope) -> RedactionRequest:
         raise _bad("dry_run: true or false", "invalid_dry_run")
     if not scope.conversation_ids:
         raise _bad("the scope holds no conversation", "empty_scope")
-    request = RedactionRequest(scope=scope, reason=reason, selector_kind="", dry_run=dry_run)
+    confirm = data.get("confirm_dry_run")
+    if confirm is not None and not (isinstance(confirm, str) and 0 < len(confirm) <= 24):
+        raise _bad("confirm_dry_run: a dry run's id (red_...)", "invalid_confirm_dry_run")
+    request = RedactionRequest(
+        scope=scope, reason=reason, selector_kind="", dry_run=dry_run, confirm_dry_run=confirm
+    )
     kind = given[0]
     if kind == "message_ids":
         request.selector_kind, request.message_ids = "messages", _message_ids(data[kind], scope)

@@ -10,11 +10,15 @@ Places:
   tables too), every text and JSON column;
 - the search indexes: SQLite FTS5 tables by phrase query, PostgreSQL tsvector columns by
   `phraseto_tsquery`;
+- the search indexes' storage below their live entries: the terms every FTS5 leaf page
+  holds (deleted rows' too, until a merge), and the GIN entries of old row versions on
+  PostgreSQL (security.redaction.search_storage);
 - the SQLite database file and its WAL (freed pages can keep old text: the redaction job
   zeroes them with `secure_delete` and checkpoints the WAL);
 - every file under LCM_DATA_DIR (large-file objects and archive segments decrypted and
-  decompressed, stream journals and turn event logs line by line);
-- the stream journal storage and large-file and archive storages when they are buckets.
+  decompressed, stream journals and turn event logs line by line, export archives entry
+  by entry);
+- the stream journal, large-file, archive and export storages when they are buckets.
 
 Found occurrences name the place (table and column, or file) and the row id, never text.
 """
@@ -23,9 +27,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import json
 import math
 import re
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +40,7 @@ from django.db import connection
 
 from archive import segments
 from core import crypto
+from security.redaction.search_storage import storage
 
 _NOT_TEXT = re.compile(r"INT|REAL|BOOL|DATE|TIME|DECIMAL|NUMERIC|FLOAT|DOUBLE", re.I)
 _LIMIT = 200  # occurrences listed (all are counted)
@@ -156,9 +163,16 @@ def _scan_search_indexes(needles: list[str], result: Verification) -> None:
     result.places_scanned["search_indexes"] = scanned
 
 
+def _scan_search_storage(needles: list[str], result: Verification) -> None:
+    store = storage()
+    for remnant in store.remnants(needles):
+        result.found(**remnant.as_dict())
+    result.places_scanned["search_index_storage"] = len(store.indexes())
+
+
 def _clear_texts(path: Path, data: bytes) -> list[bytes]:
     """The readable forms of one stored file: itself, decrypted, a segment decompressed,
-    a JSON-lines file line by line decrypted."""
+    a zip's entries inflated, a JSON-lines file line by line decrypted."""
     texts = [data]
     if data.startswith(crypto.MAGIC):
         try:
@@ -170,6 +184,12 @@ def _clear_texts(path: Path, data: bytes) -> list[bytes]:
         header, _, compressed = data.partition(b"\n")
         with contextlib.suppress(Exception):  # an unreadable segment is integrity's to report
             texts.append(segments.decompress(compressed, header[len(segments.MAGIC) :].decode()))
+    if data.startswith(b"PK\x03\x04"):  # a zip (an export archive): each entry, inflated
+        with (
+            contextlib.suppress(zipfile.BadZipFile, OSError, EOFError),
+            zipfile.ZipFile(io.BytesIO(data)) as archive,
+        ):
+            texts += [archive.read(name) for name in archive.namelist()]
     if path.suffix == ".jsonl":
         for raw in data.split(b"\n"):
             try:
@@ -187,8 +207,10 @@ def _stored_files():
 
     roots = {Path(settings.DATA_DIR).resolve()}
     buckets = []
-    for alias in ("large_files", "archive_segments", "stream_journals"):
-        storage = storages[alias]
+    for alias in ("large_files", "archive_segments", "stream_journals", "export_archives"):
+        # The stored bytes, below an encrypting wrapper: each is decrypted where it can be
+        # (`_clear_texts`), and one no configured key opens is still scanned as it is.
+        storage = getattr(storages[alias], "inner", storages[alias])
         if isinstance(storage, FileSystemStorage):
             roots.add(Path(storage.location).resolve())
         else:
@@ -256,5 +278,6 @@ def verify(needles: list[str]) -> Verification:
     _checkpoint()
     _scan_tables(forms, result)
     _scan_search_indexes(needles, result)
+    _scan_search_storage(needles, result)
     _scan_files(forms, result)
     return result

@@ -1,8 +1,12 @@
 """Known secret shapes for the ingest and redaction tests, built from short fragments so
 that this repository holds no scannable real-looking secret (none of these is a real key).
 
-`SHAPES`: kind -> (text around the secret, the secret). `ORDINARY`: text that must pass
-unchanged (code, hashes, uuids, base64 of ordinary content, placeholders).
+`SHAPES`: kind -> (text around the secret, the secret), one per kind, which every ingest
+path's tests send. `CORPUS`: every shape the detector must mask, as (kind, text around it,
+the secret): SHAPES and more forms of each kind; it grows with every shape a user or a
+check finds unmasked. `ORDINARY`: text that must pass unchanged (code, hashes, uuids,
+base64 of ordinary content, placeholders); tests/conversations/ordinary_messages.py holds
+the longer corpus of ordinary technical messages.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ SHAPES: dict[str, tuple[str, str]] = {
     "aws_access_key_id": ("aws_access_key_id = {}", _join("AK", "IA", "Q7ZXW2VB6NM4LK0J")),
     "aws_secret_access_key": ("aws_secret_access_key={}", (_R + _R)[:40]),
     "private_key": ("the key:\n{}\nend", _pem("RSA")),
-    "url_password": ("DATABASE_URL=postgres://app:{}@db.internal:5432/app", _join("Pw9", "xQ2", "mN7", "z")),
+    # RFC 3986 lets a password hold `! $ & ' ( ) * + , ; =` (issue 43, item 2).
+    "url_password": ("DATABASE_URL=postgres://app:{}@db.internal:5432/app", _join("pa$$", "w0rd!")),
     "url_token": ("GET https://api.example.org/v1/items?access_token={}&page=2", _R[:32]),
     "bearer_token": ("curl -H 'Authorization: Bearer {}' https://api", _R[:40]),
     "jwt": ("session cookie {} expired", _jwt()),
@@ -67,4 +72,24 @@ ORDINARY = [
     '<link integrity="sha384-' + _R[:40] + '" rel="stylesheet">',
     "the test-key shape sk-some-kebab-name is a name, not a key",
     "| API Keys | `api_key: sk" + "_test_abc123...` |",  # an elided example
+]
+
+
+# Passwords in URLs, with each of RFC 3986's sub-delimiters, percent-escapes, a colon or an
+# `@` of their own, and an empty user name (Redis).
+_URL_PASSWORDS = [
+    ("postgres://app:{}@db/app?sslmode=require", _join("pa$$", "w0rd!")),
+    ("curl https://u:{}@host/api/v1", _join("p(a)ss", ";word")),
+    ("mysql://root:{}@127.0.0.1:3306/shop", _join("Tr0ub4", "dor&3")),
+    ("amqp://worker:{}@rabbit:5672/%2f", _join("k'9", "Qz*x")),
+    ("mongodb+srv://svc:{}@cluster0.mongodb.net/prod", _join("Zx+9", "v,w2")),
+    ("REDIS_URL=redis://:{}@cache.internal:6379/0", _join("r3d1", "s=Kq7")),
+    ("git clone https://deploy:{}@git.example.org/team/app.git", _join("gh0st", "%40pass%21")),
+    ("postgresql://etl:{}@warehouse:5432/dw", _join("a:b", "!c9$d")),
+    ("ftp://backup:{}@files.example.net/nightly/", _join("S3cr", "@t!x")),
+    ("sftp://ops:{}@bastion", _join("(x)", "y=z7")),
+]
+CORPUS: list[tuple[str, str, str]] = [
+    *((kind, around, secret) for kind, (around, secret) in SHAPES.items()),
+    *(("url_password", around, secret) for around, secret in _URL_PASSWORDS),
 ]

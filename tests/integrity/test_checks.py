@@ -30,7 +30,7 @@ def test_a_clean_conversation_after_ingest_and_compaction_has_no_problems(small_
 
 def test_every_check_has_a_unique_name():
     names = [check.name for check in CHECKS]
-    assert len(names) == len(set(names)) == 19
+    assert len(names) == len(set(names)) == 20
 
 
 def test_it_names_a_message_that_fell_out_of_the_context(small_compacted):

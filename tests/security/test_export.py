@@ -10,11 +10,17 @@ import zipfile
 import pytest
 from cryptography.fernet import Fernet
 from django.core.management import call_command
+from django.utils import timezone
 
 from conversations.models import Message, Summary, SummaryMessage
+from core import crypto
 from largefiles.models import LargeFile
-from security.models import AuditEvent
+from security.export_store import archive_storage, expire_due
+from security.models import AuditEvent, ExportJob
+from security.redaction import jobs
+from security.redaction.request import parse, scope_of_conversation
 from tests.largefile_support import large_file_storage  # noqa: F401
+from tests.security.exporting import export_download, export_job
 from tests.security.test_hard_delete import FILE_BODY, MARKER, _full_conversation
 from tests.turns.conftest import send
 from turns import services as turn_services
@@ -44,10 +50,13 @@ def _jsonl(archive, name) -> list[dict]:
     return [json.loads(line) for line in archive.read(name).decode().splitlines()]
 
 
-def test_a_conversation_export_holds_every_row_the_transcript_and_the_files(api, user):
+def test_a_conversation_export_holds_every_row_the_transcript_and_the_files(
+    api, user, django_capture_on_commit_callbacks
+):
     conversation = _full_conversation(user)
-    response = api.post("/api/v1/exports/", {"conversation_id": conversation.pk}, format="json")
-    assert response.status_code == 200
+    response = export_download(
+        api, {"conversation_id": conversation.pk}, django_capture_on_commit_callbacks
+    )
     assert response["Content-Type"] == "application/zip"
     assert f"lcm-conversation-{conversation.pk}.zip" in response["Content-Disposition"]
     archive, manifest = _open(response)
@@ -80,12 +89,13 @@ def test_a_conversation_export_holds_every_row_the_transcript_and_the_files(api,
     assert MARKER not in json.dumps(event.details)
 
 
-def test_a_session_export_holds_turns_steps_states_and_decrypted_journals(api, user, settings):
+def test_a_session_export_holds_turns_steps_states_and_decrypted_journals(
+    api, user, settings, django_capture_on_commit_callbacks
+):
     settings.LCM_ENCRYPTION_KEY = Fernet.generate_key().decode()
     chat = turn_services.session_create(owner=user, title="chat")
     turns = [send(chat, f"question {i} {MARKER}", commit=True) for i in range(2)]
-    response = api.post("/api/v1/exports/", {"session_id": chat.pk}, format="json")
-    assert response.status_code == 200
+    response = export_download(api, {"session_id": chat.pk}, django_capture_on_commit_callbacks)
     archive, manifest = _open(response)
     assert [t["id"] for t in _jsonl(archive, "tables/turns.UserTurn.jsonl")] == sorted(
         t.pk for t in turns
@@ -98,9 +108,40 @@ def test_a_session_export_holds_turns_steps_states_and_decrypted_journals(api, u
     first = archive.read(journals[0]["path"]).decode().splitlines()[0]
     assert json.loads(first)["event_type"] == "lcm.journal_open"  # clear, not ciphertext
     assert UserTurn.objects.count() == 2
+    # Kept on the server encrypted (LCM_ENCRYPTION_KEY), handed out clear.
+    job = ExportJob.objects.get()
+    assert archive_storage().read_stored(job.storage_key).startswith(crypto.MAGIC)
 
 
-def test_exports_are_refused_to_others_and_to_bad_input(api, other_api, anon_api, user):
+def test_the_same_export_asked_again_is_the_same_job_and_a_redaction_deletes_its_archive(
+    api, user, django_capture_on_commit_callbacks
+):
+    conversation = _full_conversation(user)
+    body = {"conversation_id": conversation.pk}
+    first = export_job(api, body, django_capture_on_commit_callbacks)
+    again = export_job(api, body, django_capture_on_commit_callbacks)
+    assert first["id"] == again["id"] and ExportJob.objects.count() == 1
+    assert AuditEvent.objects.filter(action="export").count() == 1
+    assert first["progress"]["done"] == first["progress"]["total"] > 0
+    assert first["size"] > 0 and first["expires_at"] is not None
+    ExportJob.objects.filter(pk=first["id"]).update(expires_at=timezone.now())
+    assert expire_due() == 1
+    gone = api.get(first["download"])
+    assert (gone.status_code, gone.json()["code"]) == (410, "expired")
+    job = ExportJob.objects.get()
+    assert not archive_storage().exists(job.storage_key)
+    # Expired, the same request builds a new one; a redaction of what it holds deletes it.
+    fresh = export_job(api, body, django_capture_on_commit_callbacks)
+    assert fresh["id"] != first["id"] and fresh["state"] == "done"
+    request = parse({"literal": MARKER}, scope_of_conversation(conversation))
+    row = jobs.start(request, via="command")
+    assert row.steps["sweep"]["export_archives"] == 1
+    assert api.get(fresh["url"]).json()["state"] == "expired"
+
+
+def test_exports_are_refused_to_others_and_to_bad_input(
+    api, other_api, anon_api, user, django_capture_on_commit_callbacks
+):
     conversation = _full_conversation(user)
     body = {"conversation_id": conversation.pk}
     assert other_api.post("/api/v1/exports/", body, format="json").status_code == 404
@@ -110,7 +151,16 @@ def test_exports_are_refused_to_others_and_to_bad_input(api, other_api, anon_api
     )
     assert (both.status_code, both.json()["code"]) == (400, "invalid")
     assert api.post("/api/v1/exports/", {}, format="json").status_code == 400
-    assert AuditEvent.objects.count() == 0
+    assert AuditEvent.objects.count() == 0 and ExportJob.objects.count() == 0
+    job = export_job(api, body, django_capture_on_commit_callbacks)
+    assert other_api.get(job["url"]).status_code == 404
+    assert other_api.get(job["download"]).status_code == 404
+    pending = ExportJob.objects.create(
+        id="exp_pending000000000", via="api", actor_id=user.pk, target_kind="conversation",
+        target_id=str(conversation.pk),
+    )  # fmt: skip
+    not_ready = api.get(f"/api/v1/exports/{pending.pk}/archive/")
+    assert (not_ready.status_code, not_ready.json()["code"]) == (409, "not_ready")
 
 
 def test_the_command_writes_the_archive_and_audits(user, tmp_path):
@@ -123,3 +173,20 @@ def test_the_command_writes_the_archive_and_audits(user, tmp_path):
     assert manifest["tables"]["conversations.Message"]["rows"] == 14
     event = AuditEvent.objects.get()
     assert (event.action, event.via, event.actor_name) == ("export", "command", "owner")
+
+
+def test_a_hard_delete_deletes_the_export_archives_kept_of_it(
+    api, user, django_capture_on_commit_callbacks
+):
+    from security.hard_delete import hard_delete_conversation
+
+    conversation = _full_conversation(user)
+    job = export_job(api, {"conversation_id": conversation.pk}, django_capture_on_commit_callbacks)
+    key = ExportJob.objects.get().storage_key
+    assert archive_storage().exists(key)
+    with django_capture_on_commit_callbacks(execute=True):
+        hard_delete_conversation(
+            conversation=conversation, confirm=str(conversation.pk), via="test"
+        )
+    assert not archive_storage().exists(key)
+    assert api.get(job["url"]).json()["state"] == "expired"

@@ -30,11 +30,12 @@ from largefiles.store import file_storage
 from memory.indexing import index_conversation_messages, index_turn
 from memory.models import Chunk
 from security.models import AuditEvent, Redaction
-from security.redaction import jobs
+from security.redaction import jobs, queue
 from security.redaction.request import parse, scope_of_conversation
 from security.redaction.verify import verify
 from tests.factories import ConversationFactory, append_messages
 from tests.largefile_support import large_file_storage  # noqa: F401
+from tests.security.exporting import export_download
 from tests.turns.conftest import send
 from turns import services as turn_services
 from turns.events import events_path
@@ -157,10 +158,24 @@ def _depth(conversation) -> int:
 
 
 def _redact(api, url, body, capture):
+    """Ask (202: the job, queued), let the worker run it (here: at the commit), and read the
+    job again at its URL."""
     with capture(execute=True):
         response = api.post(url, body, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()
+    assert response.status_code == 202, response.content
+    assert response["Location"] == response.json()["url"]
+    job = api.get(response.json()["url"])
+    assert job.status_code == 200, job.content
+    return job.json()
+
+
+def _confirmed(api, url, body, capture):
+    """A selector that may match everywhere: dry run first, then the job naming it."""
+    refused = api.post(url, body, format="json")
+    assert refused.status_code == 409 and refused.json()["code"] == "dry_run_required"
+    dry = _redact(api, url, {**body, "dry_run": True}, capture)
+    assert dry["state"] == "done" and dry["dry_run"] and dry["plan"], dry
+    return _redact(api, url, {**body, "confirm_dry_run": dry["id"]}, capture)
 
 
 def test_a_literal_is_redacted_everywhere_and_verify_finds_nothing(
@@ -176,13 +191,16 @@ def test_a_literal_is_redacted_everywhere_and_verify_finds_nothing(
     summary_ids = {pk for pk, _ in before["summaries"]}
 
     url = f"/api/v1/conversations/{conversation.pk}/redactions/"
-    plan = api.post(url, {"literal": SECRET, "reason": "api-key", "dry_run": True}, format="json")
-    assert plan.status_code == 200, plan.content
-    places = plan.json()["places"]
+    plan = _redact(
+        api, url, {"literal": SECRET, "reason": "api-key", "dry_run": True},
+        django_capture_on_commit_callbacks,
+    )  # fmt: skip
+    places = plan["plan"]
     assert places["canonical"]["messages"] >= 1 and places["canonical"]["archived_messages"] >= 1
     assert places["large_files"]["files"] == 1 and places["archive_segments"] == 1
     assert places["summaries"]["total"] >= 2 and places["memory_units"] >= 1
-    assert Redaction.objects.count() == 0  # a dry run writes nothing
+    assert verify([SECRET]).count > 0  # a dry run writes nothing but its job
+    assert (plan["state"], plan["progress"]["steps_total"], plan["steps"]) == ("done", 0, {})
 
     body = _redact(
         api, url, {"literal": SECRET, "reason": "api-key"}, django_capture_on_commit_callbacks
@@ -222,14 +240,16 @@ def test_a_literal_is_redacted_everywhere_and_verify_finds_nothing(
     assert _places(untouched) == untouched_before
     assert scan(Scope(None)).total_problems == 0
     # An export taken now holds the marker, not the secret, in every entry.
-    exported = api.post("/api/v1/exports/", {"conversation_id": conversation.pk}, format="json")
+    exported = export_download(
+        api, {"conversation_id": conversation.pk}, django_capture_on_commit_callbacks
+    )
     with zipfile.ZipFile(io.BytesIO(b"".join(exported.streaming_content))) as archive:
         entries = {name: archive.read(name) for name in archive.namelist()}
     assert not [name for name, data in entries.items() if SECRET.encode() in data]
     assert any(marker.encode() in data for data in entries.values())
-    event = AuditEvent.objects.get(action="redaction")
+    event = AuditEvent.objects.get(action="redaction")  # the job, not its dry run
     assert SECRET not in str(event.details) and event.details["verification"]["occurrences"] == 0
-    assert Redaction.objects.get().sealed == ""
+    assert {r.sealed for r in Redaction.objects.all()} == {""}
 
 
 def test_a_pattern_across_a_users_data_leaves_another_user_untouched(
@@ -249,7 +269,7 @@ def test_a_pattern_across_a_users_data_leaves_another_user_untouched(
     step = ProviderStep.objects.filter(turn=turn).first()
     assert SECRET in str(step.request_json)
 
-    body = _redact(
+    body = _confirmed(
         api, "/api/v1/redactions/", {"regex": r"sk_test_[0-9A-Za-z]{20,}"},
         django_capture_on_commit_callbacks,
     )  # fmt: skip
@@ -344,7 +364,10 @@ def test_bad_requests_get_one_error_shape_and_write_nothing(api, other_api, staf
         ({"span": {"message_id": message.pk, "start": 5, "end": 2}}, 400),
         ({"span": {"message_id": message.pk, "start": 0, "end": 10**6}}, 400),
         ({"literal": SECRET, "surprise": 1}, 400),
-        ({"regex": r"(x|xx)+y", "dry_run": True}, 400),  # catastrophic: regex_too_slow
+        ({"literal": SECRET, "confirm_dry_run": ""}, 400),
+        ({"literal": "0000"}, 409),  # may match everywhere: dry_run_required
+        ({"regex": r"sk_\w+"}, 409),
+        ({"literal": "0000", "confirm_dry_run": "red_0000000000000000"}, 409),  # no such
     ]
     for body, status in cases:
         response = api.post(url, body, format="json")
@@ -357,6 +380,18 @@ def test_bad_requests_get_one_error_shape_and_write_nothing(api, other_api, staf
         )
         assert response.status_code == 400, (user_id, response.content)
     assert Redaction.objects.count() == 0 and verify([SECRET]).count > 0
+
+
+def test_a_catastrophic_regex_fails_its_dry_run_job_and_writes_nothing(
+    api, user, django_capture_on_commit_callbacks
+):
+    conversation = _planted(user)
+    url = f"/api/v1/conversations/{conversation.pk}/redactions/"
+    job = _redact(
+        api, url, {"regex": r"(x|xx)+y", "dry_run": True}, django_capture_on_commit_callbacks
+    )
+    assert job["state"] == "failed" and "simplify it" in job["error"], job
+    assert verify([SECRET]).count > 0
 
 
 def test_canonical_rows_refuse_updates_outside_the_permit(user):
@@ -383,7 +418,8 @@ def test_the_command_redacts_from_stdin_verifies_and_shows(user, monkeypatch, ca
     call_command(
         "lcm_redact", "redact", "--conversation", str(conversation.pk), "--stdin", "--dry-run"
     )
-    assert json.loads(capsys.readouterr().out)["places"]["large_files"]["files"] == 1
+    dry = json.loads(capsys.readouterr().out)
+    assert (dry["state"], dry["dry_run"], dry["plan"]["large_files"]["files"]) == ("done", True, 1)
     monkeypatch.setattr("sys.stdin", io.StringIO(SECRET + "\n"))
     call_command("lcm_redact", "redact", "--conversation", str(conversation.pk), "--stdin")
     report = json.loads(capsys.readouterr().out)
@@ -411,15 +447,21 @@ def test_the_admin_action_redacts_whole_messages_and_lists_the_job(user):
         follow=True,
     )
     assert response.status_code == 200
+    assert "queued" in response.content.decode()
     row = Redaction.objects.get()
-    assert (row.state, row.via, row.actor_id) == ("done", "admin", staff_user.pk)
+    assert (row.state, row.via, row.actor_id) == ("pending", "admin", staff_user.pk)
+    queue.run_queued(row.pk)  # the worker's part
+    row.refresh_from_db()
+    assert row.state == "done"
     message.refresh_from_db()
     assert message.content == f"[redacted: admin {row.pk}]"
     listing = client.get("/admin/security/redaction/")
     assert listing.status_code == 200 and row.pk in listing.content.decode()
 
 
-def test_a_storage_nothing_was_written_to_yet_verifies_as_empty(api, user, settings, tmp_path):
+def test_a_storage_nothing_was_written_to_yet_verifies_as_empty(
+    api, user, settings, tmp_path, django_capture_on_commit_callbacks
+):
     # A fresh server: the encrypted large-file storage's folder does not exist yet.
     settings.STORAGES = {
         **settings.STORAGES,
@@ -437,31 +479,35 @@ def test_a_storage_nothing_was_written_to_yet_verifies_as_empty(api, user, setti
         conversation_id=conversation.pk,
         messages=[parse_message({"role": "user", "content": f"the key is {SECRET}"})],
     )
-    response = api.post(
-        f"/api/v1/conversations/{conversation.pk}/redactions/", {"literal": SECRET}, format="json"
-    )
+    body = _redact(
+        api, f"/api/v1/conversations/{conversation.pk}/redactions/", {"literal": SECRET},
+        django_capture_on_commit_callbacks,
+    )  # fmt: skip
     storages._storages.pop("large_files", None)
-    assert response.status_code == 201, response.content
-    assert response.json()["verification"]["occurrences"] == 0
+    assert body["verification"]["occurrences"] == 0
 
 
-def test_a_rewrite_that_would_collide_with_a_unique_value_keeps_the_row_and_says_so(api, user):
+def test_a_rewrite_that_would_collide_with_a_unique_value_keeps_the_row_and_says_so(
+    api, user, django_capture_on_commit_callbacks
+):
     # Both session ids outgrow their 255 characters once rewritten, and both are cut to the
     # same run of short markers: the second rewrite would break (owner, session_id)'s
-    # uniqueness. That row keeps its text; verify finds it; the job ends, no 500.
+    # uniqueness. That row keeps its text; verify finds it; the job ends failed with the
+    # place listed (never done while verify finds anything), no 500.
     for repeat in (40, 41):
         conversation = ConversationFactory(owner=user, session_id="000000" * repeat)
         messages_append(
             conversation_id=conversation.pk,
             messages=[parse_message({"role": "user", "content": "pin 000000 for the door"})],
         )
-    response = api.post("/api/v1/redactions/", {"literal": "000000"}, format="json")
-    assert response.status_code == 201, response.content
-    body = response.json()
-    assert body["state"] == "done"
+    body = _confirmed(
+        api, "/api/v1/redactions/", {"literal": "000000"}, django_capture_on_commit_callbacks
+    )
+    assert body["state"] == "failed"
     assert (
         body["steps"]["rows"]["conversations.Conversation (kept: a unique value would collide)"]
         == 1
     )
     assert body["verification"]["occurrences"] > 0
+    assert "conversations_conversation (" in body["error"]
     assert not Message.objects.filter(content__contains="000000").exists()

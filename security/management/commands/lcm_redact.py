@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from conversations.models import Conversation
 from core.api.errors import LcmError
 from security.models import Redaction
-from security.redaction import jobs
+from security.redaction import jobs, queue
 from security.redaction.request import parse, scope_of_conversation, scope_of_session, scope_of_user
 from security.redaction.verify import verify
 
@@ -22,7 +22,10 @@ class Command(BaseCommand):
         "Redaction (docs/security.md): `redact` replaces the text by `[redacted: <reason> "
         "<id>]` in the messages and everything derived from them (summaries regenerated up "
         "the DAG, memory units and vectors, full-text rows, large files, archive segments, "
-        "journals, turn rows), then verifies; `--dry-run` lists every place it would touch. "
+        "journals, turn rows), then verifies, as the API's jobs do (the same request is the "
+        "same job; it runs here unless `--queue`); `--dry-run` lists every place it would "
+        "touch, and a literal of fewer than 8 characters or a regex needs one first "
+        "(`--confirm-dry-run ID`). "
         "`verify` scans every place the product stores data for strings (read from stdin, "
         "one a line) and their encodings, and exits 1 if any is found. `resume` finishes "
         "jobs a crash left unfinished. `show` prints a job's report. Give the secret on "
@@ -46,6 +49,18 @@ class Command(BaseCommand):
         )
         redact.add_argument("--reason", default="secret", help="written into the marker")
         redact.add_argument("--dry-run", action="store_true", help="list the places only")
+        redact.add_argument(
+            "--confirm-dry-run",
+            metavar="ID",
+            help="a finished dry run of the same selector (needed for a literal of fewer "
+            "than 8 characters and for a regex)",
+        )
+        redact.add_argument(
+            "--queue",
+            action="store_true",
+            help="leave the job to the background worker and print it at once "
+            "(`lcm_redact show ID` follows it)",
+        )
         redact.add_argument("--as-user", help="who is recorded as redacting (user name)")
         check = actions.add_parser("verify", help="scan every place for strings on stdin")
         check.add_argument("--redaction", help="also record the result on this job")
@@ -85,7 +100,11 @@ class Command(BaseCommand):
         return scope_of_user(_user(user))
 
     def _redact(self, **options):
-        data = {"reason": options["reason"], "dry_run": options["dry_run"]}
+        data = {
+            "reason": options["reason"],
+            "dry_run": options["dry_run"],
+            "confirm_dry_run": options["confirm_dry_run"],
+        }
         if options["message_ids"]:
             data["message_ids"] = _integers(options["message_ids"].split(","), "--message-ids")
         elif options["span"]:
@@ -98,10 +117,12 @@ class Command(BaseCommand):
         else:
             data["regex"] = options["regex"]
         request = parse(data, self._scope(**options))
-        if request.dry_run:
-            return jobs.dry_run(request)
         actor = _user(options["as_user"]) if options["as_user"] else None
-        return jobs.report(jobs.start(request, actor=actor, via="command"))
+        row, _ = queue.submit(request, actor=actor, via="command", queued=options["queue"])
+        if not options["queue"]:
+            queue.run_queued(row.pk)  # here, to the end (no-op if it was already done)
+            row.refresh_from_db()
+        return jobs.report(row)
 
     def _verify(self, *, redaction, **_):
         strings = [line.rstrip("\n") for line in sys.stdin if line.strip()]
