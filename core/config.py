@@ -888,6 +888,14 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1,
     ),
     Setting(
+        "LCM_GREP_ARCHIVE_CACHE_MB",
+        int,
+        64,
+        "Most megabytes of archived text a process keeps for grep's include_archived scans "
+        "(least recently used segments out first).",
+        minimum=1,
+    ),
+    Setting(
         "LCM_RETENTION_ARCHIVE_AFTER_DAYS",
         int,
         0,
