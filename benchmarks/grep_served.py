@@ -43,10 +43,36 @@ QUERIES = {
 QUERIES["hybrid"] = QUERIES["semantic"]
 
 
+def corpus_user(ctx: BenchContext):
+    """The corpus's owner, one per size: grep's scope is the user's conversations, so
+    corpora of two sizes can share a scratch database."""
+    from django.contrib.auth import get_user_model
+
+    name = f"lcm-bench-grep-{CONVERSATIONS * ctx.n(1500)}"
+    return get_user_model().objects.get_or_create(username=name)[0]
+
+
 def _build(ctx: BenchContext) -> tuple[list[int], int]:
-    """The corpus (module doc); returns the conversation ids and the segments written."""
+    """The corpus (module doc), or the one an earlier run left; returns the conversation
+    ids and the segments written."""
     from archive.models import Segment
-    from benchmarks.conversations import new_conversation
+    from conversations.models import Conversation
+    from conversations.services import conversation_create
+
+    user = corpus_user(ctx)
+    ids = list(Conversation.objects.filter(owner=user).values_list("pk", flat=True))
+    if ids and len(ids) != CONVERSATIONS:
+        raise RuntimeError(f"an earlier build of {user} did not finish: use a fresh database")
+    if not ids:
+        for number in range(CONVERSATIONS):
+            conversation = conversation_create(owner=user, session_id=f"grep-{number}")
+            ids.append((conversation[0] if isinstance(conversation, tuple) else conversation).pk)
+        _fill(ctx, ids)
+    return ids, Segment.objects.filter(conversation_id__in=ids).count()
+
+
+def _fill(ctx: BenchContext, ids: list[int]) -> None:
+    """Messages, DAG, memory units and the archived quarter of these conversations."""
     from benchmarks.retention import _append_corpus, _build_dag, _index_memory
     from conversations.models import Conversation
     from memory.models import MessageIndexCursor
@@ -62,19 +88,16 @@ def _build(ctx: BenchContext) -> tuple[list[int], int]:
     settings.LCM_ARCHIVE_SEGMENT_MESSAGES = SEGMENT_MESSAGES
     try:
         namespace, rng = search_namespace(), np.random.default_rng(43)
-        conversations = []
-        for _ in range(CONVERSATIONS):
-            conversation = new_conversation("grep-served")
-            _append_corpus(conversation.pk, "synthetic", per)
-            _build_dag(conversation.pk, covered)
-            _index_memory(conversation.pk, namespace, rng)
-            RetentionPolicy.objects.create(conversation=conversation, keep_newest_tokens=1)
-            conversations.append(conversation)
+        for pk in ids:
+            _append_corpus(pk, "synthetic", per)
+            _build_dag(pk, covered)
+            _index_memory(pk, namespace, rng)
+            RetentionPolicy.objects.create(conversation_id=pk, keep_newest_tokens=1)
+        conversations = list(Conversation.objects.filter(pk__in=ids))
         retention_apply(ranges=retention_plan(conversations=conversations))
     finally:
         (settings.LCM_MEMORY_INDEX_MESSAGES, settings.LCM_AUTOCOMPACT_DISABLED,
          settings.LCM_ARCHIVE_SEGMENT_MESSAGES) = saved  # fmt: skip
-    ids = [c.pk for c in conversations]
     MessageIndexCursor.objects.bulk_create(
         [
             MessageIndexCursor(conversation_id=pk, last_seq=last)
@@ -84,7 +107,6 @@ def _build(ctx: BenchContext) -> tuple[list[int], int]:
         unique_fields=["conversation"],
         update_fields=["last_seq"],
     )
-    return ids, Segment.objects.filter(conversation_id__in=ids).count()
 
 
 def _ask(client, mode: str, include_archived: bool) -> tuple[list[float], int]:
@@ -108,13 +130,12 @@ def _ask(client, mode: str, include_archived: bool) -> tuple[list[float], int]:
 
 @benchmark("grep_served")
 def grep_served(ctx: BenchContext) -> list[BenchRow]:
-    from benchmarks.conversations import bench_user
     from benchmarks.indexing_served import _Client, _Served
     from tokens.services import token_rotate
 
     ids, segments = _build(ctx)
     messages = CONVERSATIONS * ctx.n(1500)
-    token = token_rotate(user=bench_user(), name=f"grep-served-{time.time_ns()}").key
+    token = token_rotate(user=corpus_user(ctx), name=f"grep-served-{time.time_ns()}").key
     load_before = os.getloadavg()[0]
     server = _Served()
     rows = []

@@ -140,7 +140,8 @@ def _behind(conversation_ids: list[int]) -> tuple[int, int]:
 
 
 def _cpu_seconds(pids: list[int]) -> dict[int, float]:
-    """CPU seconds so far of each live process."""
+    """CPU seconds so far of each live process, with its reaped children's (a worker that
+    django-q replaced counts in its sentinel's)."""
     ticks = os.sysconf("SC_CLK_TCK")
     seconds = {}
     for pid in pids:
@@ -148,7 +149,7 @@ def _cpu_seconds(pids: list[int]) -> dict[int, float]:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        seconds[pid] = (int(fields[11]) + int(fields[12])) / ticks
+        seconds[pid] = sum(int(value) for value in fields[11:15]) / ticks
     return seconds
 
 
