@@ -35,7 +35,7 @@ from django.db import connection
 from benchmarks.harness import BenchContext, BenchRow, benchmark
 
 BATCH = 50
-_WAIT_SECONDS = 3600
+_WAIT_SECONDS = 3600  # LCM_BENCH_INDEXING_WAIT overrides
 
 
 class _Served:
@@ -175,15 +175,18 @@ def _ingest(client: _Client, chats: dict[str, list[dict]], on_batch=None) -> dic
     return ids
 
 
-def _wait_indexed(ids: list[int], sample=None, every: float = 1.0) -> float:
+def _wait_indexed(ids: list[int], sample=None, every: float = 1.0) -> tuple[float, int]:
+    """Seconds until every message of these conversations is indexed, and the messages
+    still behind when LCM_BENCH_INDEXING_WAIT seconds (3,600) ran out first (0: all)."""
     started = time.monotonic()
-    while _behind(ids)[0]:
-        if time.monotonic() - started > _WAIT_SECONDS:
-            raise RuntimeError(f"not indexed after {_WAIT_SECONDS} s: {_behind(ids)}")
+    limit = float(os.environ.get("LCM_BENCH_INDEXING_WAIT") or _WAIT_SECONDS)
+    while (behind := _behind(ids))[0]:
+        if time.monotonic() - started > limit:
+            return time.monotonic() - started, behind[1]
         if sample:
             sample()
         time.sleep(every)
-    return time.monotonic() - started
+    return time.monotonic() - started, 0
 
 
 def _token() -> str:
@@ -251,7 +254,7 @@ def indexing_served(ctx: BenchContext) -> list[BenchRow]:
         started = time.monotonic()
         ids = list(_ingest(client, chats).values())
         ingest_seconds = time.monotonic() - started
-        after_ingest = _wait_indexed(ids)
+        after_ingest, left = _wait_indexed(ids)
         worker_cpu = _cpu_since(server, cpu_before)
     finally:
         server.stop()
@@ -261,6 +264,7 @@ def indexing_served(ctx: BenchContext) -> list[BenchRow]:
     detail = (
         f"{messages:,} messages, {units:,} embedded units; ingest {ingest_seconds:.1f} s; "
         f"workers' CPU {worker_cpu:.0f} s; load {load_before:.1f} -> {load_after:.1f}"
+        + (f"; NOT FINISHED: {left:,} messages behind" if left else "")
     )
     return [
         BenchRow("indexing_served: six BEAM chats, ingest end -> all indexed", after_ingest,
@@ -294,7 +298,7 @@ def indexing_lag(ctx: BenchContext) -> list[BenchRow]:
         ids = list(_ingest(client, chats, on_batch=sample).values())
         ingest_seconds = time.monotonic() - started
         at_end = client.metrics()
-        after_ingest = _wait_indexed(ids, sample=sample)
+        after_ingest, left = _wait_indexed(ids, sample=sample)
         finally_ = client.metrics()
     finally:
         server.stop()
@@ -304,6 +308,7 @@ def indexing_lag(ctx: BenchContext) -> list[BenchRow]:
     detail = (
         f"{20 * per:,} messages in {ingest_seconds:.0f} s; load {load_before:.1f} -> "
         f"{load_after:.1f}; /metrics after: {finally_}"
+        + (f"; NOT FINISHED: {left:,} messages behind" if left else "")
     )
     return [
         BenchRow("indexing_lag: 30k messages, ingest end -> all indexed", after_ingest, "s",

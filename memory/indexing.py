@@ -410,7 +410,6 @@ def _queued_conversations(conversation_id: int, limit: int) -> list[int]:
 
 _MESSAGES = Message._meta.db_table
 _CURSORS = MessageIndexCursor._meta.db_table
-_CONVERSATIONS = Conversation._meta.db_table
 
 
 def _pending_tokens(conversation_ids: list[int]) -> dict[int, int]:
