@@ -38,7 +38,8 @@ from conversations.inputs import MessageInput
 from conversations.services import messages_append
 from memory import embeddings
 from memory.embeddings.minilm_numpy import MiniLMNumpy
-from memory.indexing import TASK, index_conversation_messages
+from memory.index_queue import TASK
+from memory.indexing import index_conversation_messages
 from memory.models import EmbeddingNamespace, NamespaceStatus
 from memory.recall import search_units
 from memory.vectors import ScopeFilter

@@ -48,6 +48,8 @@ BENCH_MODULES = [
     "benchmarks.embeddings",
     "benchmarks.embeddings_mixed",
     "benchmarks.embeddings_tool_recall",
+    "benchmarks.indexing_served",
+    "benchmarks.grep_served",
     "benchmarks.recall_search",
     "benchmarks.recall_passing",
     "benchmarks.importers",

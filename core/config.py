@@ -580,6 +580,25 @@ SETTINGS: tuple[Setting, ...] = (
         1000,
     ),
     Setting(
+        "LCM_MEMORY_INDEX_JOB_SECONDS",
+        int,
+        30,
+        "An indexing job starts no new round after this long: it queues a job for what is "
+        "left and ends, so no job nears the worker's timeout and other jobs get their turn.",
+        1,
+        3600,
+    ),
+    Setting(
+        "LCM_MEMORY_INDEX_REQUEUE_SECONDS",
+        int,
+        600,
+        "A queued indexing job not started after this long is presumed lost (a worker killed "
+        "while it held the job) and queued again, by the next append or the worker's "
+        "reconciler.",
+        1,
+        86_400,
+    ),
+    Setting(
         "LCM_MEMORY_EMBED_TOOL_RESULT_TOKENS",
         int,
         2000,
@@ -822,8 +841,8 @@ SETTINGS: tuple[Setting, ...] = (
         "LCM_JOB_LEASE_SECONDS",
         int,
         30,
-        "Lease of a running compaction job (renewed every third of it while the job runs); "
-        "once it expires another worker takes the job over.",
+        "Lease of a running compaction or indexing job (renewed every third of it while the "
+        "job runs); once it expires another worker takes the job over.",
         3,
         3600,
     ),
@@ -831,7 +850,8 @@ SETTINGS: tuple[Setting, ...] = (
         "LCM_JOB_RECONCILE_SECONDS",
         int,
         15,
-        "How often each worker process looks for compaction jobs whose worker died.",
+        "How often each worker process looks for compaction jobs whose worker died and "
+        "conversations whose indexing fell behind with no job to catch them up.",
         1,
         3600,
     ),
@@ -887,6 +907,14 @@ SETTINGS: tuple[Setting, ...] = (
         int,
         200,
         "Most archive segments (newest first) one grep with include_archived scans.",
+        minimum=1,
+    ),
+    Setting(
+        "LCM_GREP_ARCHIVE_CACHE_MB",
+        int,
+        64,
+        "Most megabytes of archived text a process keeps for grep's include_archived scans "
+        "(least recently used segments out first).",
         minimum=1,
     ),
     Setting(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db.models import F
 
 from core.api.errors import Unavailable
 from memory.archived_unit_text import hydrate_chunks
-from memory.models import Chunk, EmbeddingNamespace, RetrievalStats
+from memory.index_lag import indexing_lag
+from memory.models import Chunk, EmbeddingNamespace, MessageIndexCursor, RetrievalStats
 
 
 class ReadOnly(admin.ModelAdmin):
@@ -46,3 +48,61 @@ class RetrievalStatsAdmin(ReadOnly):
     list_display = ("turn_id", "disabled", "candidates", "selected", "packed_tokens")
     raw_id_fields = ("turn",)
     show_full_result_count = False
+
+
+class BehindFilter(admin.SimpleListFilter):
+    title = "indexing"
+    parameter_name = "behind"
+
+    def lookups(self, request, model_admin):
+        return (("yes", "behind"), ("no", "caught up"))
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(last_seq__lt=F("conversation__last_seq"))
+        if self.value() == "no":
+            return queryset.filter(last_seq__gte=F("conversation__last_seq"))
+        return queryset
+
+
+@admin.register(MessageIndexCursor)
+class MessageIndexCursorAdmin(ReadOnly):
+    """Indexing progress per conversation; the page title says how far indexing is behind
+    in all (the same figures as /metrics)."""
+
+    list_display = (
+        "conversation_id",
+        "last_seq",
+        "conversation_last_seq",
+        "messages_behind",
+        "behind_since",
+        "queued_at",
+        "lease_until",
+    )
+    list_filter = (BehindFilter,)
+    raw_id_fields = ("conversation",)
+    show_full_result_count = False
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(conversation_last=F("conversation__last_seq"))
+            .order_by(F("behind_since").asc(nulls_last=True), "conversation_id")
+        )
+
+    @admin.display(description="conversation's last seq", ordering="conversation_last")
+    def conversation_last_seq(self, obj) -> int:
+        return obj.conversation_last
+
+    @admin.display(description="messages behind")
+    def messages_behind(self, obj) -> int:
+        return max(0, obj.conversation_last - obj.last_seq)
+
+    def changelist_view(self, request, extra_context=None):
+        lag = indexing_lag()
+        title = (
+            f"Indexing: {lag.conversations} conversation(s) behind, {lag.messages} message(s) "
+            f"not indexed, oldest unindexed message {lag.oldest_seconds:.0f} s old"
+        )
+        return super().changelist_view(request, {**(extra_context or {}), "title": title})

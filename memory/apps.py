@@ -8,8 +8,10 @@ class MemoryConfig(AppConfig):
     def ready(self) -> None:
         from compaction.store import register_after_summary
         from conversations.services import register_after_append
+        from core.metrics import register_collector
         from memory.grep import grep_memory
-        from memory.indexing import schedule_after_append
+        from memory.index_lag import collect
+        from memory.index_queue import schedule_after_append
         from memory.summaries import schedule_after_summary
         from retrieval.grep import register_meaning_search
 
@@ -19,6 +21,7 @@ class MemoryConfig(AppConfig):
         register_after_summary(schedule_after_summary)
         register_meaning_search(grep_memory)  # grep's semantic and hybrid modes
         _register_part_reader()
+        register_collector(collect)  # indexing lag on /metrics
         _register_turn_memory()
 
 

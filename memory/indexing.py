@@ -18,28 +18,26 @@ stored ids are read back.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 
 import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from conversations.archive_port import hydrate_messages
-from conversations.models import Message, PartType, Role
-from conversations.search.query import as_datetime
-from memory import tool_output_policy
+from conversations.models import Conversation, Message, PartType, Role
+from core.leases import lease_deadline, lease_kept
+from memory import index_queue, tool_output_policy
 from memory.chunker import ChunkingOptions, ChunkSpec, Segment, chunk_segments, unit_segments
 from memory.embeddings import EmbeddingBackend, EmbeddingError, backend_for
 from memory.models import Chunk, ChunkVector, EmbeddingNamespace, MessageIndexCursor
 from memory.namespaces import backend_for_namespace, write_namespaces
 
 logger = logging.getLogger("lcm.memory")
-
-TASK = "memory.tasks.index_conversation"
 
 
 class IndexingError(Exception):
@@ -160,8 +158,16 @@ def store_chunks(
             _chunk_row(spec, key, origin, created_at_by_seq[spec.seq_end])
             for key, spec in zip(keys, specs, strict=True)
         ]
-        created = _insert_new(Chunk, rows, Chunk.objects.filter(source_key__in=set(keys)))
-        stored = _stored_ids(keys, specs)
+        created = _insert_new(Chunk, rows)
+        # Every row new: the ids it was given are the stored ones; else read them back.
+        stored = (
+            {
+                (key, row.chunk_type, row.content_hash): row.pk
+                for key, row in zip(keys, rows, strict=True)
+            }
+            if created == len(rows)
+            else _stored_ids(keys, specs)
+        )
         vector_rows = [
             ChunkVector(
                 namespace_id=ns_id,
@@ -171,11 +177,7 @@ def store_chunks(
             for ns_id, matrix in vectors.items()
             for i, (key, spec) in enumerate(zip(keys, specs, strict=True))
         ]
-        vectors_created = _insert_new(
-            ChunkVector,
-            vector_rows,
-            ChunkVector.objects.filter(chunk_id__in={row.chunk_id for row in vector_rows}),
-        )
+        vectors_created = _insert_new(ChunkVector, vector_rows)
     return IndexResult(created, vectors_created, len(specs))
 
 
@@ -205,12 +207,40 @@ def _chunk_row(spec: ChunkSpec, key: str, origin: dict, source_created_at) -> Ch
     )
 
 
-def _insert_new(model, rows: list, existing: QuerySet) -> int:
-    """Insert `rows`, skipping any already stored; returns how many were new (`existing`,
-    the rows they could clash with, counted before and after)."""
-    before = existing.count()
-    model.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
-    return existing.count() - before
+def _insert_new(model, rows: list) -> int:
+    """Insert `rows`, skipping any already stored (`ON CONFLICT DO NOTHING`, which
+    PostgreSQL and SQLite both speak); returns how many were new. One statement per 500
+    rows with the values as they are (only datetimes adapted): Django's bulk_create spent
+    more time preparing each field's value than the database spent storing them."""
+    if not rows:
+        return 0
+    now = timezone.now()
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key or f.has_default()]
+    for row in rows:
+        for field in fields:
+            if getattr(field, "auto_now_add", False) and getattr(row, field.attname) is None:
+                setattr(row, field.attname, now)
+    adapt = connection.ops.adapt_datetimefield_value
+    dated = {f.attname for f in fields if f.get_internal_type() == "DateTimeField"}
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    created = 0
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), 500):
+            batch = rows[start : start + 500]
+            values = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * len(batch))
+            params = [
+                adapt(value) if f.attname in dated else value
+                for row in batch
+                for f in fields
+                for value in (getattr(row, f.attname),)
+            ]
+            cursor.execute(
+                f"INSERT INTO {model._meta.db_table} ({columns}) VALUES {values}"
+                " ON CONFLICT DO NOTHING",
+                params,
+            )
+            created += cursor.rowcount
+    return created
 
 
 def embed_units(backend: EmbeddingBackend, namespace: EmbeddingNamespace, specs) -> np.ndarray:
@@ -285,7 +315,11 @@ def index_turn(*, turn_id: str) -> IndexResult:
 # ---------------------------------------------------------------------------------------
 # messages API conversations
 
+# A round reads at most this many messages of one conversation and this many tokens in
+# all (shared evenly between the conversations of the job), so a round's embedding takes
+# seconds and a job's memory stays bounded; a backlog takes several rounds.
 _MESSAGE_BATCH = 2000
+_ROUND_TOKENS = 16_000
 
 
 @dataclass
@@ -298,49 +332,142 @@ class _Pending:
     specs: list[ChunkSpec]
 
 
-def index_conversation_messages(*, conversation_id: int) -> IndexResult:
-    """The indexing job: index the conversation's messages after the cursor, and with them
-    those of other conversations whose job is queued and not started yet (up to
-    LCM_MEMORY_INDEX_BATCH_CONVERSATIONS in all), their units embedded in one call per
-    namespace (a burst of appends over several conversations is one job; their own jobs
-    then find nothing to do). Idempotent: each conversation's cursor moves by
-    compare-and-set in its chunks' transaction, so every message is indexed once."""
-    others = _queued_conversations(conversation_id, settings.LCM_MEMORY_INDEX_BATCH_CONVERSATIONS)
-    return index_conversations([conversation_id, *others])
+def index_conversation_messages(*, conversation_id: int, seconds: float | None = None):
+    """Index the conversation's messages after its cursor, and with them those of other
+    conversations whose job is queued and not started, as long as the round has room (up
+    to LCM_MEMORY_INDEX_BATCH_CONVERSATIONS in all): their units are embedded in one call
+    per namespace. The job holds a lease on each conversation it takes (renewed while it
+    works), so another job leaves them alone; after `seconds` (the background job passes
+    LCM_MEMORY_INDEX_JOB_SECONDS; None: run to the end) it starts no new round. Whatever
+    is still behind when it lets go is queued again, so a conversation is never left
+    behind by a job that stopped early; one whose job failed is queued again by the
+    worker's reconciler once the lease is free (memory.index_lag). Idempotent: each
+    conversation's cursor moves by compare-and-set in its chunks' transaction."""
+    claimed = _claim(conversation_id)
+    if not claimed:
+        return IndexResult(0, 0, 0)  # another job holds it: it queues what it leaves
+    deadline = None if seconds is None else time.monotonic() + seconds
+    finished = False
+    try:
+        with lease_kept(MessageIndexCursor.objects.filter(conversation_id__in=claimed)):
+            total = _index_rounds(claimed, deadline)
+        finished = True
+    finally:
+        behind = _release(claimed)
+        if finished and behind:
+            index_queue.requeue(behind)
+    return total
+
+
+def _claim(conversation_id: int) -> list[int]:
+    """Take the conversation (and other queued ones while a round has room) for this job:
+    each lease is a compare-and-set, and clears the queued mark, so an append from here
+    on queues a new job. [] when another job holds the conversation, or it backs a chat
+    branch (index_turn owns those chunks)."""
+    from turns.models import Branch
+
+    if Branch.objects.filter(conversation_id=conversation_id).exists():
+        MessageIndexCursor.objects.filter(conversation_id=conversation_id).update(queued_at=None)
+        return []
+    MessageIndexCursor.objects.get_or_create(conversation_id=conversation_id)
+    if not _lease([conversation_id]):
+        return []
+    claimed = [conversation_id]
+    room = _ROUND_TOKENS - _pending_tokens([conversation_id]).get(conversation_id, 0)
+    limit = settings.LCM_MEMORY_INDEX_BATCH_CONVERSATIONS - 1
+    if room > 0 and limit > 0:
+        others = _queued_conversations(conversation_id, limit)
+        branched = set(
+            Branch.objects.filter(conversation_id__in=others).values_list(
+                "conversation_id", flat=True
+            )
+        )
+        tokens = _pending_tokens([c for c in others if c not in branched])
+        taken = []
+        for other in others:
+            if other in branched or room <= 0:
+                continue
+            taken.append(other)
+            room -= tokens.get(other, 0)
+        claimed += _lease(taken)
+    return claimed
+
+
+def _lease(conversation_ids: list[int]) -> list[int]:
+    """The conversations whose lease this job took (free or lapsed ones)."""
+    now = timezone.now()
+    taken = []
+    for conversation_id in conversation_ids:
+        if (
+            MessageIndexCursor.objects.filter(conversation_id=conversation_id)
+            .exclude(lease_until__gte=now)
+            .update(lease_until=lease_deadline(now), queued_at=None)
+        ):
+            taken.append(conversation_id)
+    return taken
 
 
 def _queued_conversations(conversation_id: int, limit: int) -> list[int]:
-    """Up to `limit` - 1 other conversations marked queued (oldest mark first)."""
-    if limit <= 1:
-        return []
+    """Up to `limit` other conversations marked queued and not leased (oldest mark first)."""
     return list(
         MessageIndexCursor.objects.filter(queued_at__isnull=False)
         .exclude(conversation_id=conversation_id)
+        .exclude(lease_until__gte=timezone.now())
         .order_by("queued_at")
-        .values_list("conversation_id", flat=True)[: limit - 1]
+        .values_list("conversation_id", flat=True)[:limit]
     )
 
 
-def index_conversations(conversation_ids: Sequence[int]) -> IndexResult:
-    """Index these conversations' messages after their cursors, in rounds of up to
-    _MESSAGE_BATCH messages in all (shared evenly), one embedding call per namespace and
-    round."""
-    from turns.models import Branch
+_MESSAGES = Message._meta.db_table
+_CURSORS = MessageIndexCursor._meta.db_table
 
-    # a chat branch's conversation: index_turn owns its chunks
-    branched = set(
-        Branch.objects.filter(conversation_id__in=conversation_ids).values_list(
-            "conversation_id", flat=True
+
+def _pending_tokens(conversation_ids: list[int]) -> dict[int, int]:
+    """Tokens of each conversation's messages after its cursor (only those with any)."""
+    if not conversation_ids:
+        return {}
+    marks = ", ".join(["%s"] * len(conversation_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT m.conversation_id, SUM(m.token_count) FROM {_MESSAGES} m"
+            f" JOIN {_CURSORS} c ON c.conversation_id = m.conversation_id"
+            f" WHERE m.conversation_id IN ({marks}) AND m.seq > c.last_seq"
+            " GROUP BY m.conversation_id",
+            list(conversation_ids),
         )
+        return {conversation_id: int(tokens) for conversation_id, tokens in cursor.fetchall()}
+
+
+def _release(conversation_ids: list[int]) -> list[int]:
+    """Give the leases back and return the conversations still behind; those caught up
+    are no longer behind (`behind_since` cleared). Released first, checked after: an
+    append committed in between is either seen here or queues its own job."""
+    MessageIndexCursor.objects.filter(conversation_id__in=conversation_ids).update(lease_until=None)
+    behind = set(
+        MessageIndexCursor.objects.filter(
+            conversation_id__in=conversation_ids,
+            last_seq__lt=Subquery(
+                Conversation.objects.filter(pk=OuterRef("conversation_id")).values("last_seq")
+            ),
+        ).values_list("conversation_id", flat=True)
     )
-    ids = [c for c in dict.fromkeys(conversation_ids) if c not in branched]
-    for conversation_id in ids:
-        MessageIndexCursor.objects.get_or_create(conversation_id=conversation_id)
-    # Cleared before reading: an append committed from here on queues a new job.
-    MessageIndexCursor.objects.filter(conversation_id__in=ids).update(queued_at=None)
+    MessageIndexCursor.objects.filter(conversation_id__in=conversation_ids).exclude(
+        conversation_id__in=behind
+    ).update(behind_since=None)
+    return [c for c in conversation_ids if c in behind]
+
+
+def _index_rounds(conversation_ids: list[int], deadline: float | None) -> IndexResult:
+    """Rounds of up to _ROUND_TOKENS tokens (shared evenly), one embedding call per
+    namespace and round, until nothing is left or the deadline has passed (after the
+    first round: a job always moves its conversations on)."""
     total = IndexResult(0, 0, 0)
-    share = max(1, _MESSAGE_BATCH // max(1, len(ids)))
-    while pending := [p for p in (_pending(c, share) for c in ids) if p.messages]:
+    active = list(conversation_ids)
+    while active:
+        share = max(1, _ROUND_TOKENS // len(active))
+        pending = [p for p in (_pending(c, share) for c in active) if p.messages]
+        if not pending:
+            break
         vectors = _embed_all([spec for p in pending for spec in p.specs])
         start = 0
         for p in pending:
@@ -359,16 +486,26 @@ def index_conversations(conversation_ids: Sequence[int]) -> IndexResult:
                 total.vectors_created + result.vectors_created,
                 total.chunks_total + result.chunks_total,
             )
+        active = [p.conversation_id for p in pending]
+        if deadline is not None and time.monotonic() >= deadline:
+            break
     return total
 
 
-def _pending(conversation_id: int, limit: int) -> _Pending:
-    """Up to `limit` of the conversation's messages after its cursor, cut into units."""
+def _pending(conversation_id: int, tokens: int) -> _Pending:
+    """The conversation's next messages after its cursor, up to `tokens` in all (at least
+    one) and _MESSAGE_BATCH, cut into units."""
     cursor = MessageIndexCursor.objects.get(conversation_id=conversation_id)
+    after = Message.objects.filter(conversation_id=conversation_id, seq__gt=cursor.last_seq)
+    last, running = None, 0
+    for seq, count in after.order_by("seq").values_list("seq", "token_count")[:_MESSAGE_BATCH]:
+        if last is not None and running + count > tokens:
+            break
+        last, running = seq, running + count
+    if last is None:
+        return _Pending(conversation_id, cursor.last_seq, [], [])
     messages = with_parts(  # archived content is indexed from its segment
-        Message.objects.filter(conversation_id=conversation_id, seq__gt=cursor.last_seq).order_by(
-            "seq"
-        )[:limit]
+        after.filter(seq__lte=last).order_by("seq")
     )
     specs = chunk_messages(messages, units=True) if messages else []
     return _Pending(conversation_id, cursor.last_seq, messages, specs)
@@ -377,57 +514,3 @@ def _pending(conversation_id: int, limit: int) -> _Pending:
 def _embed_all(specs: list[ChunkSpec]) -> dict[int, np.ndarray]:
     """The units' vectors in every write namespace (namespace id -> matrix)."""
     return {ns.pk: embed_units(backend_for_namespace(ns), ns, specs) for ns in write_namespaces()}
-
-
-# A job queued longer ago than this is presumed lost (broker restart, purged queue), so the
-# next append queues another one.
-QUEUED_JOB_STALE_AFTER = timedelta(minutes=10)
-
-
-_CURSOR = MessageIndexCursor._meta.db_table
-# One statement (it runs after every API append): create the cursor marked "queued", or
-# mark an existing one whose mark is clear or stale; a row comes back only if this caller
-# set the mark. PostgreSQL and SQLite (3.35+) both speak this upsert with RETURNING.
-_CLAIM_SQL = (
-    f"INSERT INTO {_CURSOR} (conversation_id, last_seq, queued_at, updated_at)"
-    " VALUES (%s, 0, %s, %s)"
-    " ON CONFLICT (conversation_id) DO UPDATE SET queued_at = excluded.queued_at"
-    f" WHERE {_CURSOR}.queued_at IS NULL OR {_CURSOR}.queued_at < %s"
-    " RETURNING conversation_id"
-)
-
-
-# Read first: while a job is queued (the common case under steady ingest) the answer is
-# no, and a plain read writes nothing, whereas the upsert's ON CONFLICT locks the row even
-# when its WHERE refuses the update: on PostgreSQL a row lock is a WAL record, and the
-# commit then waits for the disk (0.6 ms per append here).
-_QUEUED_SQL = f"SELECT queued_at FROM {_CURSOR} WHERE conversation_id = %s"
-
-
-def _claim_queue_slot(conversation_id: int) -> bool:
-    """True when this caller should queue the conversation's indexing job: no job is
-    queued and not yet started (compare-and-set on the cursor row, safe across processes)."""
-    now = timezone.now()
-    stale = now - QUEUED_JOB_STALE_AFTER
-    with connection.cursor() as cursor:
-        cursor.execute(_QUEUED_SQL, [conversation_id])
-        row = cursor.fetchone()
-        if row is not None and row[0] is not None and as_datetime(row[0]) >= stale:
-            return False
-        adapt = connection.ops.adapt_datetimefield_value
-        cursor.execute(_CLAIM_SQL, [conversation_id, adapt(now), adapt(now), adapt(stale)])
-        return cursor.fetchone() is not None
-
-
-def schedule_after_append(conversation_id: int) -> None:
-    """The ingest hook (on commit): queue a background indexing job. Never raises."""
-    if not settings.LCM_MEMORY_INDEX_MESSAGES:
-        return
-    try:
-        from django_q.tasks import async_task
-
-        if not _claim_queue_slot(conversation_id):
-            return  # a queued job has not started yet: it will index this append too
-        async_task(TASK, conversation_id, sync=bool(settings.Q_CLUSTER.get("sync", False)))
-    except Exception:
-        logger.exception("queueing memory indexing failed for conversation %s", conversation_id)

@@ -236,6 +236,14 @@ class MessageIndexCursor(models.Model):
     # queue nothing more (one job catches them all up), so a busy conversation does not
     # flood the shared job queue.
     queued_at = models.DateTimeField(null=True, blank=True)
+    # Held by the job indexing the conversation (renewed while it works), so two workers
+    # never embed the same messages; once it lapses (a dead worker), the worker's own
+    # reconciler queues the conversation again (memory.index_lag).
+    lease_until = models.DateTimeField(null=True, blank=True)
+    # When the conversation last fell behind (the first append not indexed since it was
+    # caught up); cleared when a job catches it up. The lag metrics bound the oldest
+    # unindexed message's age with it (a message's created_at may be an import's).
+    behind_since = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

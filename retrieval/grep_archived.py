@@ -3,7 +3,9 @@ also come from the archive segments in scope, scanned in Python (regex, or every
 for full text), since the database no longer holds (nor indexes) their content.
 
 The scan is bounded: at most LCM_GREP_ARCHIVE_SEGMENTS segments, newest first, each read
-through the archive's short cache. Its hits carry `from_archive: true`; `score` is null
+once through the archive's verified reader and then kept as searchable text
+(archive.search_text); a segment whose text lacks a query word, or the literal every match
+of the regex contains, is skipped without looking at its messages. Its hits carry `from_archive: true`; `score` is null
 (the search backend's ranking does not reach them), so under sort=relevance they come
 after the ranked database hits.
 """
@@ -16,33 +18,45 @@ import regex
 from django.conf import settings
 
 from archive.models import Segment, SegmentState
-from archive.selectors import segment_forms
-from conversations.search.query import Scope, as_datetime
-from conversations.search.text import snippet_at, snippet_for_words
+from archive.search_text import ArchivedMessage, segment_text
+from conversations.search.query import Scope
+from conversations.search.text import required_literal, snippet_at, snippet_for_words
 from core.api.errors import InvalidInput
 
 _WORD = regex.compile(r"\w+")
 
 
 def _matcher(mode: str, query: str, ignore_case: bool):
+    """(prefilter, match): `prefilter(folded)` is false when a segment's case-folded text
+    cannot hold a match (never wrongly: it only looks for what every match contains);
+    `match(message)` is the snippet of the message's first matching text, or None."""
     if mode == "regex":
         try:
             pattern = regex.compile(query, regex.IGNORECASE if ignore_case else 0)
         except regex.error as error:
             raise InvalidInput(f"invalid regex: {error}", extra={"field": "query"}) from None
+        literal = required_literal(query, ignore_case)
+        needle = literal.casefold() if literal else None
 
-        def match(text: str) -> str | None:
-            found = pattern.search(text, timeout=1.0)
-            return snippet_at(text, found.start(), found.end()) if found else None
+        def match(message: ArchivedMessage) -> str | None:
+            for text, folded in zip(message.texts, message.folded, strict=True):
+                if needle is not None and needle not in folded:
+                    continue
+                found = pattern.search(text, timeout=1.0)
+                if found:
+                    return snippet_at(text, found.start(), found.end())
+            return None
 
-        return match
+        return (lambda folded: needle is None or needle in folded), match
     words = [w.casefold() for w in _WORD.findall(query)]
 
-    def match_words(text: str) -> str | None:
-        present = {w.casefold() for w in _WORD.findall(text)}
-        return snippet_for_words(text, words) if words and set(words) <= present else None
+    def match_words(message: ArchivedMessage) -> str | None:
+        for text, folded in zip(message.texts, message.folded, strict=True):
+            if all(w in folded for w in words) and set(words) <= set(_WORD.findall(folded)):
+                return snippet_for_words(text, words)
+        return None
 
-    return match_words
+    return (lambda folded: bool(words) and all(w in folded for w in words)), match_words
 
 
 def _segments(scope: Scope):
@@ -64,28 +78,28 @@ def grep_archived(
     before: dt.datetime | None,
     limit: int,
 ) -> list[dict]:
-    match = _matcher(mode, query, ignore_case)
+    prefilter, match = _matcher(mode, query, ignore_case)
     hits: list[dict] = []
     for segment in _segments(scope):
-        for form in segment_forms(segment).values():
-            created = as_datetime(form["created_at"])
+        text = segment_text(segment)
+        if not prefilter(text.folded):
+            continue
+        for message in text.messages:
+            created = message.created_at
             if (since and created < since) or (before and created >= before):
                 continue
-            texts = [form["content"]] + [
-                p[c] for p in form["parts"] for c in ("text_content", "tool_output") if p[c]
-            ]
-            snippet = next((s for s in map(match, texts) if s is not None), None)
+            snippet = match(message)
             if snippet is None:
                 continue
             hits.append(
                 {
                     "type": "message",
-                    "id": form["id"],
-                    "conversation_id": form["conversation_id"],
+                    "id": message.id,
+                    "conversation_id": message.conversation_id,
                     "created_at": created,
                     "snippet": snippet,
                     "score": None,
-                    "seq": form["seq"],
+                    "seq": message.seq,
                     "from_archive": True,
                 }
             )

@@ -8,7 +8,9 @@ compare-and-set, so a job dispatched twice still runs once). It:
    that kills its worker every time must not loop forever);
 3. re-dispatches the other expired compaction jobs (the claim takes them over);
 4. re-dispatches pending compaction jobs nobody picked up (a lost queue entry);
-5. does 2 and 3 for scheduled integrity scans (`integrity.tasks`).
+5. does 2 and 3 for scheduled integrity scans (`integrity.tasks`);
+6. queues an indexing job for each conversation whose messages are not all indexed and
+   that no job holds or waits for (memory.index_lag: its job failed or its worker died).
 
 Turn jobs have their own reconciler (turns/reconcile.py, the same lease idea).
 
@@ -70,6 +72,9 @@ def reconcile_jobs(now=None) -> dict:
     from integrity.tasks import reconcile_integrity_jobs
 
     counts["integrity_failed"], counts["integrity_redispatched"] = reconcile_integrity_jobs(now)
+    from memory.index_lag import requeue_behind
+
+    counts["index_requeued"] = requeue_behind(now)
     if any(counts.values()):
         logger.info("job reconciler: %s", counts)
     return counts

@@ -85,3 +85,31 @@ def test_the_grep_tool_scans_archived_ranges_when_asked(compacted, user):
     assert json.loads(plain.content) == {"results": []}
     [hit] = json.loads(scanned.content)["results"]
     assert (hit["seq"], hit["from_archive"]) == (9, True)
+
+
+def test_repeated_greps_over_more_segments_than_the_read_cache_read_each_segment_once(
+    compacted, api, settings, monkeypatch
+):
+    """Issue 43: 72 segments against a 64-segment read cache made every grep read them all
+    again (each scan evicted, in order, the segment it was about to read next)."""
+    from archive import search_text, segments, selectors
+
+    settings.LCM_ARCHIVE_CACHE_SEGMENTS = 2
+    conversation, _ = compacted
+    for first in (1, 11, 21, 31):
+        segment_archive(conversation=conversation, seq_from=first, seq_to=first + 9)
+    selectors.forget()
+    search_text.forget()
+    reads = []
+    read = segments.read
+    monkeypatch.setattr(segments, "read", lambda key: reads.append(key) or read(key))
+
+    body = {"mode": "full_text", "query": "please check deploy", "scope": "messages"}
+    first = _grep(api, conversation, include_archived=True, **body)
+    assert len(reads) == 4
+    again = _grep(api, conversation, include_archived=True, **body)
+    regex = _grep(api, conversation, include_archived=True, mode="regex", query=r"Timeout\w+")
+
+    assert len(reads) == 4  # each segment read once, for all three greps
+    assert again == first and any(h.get("from_archive") for h in first)
+    assert any(h.get("from_archive") for h in regex)

@@ -5,6 +5,7 @@ from functools import partial
 
 import pytest
 
+from conversations.models import Message
 from memory.indexing import index_conversation_messages
 from memory.models import Chunk, ChunkVector, MessageIndexCursor
 from memory.namespaces import backend_for_namespace, write_namespaces
@@ -50,11 +51,13 @@ def test_one_job_indexes_the_queued_conversations_in_one_embedding_call(
 
 
 @pytest.mark.django_db
-def test_a_round_reads_at_most_the_message_batch_shared_between_conversations(
+def test_a_round_reads_at_most_the_round_tokens_shared_between_conversations(
     make_conversation, django_capture_on_commit_callbacks, monkeypatch
 ):
     conversations = _burst(make_conversation, django_capture_on_commit_callbacks, 2, 5)
-    monkeypatch.setattr("memory.indexing._MESSAGE_BATCH", 4)
+    tokens = Message.objects.filter(conversation=conversations[0]).first().token_count
+    # room for six messages: the job takes both conversations (ten messages pending)
+    monkeypatch.setattr("memory.indexing._ROUND_TOKENS", 6 * tokens + 1)
     (namespace,) = write_namespaces()
     backend = backend_for_namespace(namespace)
     calls = []
@@ -62,7 +65,7 @@ def test_a_round_reads_at_most_the_message_batch_shared_between_conversations(
     monkeypatch.setattr(backend, "embed", lambda texts: calls.append(len(texts)) or embed(texts))
 
     index_conversation_messages(conversation_id=conversations[0].pk)
-    assert calls == [4, 4, 2]  # two messages of each conversation per round
+    assert calls == [6, 4]  # three messages of each conversation per round, then the rest
     _indexed_once(conversations, 5)
 
 

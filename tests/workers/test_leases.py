@@ -61,6 +61,7 @@ def test_the_reconciler_reruns_a_job_whose_worker_died(conversation, small_chunk
         "jobs_redispatched": 0,
         "integrity_failed": 0,
         "integrity_redispatched": 0,
+        "index_requeued": 1,  # the test's appends ran no hooks: not indexed, and no job
     }
     job.refresh_from_db()
     assert (job.state, job.attempts, job.lease_until) == ("succeeded", 2, None)
@@ -77,6 +78,7 @@ def test_the_reconciler_leaves_a_live_lease_alone(conversation, small_chunks, sy
 
     counts = reconcile_jobs()
 
+    assert counts.pop("index_requeued") == 1  # the appends ran no hooks (not indexed)
     assert set(counts.values()) == {0}
     assert CompactionJob.objects.get(pk=job.pk).state == "running"
     assert not Summary.objects.exists()
