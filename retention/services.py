@@ -61,6 +61,8 @@ class ApplyResult:
     memory: dict = field(default_factory=dict)
     orphans_removed: int = 0
     deleted_conversations: list[int] = field(default_factory=list)
+    # the database's size before and after the run (retention.storage.SpaceResult)
+    database: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -308,3 +310,12 @@ def policy_clear(
             )
         policy.delete()
     return True
+
+
+def retention_space_reclaim(*, result: ApplyResult) -> None:
+    """The last step of a run: the database gives back what the run freed (SQLite), and
+    the result says its size before and after."""
+    from retention.storage import database_space_reclaim
+
+    freed = bool(result.messages or result.deleted_conversations or any(result.memory.values()))
+    result.database = database_space_reclaim(freed=freed).as_dict()

@@ -91,6 +91,9 @@ class Command(BaseCommand):
             )
             text += f"\n{len(ranges)} ranges, {planned['messages']} messages would be archived"
             return self._out(options, {"dry_run": True, **planned}, text.strip())
+        return self._apply(options, conversations, ranges, planned)
+
+    def _apply(self, options, conversations, ranges, planned):
         with progress(
             total=planned["messages"], desc="Archiving", silent=options["json"], stream=self.stderr
         ) as bar:
@@ -109,7 +112,10 @@ class Command(BaseCommand):
             result.deleted_conversations = services.retention_delete_due(
                 conversations=conversations, via="lcm_retention"
             )
+        services.retention_space_reclaim(result=result)
         data = result.as_dict()
+        space = result.database
+        how = f" ({space['action']})" if space["action"] != "none" else ""
         text = (
             f"archived {result.messages} messages into {result.segments} segments "
             f"({result.raw_bytes} bytes -> {result.stored_bytes} stored); "
@@ -121,7 +127,8 @@ class Command(BaseCommand):
             f"({result.memory.get('text_kept', 0)} kept: not given back exactly), "
             f"{result.memory.get('text_restored', 0)} put back; "
             f"{result.orphans_removed} orphan objects removed; "
-            f"{len(result.deleted_conversations)} conversations deleted"
+            f"{len(result.deleted_conversations)} conversations deleted; "
+            f"database {space['before_bytes']:,} -> {space['after_bytes']:,} bytes{how}"
         )
         return self._out(options, data, text)
 
