@@ -23,6 +23,7 @@ from importers.models import Format
 from importers.services import import_file
 
 USER = "lcm-eval-capture"
+NOT_SESSIONS = {"projects.json", "settings.json", "installation_id", "user_id"}
 
 
 def detect_format(path: Path) -> str | None:
@@ -49,6 +50,8 @@ def detect_format(path: Path) -> str | None:
         first = _first_record(path)
         if isinstance(first, dict) and "payload" in first:
             return Format.CODEX
+        if isinstance(first, dict) and "sessionId" in first and "projectHash" in first:
+            return Format.GEMINI  # Gemini CLI's log: its metadata line first
         return Format.CLAUDE_CODE
     return None
 
@@ -75,6 +78,8 @@ def session_files(paths: list[Path]) -> list[Path]:
                 continue
             if candidate.suffix in (".md", ".txt") or candidate.name.endswith(("-wal", "-shm")):
                 continue
+            if candidate.name.startswith(".") or candidate.name in NOT_SESSIONS:
+                continue  # Gemini's .project_root and projects.json, and the like
             found.append(candidate)
     return found
 
@@ -89,12 +94,10 @@ def source_records(fmt: str, path: Path) -> tuple[int, int]:
         finally:
             connection.close()
         return messages + parts, messages
-    if fmt == Format.GEMINI:
-        messages = json.loads(path.read_text(encoding="utf-8")).get("messages") or []
-        said = [m for m in messages if isinstance(m, dict) and m.get("type") in ("user", "gemini")]
-        return len(messages), len(said)
     from importers.transcripts.common import Parsed, read_jsonl
 
+    if fmt == Format.GEMINI:
+        return _gemini_records(path)
     lines = [line.value for line in read_jsonl(path, Parsed())]
     if fmt == Format.CODEX:
         said = [
@@ -114,6 +117,36 @@ def source_records(fmt: str, path: Path) -> tuple[int, int]:
         and not r.get("isSidechain")
     ]
     return len(lines), len(said)
+
+
+def _gemini_records(path: Path) -> tuple[int, int]:
+    """(messages, user/gemini messages), each id once (the log rewrites a message with a
+    later record of the same id); a user message that only sends tool results back to
+    the model is not counted: the results are said on their calls."""
+    from importers.transcripts.common import Parsed, read_jsonl
+
+    if path.suffix == ".json":
+        messages = json.loads(path.read_text(encoding="utf-8")).get("messages") or []
+    else:
+        found = [line.value for line in read_jsonl(path, Parsed())]
+        by_id = {m["id"]: m for m in found if isinstance(m, dict) and "id" in m and "type" in m}
+        messages = list(by_id.values())
+    said = [
+        m
+        for m in messages
+        if isinstance(m, dict) and m.get("type") in ("user", "gemini") and not _results_only(m)
+    ]
+    return len(messages), len(said)
+
+
+def _results_only(message: dict) -> bool:
+    content = message.get("content")
+    return (
+        message.get("type") == "user"
+        and isinstance(content, list)
+        and bool(content)
+        and all(isinstance(p, dict) and "functionResponse" in p for p in content)
+    )
 
 
 @dataclass

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from importers.transcripts.common import (
@@ -38,6 +39,8 @@ from importers.transcripts.common import (
 )
 
 AGENT = "gemini"
+PROJECT_ROOT_FILE = ".project_root"  # in ~/.gemini/tmp/<project>/: the project's path
+PROJECTS_FILE = "projects.json"  # ~/.gemini/projects.json: {"projects": {path: folder}}
 _SYSTEM_TYPES = {"info", "error", "warning"}
 _RUNNING = {"scheduled", "validating", "executing", "awaiting_approval"}
 
@@ -309,9 +312,10 @@ def parse(
     rewound = log.rewound if log is not None else set()
     summaries = _summary_ids(log)
     texts: dict[str, str] = {}
+    answered: dict[str, str] = {}  # tool call id -> the output stored on the call
     for position, message in messages:
         raw = _raw_message(position, message, parsed, rewound, summaries)
-        if raw is None:
+        if raw is None or _repeats_results(raw, answered, parsed):
             continue
         if raw["role"] == "assistant" and isinstance(message.get("model"), str):
             facts["model"] = message["model"]
@@ -357,6 +361,27 @@ def _raw_message(
     return {"role": role, "parts": parts, "created_at": message.get("timestamp")}
 
 
+def _repeats_results(raw: dict, answered: dict[str, str], parsed: Parsed) -> bool:
+    """Gemini CLI (0.61) writes a tool's result on its call (`toolCalls[].result`) and
+    again as the user message that sends it back to the model. The repeat is counted, not
+    stored, when every result in it is already stored, word for word, on its call."""
+    tools = [p for p in raw["parts"] if p["part_type"] == "tool"]
+    if raw["role"] == "assistant":
+        answered.update(
+            (p["tool_call_id"], p["tool_output"])
+            for p in tools
+            if p.get("tool_call_id") and "tool_output" in p
+        )
+        return False
+    if raw["role"] != "tool" or not all(
+        p.get("tool_call_id") in answered and answered[p["tool_call_id"]] == p.get("tool_output")
+        for p in tools
+    ):
+        return False
+    parsed.skip("tool results repeated from their calls")
+    return True
+
+
 def _summary_ids(log: _Log | None) -> dict[str, str]:
     """Per message a compression brought in: "summary" (the first user message: Gemini's
     `<state_snapshot>`) or "added" (its acknowledgement and anything else new)."""
@@ -396,3 +421,33 @@ def _compactions(
 def _title(header: dict) -> str:
     summary = header.get("summary")
     return summary if isinstance(summary, str) else ""
+
+
+def project_folder(path: Path) -> Path | None:
+    """`~/.gemini/tmp/<project>` of a session file in its `chats/` (or of a sub-agent's
+    log in `chats/<parent session id>/`); None elsewhere."""
+    if path.parent.name == "chats":
+        return path.parent.parent
+    if path.parent.parent.name == "chats":
+        return path.parent.parent.parent
+    return None
+
+
+def project_root(folder: Path) -> str | None:
+    """The project's directory as Gemini CLI keeps it: the folder's `.project_root` file
+    (0.40 and later), else the entry of `~/.gemini/projects.json` naming this folder."""
+    try:
+        root = (folder / PROJECT_ROOT_FILE).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        root = ""
+    if root:
+        return root
+    try:
+        registry = json.loads((folder.parent.parent / PROJECTS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    projects = registry.get("projects") if isinstance(registry, dict) else None
+    for directory, name in (projects or {}).items() if isinstance(projects, dict) else ():
+        if name == folder.name and isinstance(directory, str):
+            return directory
+    return None

@@ -79,12 +79,15 @@ def _parse_gemini(path: Path, session_id: str | None, default: str) -> Parsed:
         result.errors[:0] = parsed.errors
     else:
         result = gemini.parse(read_json(path), session_id=session_id, default_session=default)
-    if path.parent.name == "chats":  # ~/.gemini/tmp/<project>/chats/: the project's name
+    folder = gemini.project_folder(path)
+    if folder is not None:  # ~/.gemini/tmp/<project>/chats/: the project's name and root
+        root = gemini.project_root(folder)
         for conversation in result.conversations:
-            conversation.metadata.setdefault("project", path.parent.parent.name)
-    elif path.parent.parent.name == "chats":  # chats/<parent session id>/<id>.jsonl
+            conversation.metadata.setdefault("project", folder.name)
+            if root and not conversation.metadata.get("cwd"):
+                conversation.metadata["cwd"] = root
+    if path.parent.parent.name == "chats":  # chats/<parent session id>/<id>.jsonl
         for conversation in result.conversations:
-            conversation.metadata.setdefault("project", path.parent.parent.parent.name)
             conversation.metadata.update(line="subagent", parent_session=path.parent.name)
     for conversation in result.conversations:
         if conversation.metadata.get("kind") == "subagent":  # the header says so
