@@ -3,7 +3,7 @@
 
 | line | here |
 |---|---|
-| session_meta | the first: the conversation's metadata (id, cwd, cli_version, git, originator; a fork's `forked_from_id` or a sub-agent's `source.subagent.thread_spawn.parent_thread_id` as `parent_session`); its `instructions`, if any, a synthetic system message. A later one is a fork's replay of its parent's header (its id in `replayed_sessions`) |
+| session_meta | the first: the conversation's metadata (id, cwd, cli_version, git, originator; a fork's `forked_from_id` or a sub-agent's `source.subagent.thread_spawn.parent_thread_id` as `parent_session`); its `instructions` (or 0.171's `base_instructions`: `{text, provenance}`), if any, a synthetic system message. A later one is a fork's replay of its parent's header (its id in `replayed_sessions`) |
 | turn_context | metadata: the model, cwd, policies of each turn (the distinct ones are kept) |
 | response_item message | a message of its role; `developer` is system; the injected instructions and `<environment_context>` user items are marked synthetic |
 | response_item reasoning | assistant reasoning part: the summary text (`content` text if present), `encrypted_content` in metadata |
@@ -12,6 +12,8 @@
 | response_item web_search_call | assistant tool part `web_search` (its action as input, its status) |
 | compacted | system message holding Codex's summary (`message`) with a compaction part (`replacement_history` in metadata), and an agent compaction over the messages since the previous one |
 | event_msg token_count | usage: on the assistant message before it, and the last totals on the conversation |
+| token_usage_record (0.171) | one response's usage (with `response_id`, `turn_id`) on the assistant message before it; each turn's total in `turn_token_usage`, the thread's in `token_usage` |
+| world_state (0.171) | the environment shown to the model, full or changed keys: kept as `world_state` with every change applied (`world_state_records` counts them) |
 | event_msg user_message / agent_message / agent_reasoning | repeats of response items: not stored twice (kept only when no response item holds the same text) |
 | anything else | counted in the report's notes (`skipped_records`) |
 
@@ -37,6 +39,7 @@ from importers.transcripts.common import (
 )
 
 AGENT = "codex"
+INSTRUCTION_KEYS = ("instructions", "base_instructions")  # session_meta's system prompt
 _SHELL_TOOLS = {
     "shell",
     "shell_command",
@@ -179,6 +182,7 @@ class _Reader:
         self.contexts: list[dict] = []
         self.compactions: list[tuple[int, dict]] = []
         self.meta_line: int | None = None  # the file's own session_meta (the first one)
+        self.usage_records = False  # 0.171's token_usage_record lines say the totals
 
     def add(self, line: int, when: Any, role: str, parts: list[dict]) -> dict:
         message = {"role": role, "parts": parts, "created_at": when, "line": line}
@@ -192,7 +196,7 @@ class _Reader:
             self.instructions(line, when, payload)
             return
         self.meta_line = line
-        meta = {k: v for k, v in payload.items() if k != "instructions"}
+        meta = {k: v for k, v in payload.items() if k not in INSTRUCTION_KEYS}
         self.facts["session_meta"] = meta
         ident = payload.get("id") or payload.get("session_id")
         if isinstance(ident, str) and ident:
@@ -208,14 +212,52 @@ class _Reader:
         self.instructions(line, when, payload)
 
     def instructions(self, line: int, when: Any, payload: dict) -> None:
-        if isinstance(payload.get("instructions"), str) and payload["instructions"].strip():
-            part = {
-                "part_type": "text",
-                "text_content": payload["instructions"],
-                "is_synthetic": True,
-                "metadata": {"block": "session_meta.instructions"},
-            }
-            self.add(line, when, "system", [part])
+        """The system prompt the header carries: `instructions` (a string, up to 0.1xx) or
+        `base_instructions` (0.171: `{text, provenance}`; a plain string is read too)."""
+        for key in INSTRUCTION_KEYS:
+            value = payload.get(key)
+            extra = (
+                {k: v for k, v in value.items() if k != "text"} if isinstance(value, dict) else {}
+            )
+            text = value.get("text") if isinstance(value, dict) else value
+            if isinstance(text, str) and text.strip():
+                part = {
+                    "part_type": "text",
+                    "text_content": text,
+                    "is_synthetic": True,
+                    "metadata": {"block": f"session_meta.{key}", **extra},
+                }
+                self.add(line, when, "system", [part])
+                return
+
+    def world_state(self, payload: dict) -> None:
+        """0.171: the environment the model is shown (dates, cwd, tools, skills, ...), a
+        full state or only what changed; kept with every change applied, and counted."""
+        state = payload.get("state")
+        if not isinstance(state, dict):
+            self.parsed.skip("world_state without a state")
+            return
+        current = {} if payload.get("full") else dict(self.facts.get("world_state") or {})
+        current.update(state)
+        self.facts["world_state"] = current
+        self.facts["world_state_records"] = self.facts.get("world_state_records", 0) + 1
+
+    def token_usage_record(self, payload: dict) -> None:
+        """0.171: one model response's usage, with the turn's and the thread's totals so far.
+        The response's goes on the assistant message before it (the last the response
+        wrote), each turn's last total in `turn_token_usage`, the thread's in `token_usage`."""
+        usage = payload.get("usage")
+        last = next((m for _, m in reversed(self.messages) if m["role"] == "assistant"), None)
+        if isinstance(usage, dict) and last is not None:
+            meta = last["parts"][0]["metadata"]
+            meta["usage"] = usage
+            meta.update({k: payload[k] for k in ("response_id", "turn_id") if payload.get(k)})
+        turn, turn_usage = payload.get("turn_id"), payload.get("turn_token_usage")
+        if isinstance(turn, str) and isinstance(turn_usage, dict):
+            self.facts.setdefault("turn_token_usage", {})[turn] = turn_usage
+        if isinstance(payload.get("thread_token_usage"), dict):
+            self.facts["token_usage"] = payload["thread_token_usage"]
+            self.usage_records = True
 
     def turn_context(self, payload: dict) -> None:
         if isinstance(payload.get("model"), str):
@@ -251,7 +293,7 @@ class _Reader:
         kind = payload.get("type")
         if kind == "token_count":
             info = payload.get("info") or {}
-            if info.get("total_token_usage"):
+            if info.get("total_token_usage") and not self.usage_records:
                 self.facts["token_usage"] = info["total_token_usage"]
             usage = info.get("last_token_usage")
             last = next((m for _, m in reversed(self.messages) if m["role"] == "assistant"), None)
@@ -310,6 +352,10 @@ def _read_line(reader: _Reader, events: list, number: int, record: dict) -> None
             reader.event(number, payload)
     elif kind == "compacted":
         reader.compacted(number, when, payload)
+    elif kind == "world_state":
+        reader.world_state(payload)
+    elif kind == "token_usage_record":
+        reader.token_usage_record(payload)
     else:
         reader.parsed.skip(str(kind))
 
