@@ -1,5 +1,8 @@
 """File events from `watchdog` (inotify, FSEvents, ...), gathered into sets of changed
-paths. A store folder that does not exist yet is scheduled once it appears."""
+paths. A store folder that does not exist yet (`~/.codex/sessions` before Codex's first
+run) is awaited by watching its nearest existing parent, without recursion: a folder made
+on the way to it asks for a full pass, which schedules the store as soon as it exists, so
+its first file is read within a second rather than at the next rescan."""
 
 from __future__ import annotations
 
@@ -31,11 +34,30 @@ class _Collect(FileSystemEventHandler):
             self.queue.add(event.dest_path)
 
 
+class _AwaitRoots(FileSystemEventHandler):
+    """On a parent of a store folder not there yet: a folder on the way to it appeared."""
+
+    def __init__(self, queue: EventQueue):
+        self.queue = queue
+
+    def on_any_event(self, event):
+        if not event.is_directory or event.event_type not in ("created", "moved"):
+            return
+        for path in (event.src_path, getattr(event, "dest_path", "")):
+            if (
+                path
+                and Path(path.decode() if isinstance(path, bytes) else path) in self.queue.awaited
+            ):
+                self.queue.full_pass_wanted()
+
+
 class EventQueue:
     def __init__(self, stores: list[Store]):
         self.stores = stores
         self.observer = Observer()
         self.scheduled: set[Path] = set()
+        self.parents: set[Path] = set()  # watched (not recursively) for a store to appear
+        self.awaited: set[Path] = set()  # the folders on the way to a missing store
         self.lock = threading.Lock()
         self.paths: set[Path] = set()
         self.full = False
@@ -51,10 +73,28 @@ class EventQueue:
         self.observer.join(5)
 
     def schedule_new_roots(self) -> None:
-        for store in self.stores:
-            if store.root not in self.scheduled and store.root.is_dir():
-                self.observer.schedule(_Collect(self), str(store.root), recursive=True)
-                self.scheduled.add(store.root)
+        """Follow each store folder that exists; await the others from their nearest
+        existing parent. Again until nothing changes: a folder made while a watch was
+        being set up is seen here or by that watch."""
+        changed = True
+        while changed:
+            changed = False
+            self.awaited = set()
+            for store in self.stores:
+                if store.root in self.scheduled:
+                    continue
+                if store.root.is_dir():
+                    self.observer.schedule(_Collect(self), str(store.root), recursive=True)
+                    self.scheduled.add(store.root)
+                    changed = True
+                    continue
+                parent = next((p for p in store.root.parents if p.is_dir()), None)
+                self.awaited.update(p for p in store.root.parents if parent in p.parents)
+                self.awaited.add(store.root)
+                if parent is not None and parent not in self.parents:
+                    self.observer.schedule(_AwaitRoots(self), str(parent), recursive=False)
+                    self.parents.add(parent)
+                    changed = True
 
     def add(self, path: str | bytes) -> None:
         with self.lock:
