@@ -18,9 +18,9 @@ from django.db import close_old_connections
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
+from mcpserver.hooks.client import SERVER_NAME  # the one name; the hook client reads it too
 from mcpserver.tools import mcp_tools
 
-SERVER_NAME = "lcm"
 INSTRUCTIONS = (
     "Lossless Context Management: every message you stored is kept; older history is "
     "compacted into summaries (sum_...) and large files (file_...). Route with lcm_grep "

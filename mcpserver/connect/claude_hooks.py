@@ -1,9 +1,12 @@
 """Claude Code's hooks for this server, in its settings file (`hooks` key):
 
-- SessionStart runs `manage.py lcm_hook session-start` (a note that past sessions are
-  searchable through the MCP tools, and the user's pinned facts);
-- PreCompact runs `manage.py lcm_hook pre-compact` (the transcript is caught up before
-  the agent compacts).
+- SessionStart runs `mcpserver/hooks/client.py session-start` (a note that past sessions
+  are searchable through the MCP tools, and the user's pinned facts);
+- PreCompact runs `mcpserver/hooks/client.py pre-compact` (the transcript is caught up,
+  through the hook spool).
+
+The client is standard-library Python run as a file: it answers within 2 s whatever happens
+(mcpserver/hooks/client.py), so the timeouts here are only a backstop.
 
 Each is one matcher group `{"hooks": [{"type": "command", "command": ..., "timeout": s}]}`
 with no matcher (every source / trigger). Merging replaces our own group (found by its
@@ -13,13 +16,15 @@ with no matcher (every source / trigger). Merging replaces our own group (found 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from mcpserver.connect.target import ServerTarget
 from mcpserver.server import SERVER_NAME
 
-# Claude Code event -> (lcm_hook's event argument, timeout in seconds)
-EVENTS = {"SessionStart": ("session-start", 30), "PreCompact": ("pre-compact", 300)}
+# Claude Code event -> (the hook client's event argument, timeout in seconds)
+EVENTS = {"SessionStart": ("session-start", 10), "PreCompact": ("pre-compact", 10)}
+CLIENT = Path(__file__).resolve().parents[1] / "hooks" / "client.py"
 
 
 def settings_path(scope: str, project: Path) -> Path:
@@ -49,16 +54,18 @@ def _owner_args(target: ServerTarget, server_name: str) -> list[str]:
 def hook_groups(target: ServerTarget, server_name: str) -> dict[str, dict]:
     groups = {}
     for event, (argument, timeout) in EVENTS.items():
-        command = target.shell("lcm_hook", argument, *_owner_args(target, server_name))
+        client = [sys.executable, str(CLIENT), argument, *_owner_args(target, server_name)]
+        command = target.shell_line(client)
         groups[event] = {"hooks": [{"type": "command", "command": command, "timeout": timeout}]}
     return groups
 
 
 def _ours(group, argument: str) -> bool:
+    """Our group: the hook client's command, or the `manage.py lcm_hook` of older versions."""
     hooks = group.get("hooks") if isinstance(group, dict) else None
-    return isinstance(hooks, list) and any(
-        isinstance(h, dict) and f"lcm_hook {argument}" in str(h.get("command", "")) for h in hooks
-    )
+    commands = [str(h.get("command", "")) for h in hooks or [] if isinstance(h, dict)]
+    ours = (f"lcm_hook {argument}", f"{CLIENT.parent.name}/{CLIENT.name} {argument}")
+    return isinstance(hooks, list) and any(mark in c for c in commands for mark in ours)
 
 
 def merge_hooks(settings: dict, groups: dict[str, dict]) -> None:

@@ -46,8 +46,12 @@ class ServerTarget:
 
     def shell(self, *args: str) -> str:
         """A manage.py command as one shell line (hooks are shell commands), settings first."""
+        return self.shell_line(self.manage(*args))
+
+    def shell_line(self, command: list[str]) -> str:
+        """`command` as one shell line, with the settings that open this server's database."""
         settings = [f"{k}={v}" for k, v in self.env.items()]
-        return shlex.join((["env", *settings] if settings else []) + self.manage(*args))
+        return shlex.join((["env", *settings] if settings else []) + command)
 
 
 def base_url_of(url: str) -> str:

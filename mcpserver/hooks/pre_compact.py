@@ -1,17 +1,18 @@
 """PreCompact: catch up the session's transcript before Claude Code compacts it, so what
-the compaction drops from the agent's view is stored first.
+the compaction drops from the agent's view is stored.
 
-The transcript (`transcript_path` of the hook input) goes through the same idempotent
-importer as `manage.py lcm_import claude-code`: only what is new is added (its sub-agent
-files too). With `--server`, the file is uploaded to that server's import API instead
-(`POST /api/v1/imports/`, the same importer there; sub-agent files stay local).
+The hook client (client.py) writes the hook input to its spool and starts a detached
+`manage.py lcm_hook replay`, which imports each spooled transcript through the same
+idempotent importer as `manage.py lcm_import claude-code` (only what is new is added, its
+sub-agent files too) and removes the entry once the import is stored. Nothing waits on the
+database: an entry that cannot be stored now stays for the next replay.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mcpserver.hooks.remote import Remote
+from mcpserver.hooks.client import owner_key, spool_entries
 
 FORMAT = "claude-code"
 
@@ -38,6 +39,17 @@ def catch_up_locally(*, path: Path, user) -> str:
     return f"lcm: {path.name}: {added} new messages stored"
 
 
-def catch_up_remotely(*, path: Path, remote: Remote) -> str:
-    job = remote.upload("/api/v1/imports/", {"format": FORMAT}, path) or {}
-    return f"lcm: {path.name}: import job {job.get('id')} {job.get('state', '')}".rstrip()
+def replay_spool(*, user, spool: Path | None = None) -> list[str]:
+    """Import every transcript the user's hooks spooled; each entry goes once stored (or
+    once its transcript is gone). What was said, per entry."""
+    said = []
+    for entry_path, entry in spool_entries(owner=owner_key(user=user.username, server=None),
+                                           directory=spool):  # fmt: skip
+        try:
+            path = transcript_of(entry.get("hook_input") or {})
+        except HookInputError as error:
+            said.append(f"lcm: {error}; dropped from the spool")
+        else:
+            said.append(catch_up_locally(path=path, user=user))
+        entry_path.unlink(missing_ok=True)
+    return said

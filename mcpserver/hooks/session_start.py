@@ -1,15 +1,16 @@
 """SessionStart: a short note for the agent that its past sessions (of every agent and
 project) are reachable through this server's MCP tools, with the user's pinned facts
 within a small token cap. Output: Claude Code's hook JSON,
-`{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": ...}}`."""
+`{"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": ...}}`, made
+here for the local hook (`manage.py lcm_hook`) and for the remote one
+(`POST /api/v1/hooks/session-start/`): the hook client prints it as it is, so whatever is
+added to it here reaches the agent."""
 
 from __future__ import annotations
 
 from core.token_estimate import estimate
-from mcpserver.hooks.remote import Remote
 
 DEFAULT_PINS_TOKEN_CAP = 300
-REMOTE_SESSIONS_READ = 10  # the most recent chat sessions whose pins a remote hook reads
 
 NOTE = (
     "Lossless memory of past sessions is available through the MCP server `{server}`: "
@@ -42,22 +43,6 @@ def local_pins(user) -> list[str]:
     return texts
 
 
-def remote_pins(remote: Remote) -> list[str]:
-    """The same through the HTTP API: the newest chat sessions' active branch states."""
-    page = remote.get("/api/v1/sessions/") or {}
-    texts: list[str] = []
-    for session in (page.get("results") or [])[:REMOTE_SESSIONS_READ]:
-        branch = session.get("active_branch_id")
-        if not branch:
-            continue
-        state = remote.get(f"/api/v1/branches/{branch}/state/") or {}
-        for pin in state.get("pinned_facts") or []:
-            text = (pin.get("text") or "").strip()
-            if text and text not in texts:
-                texts.append(text)
-    return texts
-
-
 def pins_within(texts: list[str], token_cap: int) -> tuple[list[str], int]:
     """The first pins that fit in `token_cap` tokens, and how many were left out."""
     kept, used = [], 0
@@ -78,3 +63,12 @@ def session_start_output(*, server_name: str, pins: list[str], token_cap: int) -
     if left_out:
         context += f"\n({left_out} more pinned facts: memory_search or GET /api/v1/sessions/)"
     return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
+
+
+def session_start_answer(
+    *, user, hook_input: dict, server_name: str, token_cap: int = DEFAULT_PINS_TOKEN_CAP
+) -> dict:
+    """The SessionStart answer for `user`. `hook_input` is Claude Code's (session_id,
+    source: startup, resume, clear or compact, cwd) for what adds to the answer."""
+    pins = local_pins(user) if user is not None and token_cap > 0 else []
+    return session_start_output(server_name=server_name, pins=pins, token_cap=max(0, token_cap))

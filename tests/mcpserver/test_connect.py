@@ -47,14 +47,15 @@ def test_claude_code_user_scope_merges_the_server_and_hooks_and_keeps_the_rest(h
     settings = home / ".claude" / "settings.json"
     settings.parent.mkdir()
     theirs = {"hooks": [{"type": "command", "command": "echo mine"}]}
-    settings.write_text(
-        json.dumps({"model": "opus", "hooks": {"PreCompact": [theirs], "Stop": [theirs]}}, indent=4)
-    )
+    older = {"hooks": [{"type": "command", "timeout": 30,  # what earlier versions wrote
+                        "command": "/py /x/manage.py lcm_hook session-start --user old"}]}  # fmt: skip
+    hooks = {"PreCompact": [theirs], "Stop": [theirs], "SessionStart": [older]}
+    settings.write_text(json.dumps({"model": "opus", "hooks": hooks}, indent=4))
     printed = connect("claude-code", "--user", user.username)
     assert json.loads(config.read_text())["mcpServers"] == {
         "other": {"command": "x"}
     }  # printed only
-    assert '"lcm"' in printed and "lcm_hook session-start" in printed
+    assert '"lcm"' in printed and "hooks/client.py session-start" in printed
 
     connect("claude-code", "--user", user.username, "--write")
     data = json.loads(config.read_text())
@@ -70,8 +71,10 @@ def test_claude_code_user_scope_merges_the_server_and_hooks_and_keeps_the_rest(h
     command = shlex.split(pre[1]["hooks"][0]["command"])
     assert command[:2] == ["env", "LCM_DATA_DIR=/srv/lcm data"]
     assert command[-3:] == ["pre-compact", "--user", user.username]
+    assert len(hooks["hooks"]["SessionStart"]) == 1  # the older group replaced
     start = hooks["hooks"]["SessionStart"][0]["hooks"][0]
-    assert "lcm_hook session-start" in start["command"] and start["type"] == "command"
+    assert "hooks/client.py session-start" in start["command"] and start["type"] == "command"
+    assert start["timeout"] == 10  # a backstop: the client answers within 2 s
     assert settings.read_text().startswith('{\n    "model"')  # its own indentation kept
     assert len(backups(config)) == 1 and len(backups(settings)) == 1
 

@@ -101,23 +101,31 @@ def test_a_hook_never_fails_the_agent(monkeypatch, user):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_both_hooks_through_a_servers_http_api(monkeypatch, settings, tmp_path, live_server, user):
-    settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": True}  # the import job runs at once
+def test_session_start_through_a_servers_http_api(monkeypatch, live_server, user):
     _pin(user, "Remote pinned fact.")
     key = issue_token(user)
     remote = ("--server", live_server.url, "--token", key)
     out, err = hook(monkeypatch, "session-start", start_input(), *remote)
     assert "- Remote pinned fact." in json.loads(out)["hookSpecificOutput"]["additionalContext"]
 
-    transcript = write_jsonl(tmp_path / f"{SESSION}.jsonl", claude_code_2x())
-    compact = {"transcript_path": str(transcript), "hook_event_name": "PreCompact"}
-    out, err = hook(monkeypatch, "pre-compact", compact, *remote)
-    assert "import job" in err, err
-    stored = Message.objects.filter(conversation__owner=user).count()
-    assert stored > 0
-    hook(monkeypatch, "pre-compact", compact, *remote)
-    assert Message.objects.filter(conversation__owner=user).count() == stored
-
-    out, err = hook(monkeypatch, "pre-compact", compact, "--server", live_server.url,
+    out, err = hook(monkeypatch, "session-start", start_input(), "--server", live_server.url,
                     "--token", "lcm_wrong")  # fmt: skip
-    assert "HTTP 401" in err or "HTTP 403" in err
+    context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+    assert "unavailable right now (HTTP 401)" in context and "Remote pinned fact" not in context
+
+
+@pytest.mark.django_db
+def test_the_session_start_api_answers_the_hook_json_and_refuses_bad_input(api, anon_api, user):
+    _pin(user, "Pinned through the API.")
+    url = "/api/v1/hooks/session-start/"
+    answer = api.post(url, {"hook_input": start_input(), "pins_token_cap": 50}, format="json")
+    assert answer.status_code == 200, answer.content
+    output = answer.json()["hookSpecificOutput"]
+    assert output["hookEventName"] == "SessionStart"
+    assert "- Pinned through the API." in output["additionalContext"]
+    for body in ({"pins_token_cap": -1}, {"server_name": "a b"}, {"surprise": 1},
+                 {"hook_input": [1]}):  # fmt: skip
+        refused = api.post(url, body, format="json")
+        assert refused.status_code == 400, (body, refused.content)
+        assert refused.json()["code"] == "invalid"
+    assert anon_api.post(url, {}, format="json").status_code == 401

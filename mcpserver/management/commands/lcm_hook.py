@@ -1,19 +1,25 @@
-"""`manage.py lcm_hook session-start|pre-compact`: the commands Claude Code's hooks run
-(`lcm_connect claude-code --write` puts them in its settings; docs/capture.md)."""
+"""`manage.py lcm_hook session-start|pre-compact|replay`: Claude Code's hooks on this
+server's database. The hooks in Claude Code's settings run the light client
+(mcpserver/hooks/client.py), which calls this command within its deadline
+(docs/capture.md, "Claude Code hooks")."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+import time
+from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
-from mcpserver.hooks import pre_compact, session_start
-from mcpserver.hooks.remote import Remote, RemoteError
-from mcpserver.server import SERVER_NAME
+from mcpserver.hooks import client, pre_compact, session_start
+from mcpserver.hooks.client import SERVER_NAME
 
-EVENTS = ("session-start", "pre-compact")
+EVENTS = ("session-start", "pre-compact", "replay")
+STARTED_AT = time.time()  # when this process began (its answer is as of then)
 
 
 class Command(BaseCommand):
@@ -22,9 +28,10 @@ class Command(BaseCommand):
         "the hook JSON whose additionalContext tells the agent its past sessions are "
         "searchable through the MCP tools, with the user's pinned facts (within "
         "--pins-token-cap tokens). pre-compact imports the session's transcript_path (only "
-        "what is new) before the agent compacts. Local (--user: this server's database) or "
-        "remote (--server URL --token KEY: through the HTTP API). Never fails the agent: "
-        "problems go to stderr and the exit status is 0."
+        "what is new). replay imports what the hook client spooled (--spool). Local "
+        "(--user: this server's database) or remote (--server URL --token KEY: the hook "
+        "client, through the HTTP API). Never fails the agent: problems go to stderr and "
+        "the exit status is 0."
     )
 
     def add_arguments(self, parser):
@@ -45,19 +52,39 @@ class Command(BaseCommand):
             default=SERVER_NAME,
             help=f"The MCP server's name in the agent's config (default {SERVER_NAME}).",
         )
+        parser.add_argument(
+            "--cache", type=Path, default=None, metavar="FILE",
+            help="session-start: also keep the answer there (the hook client answers from "
+            "it when this command cannot start in time).",
+        )  # fmt: skip
+        parser.add_argument(
+            "--spool", type=Path, default=None, metavar="DIR",
+            help="replay: the hook client's spool (default $LCM_HOOK_SPOOL, else "
+            "$XDG_STATE_HOME/lcm/hook-spool).",
+        )  # fmt: skip
 
     def handle(self, *args, **options):
         if bool(options["server"]) != bool(options["token"]):
             raise CommandError("--server and --token go together")
         if not options["server"] and not options["user"]:
             raise CommandError("name the owner: --user NAME, or --server URL --token KEY")
-        hook_input = _read_input(sys.stdin)
+        if options["server"]:
+            return self._through_the_client(options)
+        if options["event"] == "replay":  # detached, after a hook: exit 1 if some is left
+            try:
+                said = pre_compact.replay_spool(user=self._user(options), spool=options["spool"])
+            except Exception as error:
+                raise CommandError(f"{type(error).__name__}: {error}; kept in the spool") from None
+            self.stderr.write("\n".join(said) or "lcm: nothing spooled")
+            return
+        hook_input = client.read_input(sys.stdin)
         try:
             if options["event"] == "session-start":
-                self._session_start(options)
+                self._session_start(options, hook_input)
             else:
-                self._pre_compact(options, hook_input)
-        except (RemoteError, pre_compact.HookInputError, CommandError) as error:
+                path = pre_compact.transcript_of(hook_input)
+                self.stderr.write(pre_compact.catch_up_locally(path=path, user=self._user(options)))
+        except (pre_compact.HookInputError, CommandError) as error:
             self.stderr.write(f"lcm_hook {options['event']}: {error}")
         except Exception as error:  # noqa: BLE001 - a hook must never stop the agent
             self.stderr.write(f"lcm_hook {options['event']}: {type(error).__name__}: {error}")
@@ -68,41 +95,39 @@ class Command(BaseCommand):
             raise CommandError(f"no active user named {options['user']!r}")
         return user
 
-    def _remote(self, options) -> Remote | None:
-        return Remote(options["server"], options["token"]) if options["server"] else None
-
-    def _session_start(self, options) -> None:
-        remote, cap = self._remote(options), max(0, options["pins_token_cap"])
-        pins: list[str] = []
+    def _session_start(self, options, hook_input: dict) -> None:
+        cap, user, server_name = max(0, options["pins_token_cap"]), None, options["server_name"]
         try:
             if cap:
-                pins = (
-                    session_start.remote_pins(remote)
-                    if remote
-                    else session_start.local_pins(self._user(options))
-                )
-        finally:
-            # The note goes out even when the pins could not be read.
-            output = session_start.session_start_output(
-                server_name=options["server_name"], pins=pins, token_cap=cap
+                user = self._user(options)
+        except CommandError as error:  # the note goes out even when the pins cannot be read
+            self.stderr.write(f"lcm_hook session-start: {error}")
+        cache = options["cache"]
+        try:
+            output = session_start.session_start_answer(
+                user=user, hook_input=hook_input, server_name=server_name, token_cap=cap
             )
+        except DatabaseError as error:  # the tools cannot answer either: say so, in one line
+            self.stderr.write(f"lcm_hook session-start: {type(error).__name__}: {error}")
+            output = client.unavailable("session-start", server_name, "database unreachable")
+            if cache:
+                client.cache_write(cache, answer=None, reason="database unreachable",
+                                   started_at=STARTED_AT)  # fmt: skip
+        else:
+            if cache and hook_input.get("source") != "compact":  # what any session may reuse
+                client.cache_write(cache, answer=output, started_at=STARTED_AT)
+        with contextlib.suppress(BrokenPipeError):  # the hook answered from the cache, gone
             self.stdout.write(json.dumps(output))
 
-    def _pre_compact(self, options, hook_input: dict) -> None:
-        path = pre_compact.transcript_of(hook_input)
-        remote = self._remote(options)
-        if remote:
-            said = pre_compact.catch_up_remotely(path=path, remote=remote)
-        else:
-            said = pre_compact.catch_up_locally(path=path, user=self._user(options))
-        self.stderr.write(said)
-
-
-def _read_input(stream) -> dict:
-    """The hook's JSON input; anything else is an empty input (a hook never fails)."""
-    try:
-        text = stream.read()
-        data = json.loads(text) if text.strip() else {}
-    except (ValueError, OSError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    def _through_the_client(self, options) -> None:
+        argv = [options["event"], "--server", options["server"], "--token", options["token"],
+                "--server-name", options["server_name"],
+                "--pins-token-cap", str(options["pins_token_cap"])]  # fmt: skip
+        if options["spool"]:
+            argv += ["--spool", str(options["spool"])]
+        stdout, stderr = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = self.stdout, self.stderr  # the client writes to sys.std*
+        try:
+            client.main(argv)
+        finally:
+            sys.stdout, sys.stderr = stdout, stderr
