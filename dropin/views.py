@@ -26,6 +26,7 @@ from dropin import recovery, services, wire_anthropic, wire_openai
 from dropin import tools as dropin_tools
 from dropin.auth import key_from_headers, user_for_key
 from dropin.errors import DropinError, broken
+from dropin.receipt_items import receipt_context
 from dropin.requests import DropinRequest
 from providers import blocks
 from providers.base import (
@@ -39,6 +40,7 @@ from providers.base import (
 from providers.config import model_get, models, require_key
 from providers.errors import MissingKey, ProviderError, ToolOrderingError, UnknownModel
 from providers.registry import provider_for
+from receipts.context import call_context
 from turns.journal import StreamJournal
 
 logger = logging.getLogger("lcm.dropin")
@@ -150,18 +152,22 @@ def _serve(request, wire) -> HttpResponse:
     headers = _headers(prepared)
     answer_id = ("chatcmpl-" if wire is wire_openai else "msg_") + new_id().lower()
     headers["X-LCM-Server-Ms"] = f"{(time.perf_counter() - started) * 1000:.2f}"
-    if parsed.stream and not extra_tools:
-        return _stream(wire, parsed, provider_request, prepared.place, headers, answer_id)
-    try:
-        if extra_tools:
-            response, steps = _memory_loop(
-                provider_request, user=prepared.user, thread=prepared.thread
-            )
-            headers["X-LCM-Tool-Steps"] = str(steps)
-        else:
-            response = provider_for(prepared.spec).complete(provider_request)
-    except ProviderError as error:
-        return _error(wire, _upstream_error(error))
+    receipt = receipt_context(
+        thread=prepared.thread, upstream=prepared.upstream, wire=wire.__name__.rsplit(".", 1)[-1]
+    )
+    with call_context(**receipt):
+        if parsed.stream and not extra_tools:
+            return _stream(wire, parsed, provider_request, prepared.place, headers, answer_id)
+        try:
+            if extra_tools:
+                response, steps = _memory_loop(
+                    provider_request, user=prepared.user, thread=prepared.thread
+                )
+                headers["X-LCM-Tool-Steps"] = str(steps)
+            else:
+                response = provider_for(prepared.spec).complete(provider_request)
+        except ProviderError as error:
+            return _error(wire, _upstream_error(error))
     services.answer_store(
         place=prepared.place, blocks=response.blocks, status=response.outcome["status"]
     )
