@@ -81,7 +81,10 @@ class OfflineProvider:
         try:
             for event in self._answer(request, raw_request):
                 if isinstance(event, Finished):
-                    response = event.response
+                    # Recorded before the caller sees the end: a caller that stops
+                    # reading at Finished never leaves the receipt to the collector.
+                    observe.call_finish(call, watched, event.response, None)
+                    watched = False
                 yield event
         except Exception as failure:
             error = failure

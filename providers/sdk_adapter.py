@@ -106,7 +106,10 @@ class SdkAdapter:
                 response_stream = self._open(client, request, secrets, params, stream=True)
             for event in self.stream_reader(raw_request, secrets).read(response_stream):
                 if isinstance(event, Finished):
-                    response = event.response
+                    # Recorded before the caller sees the end: a caller that stops
+                    # reading at Finished never leaves the receipt to the collector.
+                    observe.call_finish(call, watched, event.response, None)
+                    watched = False
                 yield event
         except Exception as failure:
             error = failure
