@@ -2,6 +2,14 @@ from __future__ import annotations
 
 import pytest
 
+# The drop-in's fixtures: the real server, the SDK clients, the three recording upstreams.
+from tests.dropin.conftest import (  # noqa: F401
+    caller,
+    claude,
+    clean_provider_env,
+    oai,
+    upstreams,
+)
 from tests.support.fake_messages_api import FakeMessagesAPI
 
 

@@ -10,7 +10,6 @@ import pytest
 from receipts.diff import receipt_diff
 from receipts.models import Receipt
 from receipts.selectors import receipt_detail, replay
-from tests.dropin.conftest import caller, claude, clean_provider_env, oai, upstreams  # noqa: F401
 from tests.support.fake_chat_completions_api import chat_completion, chat_text_stream
 from tests.support.fake_messages_api import anthropic_text_stream, message
 
