@@ -63,7 +63,7 @@ def test_both_wires_stream_or_not_replay_byte_for_byte(upstreams, oai, claude):
     last = receipt_detail(receipts[-1])
     assert [i["reason"] for i in last["items"]] == ["input"] * 3
     assert all(i["in_body"] for i in last["items"])
-    assert last["notes"] == {"wire": "wire_openai", "compacted": False}
+    assert last["notes"] == {"wire": "openai", "compacted": False}
 
 
 LIMIT = 2600
