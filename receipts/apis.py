@@ -68,7 +68,7 @@ class ReceiptRequestApi(APIView):
         operation_id="receipts_request",
         parameters=[
             OpenApiParameter(
-                "format",
+                "as",
                 str,
                 enum=["json", "raw"],
                 description="`raw`: the exact bytes sent upstream (headers say whether the "
@@ -81,9 +81,9 @@ class ReceiptRequestApi(APIView):
     )
     def get(self, request, receipt_id: str):
         receipt = selectors.receipt_get_for_user(user=request.user, receipt_id=receipt_id)
-        form = request.query_params.get("format", "json")
+        form = request.query_params.get("as", "json")
         if form not in ("json", "raw"):
-            raise InvalidInput("format must be json or raw", extra={"field": "format"})
+            raise InvalidInput("as must be json or raw", extra={"field": "as"})
         replay = selectors.replay(receipt)
         if form == "raw":
             answer = HttpResponse(replay.body, content_type="application/json")

@@ -32,6 +32,35 @@ REASON_CODES = {
 _KINDS = {v: k for k, v in KIND_CODES.items()}
 _REASONS = {v: k for k, v in REASON_CODES.items()}
 _LEVEL = 9
+# A raw-content dictionary of what every manifest repeats: the header's keys and the JSON
+# skeletons of the wires' bodies. Both ends of the compression use it, so it is part of
+# the format: never edit it; a new one comes with a new FORMAT (kept for older receipts).
+_DICTIONARY_V1 = (
+    b'{"d":"","u":"http://127.0.0.1:","u":"offline","c":[0],"b":{"input_limit":,"lcm_room":'
+    b'"tokens":},"q":"","o":{"strategy":"lcm"},"o":{"strategy":"state"},"o":{"wire":"anthropic",'
+    b'"compacted":false},"o":{"wire":"openai","compacted":true},"o":{"level":"normal"},'
+    b'"b":{"target_tokens":,"depth":0},"r":"end_turn","r":"tool_use","r":"stop","r":"max_tokens",'
+    b'"e":"","us":,"v":1,"i":{"k":"mmmmmmmmmmmmmmmm","id":[1,1,1,1,1,1,1,1],"t":[],"h":"","r":'
+    b'"IIIIIIIIIIIIIIII","HHHHHHHHTTTTTTTT","SSSS","OOOOOOOO","s":{},"ko":{}},"l":{"m":[[]]}}'
+    b'{"model":"","max_tokens":,"system":[{"type":"text","text":"","cache_control":{"type":'
+    b'"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":""},{"type":'
+    b'"tool_result","tool_use_id":"toolu_","content":"","is_error":false}]},{"role":"assistant",'
+    b'"content":[{"type":"text","text":""},{"type":"tool_use","id":"toolu_","name":"","input":{}}'
+    b']}],"tools":[{"name":"","description":"","input_schema":{"type":"object","properties":{'
+    b'"stream":true,"tool_choice":{"type":"auto"},"metadata":{"user_id":""}'
+    b'{"model":"","messages":[{"role":"system","content":""},{"role":"user","content":""},{"role":'
+    b'"assistant","content":""}],"max_completion_tokens":,"stream":true,"stream_options":'
+    b'{"include_usage":true}}{"model":"","input":[{"role":"user","content":[{"type":"input_text",'
+    b'"text":""}]},{"role":"assistant","content":[{"type":"output_text","text":""}]}],'
+    b'"instructions":"","max_output_tokens":,"prompt_cache_key":"lcm-branch-","store":false,'
+    b'"parallel_tool_calls":true}{"model":"offline","system":"","messages":[{"role":"user",'
+    b'"blocks":[{"type":"text","text":"","annotations":[]}],"rendered_text":""},{"role":'
+    b'"assistant","blocks":[{"type":"text","text":"","annotations":[]}],"rendered_text":""}],'
+    b'"tools":[],"max_output_tokens":1024}'
+)
+_DICTIONARIES = {
+    1: zstandard.ZstdCompressionDict(_DICTIONARY_V1, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+}
 
 
 @dataclass
@@ -107,7 +136,6 @@ def _unranges(stored: dict) -> list[tuple[str, int | str]]:
 def encode(manifest: Manifest) -> bytes:
     items = manifest.items
     header = dict(manifest.header)
-    header["v"] = FORMAT
     header["i"] = {
         "k": "".join(KIND_CODES.get(i.kind, "?") for i in items),
         "id": _ids_out([i.id for i in items]),
@@ -126,11 +154,18 @@ def encode(manifest: Manifest) -> bytes:
     raw = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
     size = bytearray()
     codec.write_varint(len(raw), size)
-    return zstandard.ZstdCompressor(level=_LEVEL).compress(bytes(size) + raw + manifest.template)
+    compressor = zstandard.ZstdCompressor(
+        level=_LEVEL,
+        dict_data=_DICTIONARIES[FORMAT],
+        write_checksum=False,
+        write_dict_id=False,
+    )
+    return bytes([FORMAT]) + compressor.compress(bytes(size) + raw + manifest.template)
 
 
 def decode(data: bytes) -> Manifest:
-    plain = zstandard.ZstdDecompressor().decompress(bytes(data))
+    data = bytes(data)
+    plain = zstandard.ZstdDecompressor(dict_data=_DICTIONARIES[data[0]]).decompress(data[1:])
     size, at = codec.read_varint(plain, 0)
     header = json.loads(plain[at : at + size])
     template = plain[at + size :]

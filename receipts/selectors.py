@@ -3,7 +3,7 @@ replay (the exact body again, from the stored items and blobs)."""
 
 from __future__ import annotations
 
-import hashlib
+import json
 from dataclasses import dataclass
 
 import zstandard
@@ -15,6 +15,7 @@ from core.api.errors import NotFound
 from receipts import codec, manifest
 from receipts.items import REASONS, ItemText, content_hash, read_items, short_hash
 from receipts.models import Receipt, ReceiptBlob
+from receipts.services import body_digest
 
 
 def receipt_get_for_user(*, user, receipt_id: str) -> Receipt:
@@ -78,7 +79,7 @@ def replay(receipt: Receipt, *, stored: manifest.Manifest | None = None) -> Repl
         return f"[missing {item.kind} {item.id}]".encode()
 
     body, spans = codec.rebuild(ops, text, blobs, marker)
-    exact = hashlib.blake2b(body, digest_size=16).hexdigest() == stored.header.get("d")
+    exact = body_digest(body) == stored.header.get("d")
     changed, missing = [], []
     for item in stored.items:
         entry = found.get((item.kind, item.id))
@@ -147,7 +148,7 @@ def receipt_detail(receipt: Receipt, *, stored: manifest.Manifest | None = None)
         "model": receipt.model,
         "upstream": header.get("u", ""),
         "source": receipt.source,
-        "parameters": header.get("p", {}),
+        "parameters": _parameters(replay(receipt, stored=stored).body),
         "cache_marks": len(marks),
         "body_bytes": receipt.body_bytes,
         "body_digest": header.get("d", ""),
@@ -161,13 +162,40 @@ def receipt_detail(receipt: Receipt, *, stored: manifest.Manifest | None = None)
         "left_out": left_out,
         "response": {
             "status": receipt.status,
-            "stop_reason": (header.get("r") or {}).get("stop"),
-            "error": (header.get("r") or {}).get("error"),
-            "usage": (header.get("r") or {}).get("usage") or {},
+            "stop_reason": header.get("r"),
+            "error": header.get("e"),
+            "usage": {
+                "input_tokens": receipt.input_tokens,
+                "output_tokens": receipt.output_tokens,
+                "cache_read_input_tokens": receipt.cache_read_tokens,
+                "cache_creation_input_tokens": receipt.cache_write_tokens,
+            },
             "latency_ms": receipt.latency_ms,
             "cost_usd": receipt.cost_usd,
         },
     }
+
+
+def _parameters(body: bytes) -> dict:
+    """The request's parameters that are no content (scalars at the top of the body; the
+    lists and long texts by size)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    out: dict = {}
+    for key, value in data.items():
+        if isinstance(value, bool | int | float) or value is None:
+            out[key] = value
+        elif isinstance(value, str):
+            out[key] = value if len(value) <= 120 else f"<{len(value)} characters>"
+        elif isinstance(value, list):
+            out[key] = f"<{len(value)} items>"
+        elif isinstance(value, dict):
+            out[key] = {k: v for k, v in value.items() if isinstance(v, bool | int | float | str)}
+    return out
 
 
 def _item_view(

@@ -91,7 +91,7 @@ class ReplaySerializer(serializers.Serializer):
     changed = serializers.ListField(child=serializers.DictField())
     missing = serializers.ListField(child=serializers.DictField())
     body_bytes = serializers.IntegerField()
-    body = serializers.JSONField(help_text="The body as JSON (`?format=raw` answers the bytes).")
+    body = serializers.JSONField(help_text="The body as JSON (`?as=raw` answers the bytes).")
 
 
 class SummarizedSerializer(serializers.Serializer):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 import time
@@ -13,18 +14,24 @@ from django.utils import timezone
 from core.ids import new_id
 from receipts import codec, manifest
 from receipts.context import CallContext
-from receipts.items import ItemRef, read_items, short_hash
+from receipts.items import ItemRef, read_items, read_items_cached, short_hash
 from receipts.models import Receipt, ReceiptBlob
 from receipts.prices import cost_usd
 
 logger = logging.getLogger("receipts")
 
 _CACHE_MARK = b'"cache_control"'
-_PARAM_TEXT_CHARS = 120
 
 
 def digest(data: bytes) -> bytes:
+    """A blob's key: BLAKE2b-128 of its bytes."""
     return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def body_digest(body: bytes) -> str:
+    """The body's fingerprint in the manifest (BLAKE2b-96, base64): enough to say whether
+    a replay is the body sent."""
+    return base64.urlsafe_b64encode(hashlib.blake2b(body, digest_size=12).digest()).decode()
 
 
 def receipt_record(
@@ -33,7 +40,6 @@ def receipt_record(
     wire: str,
     model: str,
     upstream: str,
-    params: dict,
     body: bytes,
     response: dict,
     latency_ms: float | None,
@@ -43,17 +49,9 @@ def receipt_record(
     over them and over blobs, what came back and its cost."""
     started = time.perf_counter()
     refs = _unique(context.items)
-    found = read_items((r.kind, r.id) for r in refs)
-    texts = [
-        (n, t, text)
-        for n, ref in enumerate(refs)
-        for t, text in enumerate(
-            found[(ref.kind, ref.id)].texts if (ref.kind, ref.id) in found else ()
-        )
-    ]
-    ops = codec.template_of(body, texts, digest)
+    found, ops = _template(refs, body)
     items = [_item(ref, found.get((ref.kind, ref.id))) for ref in refs]
-    header = _header(context, upstream, params, body, ops, response, latency_ms)
+    header = _header(context, upstream, body, ops, response, latency_ms)
     usage = response.get("usage") or {}
     with transaction.atomic():
         blob_ids = _store_blobs(
@@ -86,19 +84,20 @@ def receipt_record(
         )
 
 
-def _header(context, upstream, params, body, ops, response, latency_ms) -> dict:
-    """The manifest's small facts: digest and size of the body, upstream, parameters,
-    cache marks, budget, query, notes, and what came back (empty ones left out)."""
+def _header(context, upstream, body, ops, response, latency_ms) -> dict:
+    """The manifest's small facts (empty ones left out): the body's digest, the upstream,
+    the cache marks, budget, query and notes, and what came back that no column holds (the
+    stop reason, an error). Parameters are read back from the replayed body, usage and
+    latency from the row's columns."""
     header = {
-        "d": digest(body).hex(),
-        "n": len(body),
+        "d": body_digest(body),
         "u": upstream,
-        "p": _small_params(params),
         "c": _cache_marks(body, ops),
         "b": context.budget,
         "q": context.query,
         "o": context.notes,
-        "r": {**response, "ms": None if latency_ms is None else round(latency_ms, 1)},
+        "r": response.get("stop"),
+        "e": response.get("error"),
     }
     return {k: v for k, v in header.items() if v not in ("", {}, [], None)}
 
@@ -110,6 +109,35 @@ def _usage_columns(usage: dict) -> dict:
         "cache_read_tokens": usage.get("cache_read_input_tokens"),
         "cache_write_tokens": usage.get("cache_creation_input_tokens"),
     }
+
+
+def _template(refs: list[ItemRef], body: bytes):
+    """The items' texts and the body's template over them. Texts come from the recorder's
+    cache where it has them; a cached item whose texts stand nowhere in the body is read
+    again (it may have changed) and the template made again."""
+    keys = [(r.kind, r.id) for r in refs]
+    found, cached = read_items_cached(keys)
+    ops = codec.template_of(body, _texts(keys, found), digest)
+    slotted = {keys[op.item] for op in ops if isinstance(op, codec.Slot)}
+    stale = [
+        key
+        for key in keys
+        if key in cached
+        and key not in slotted
+        and any(len(t) >= codec.MIN_TEXT_CHARS for t in found[key].texts)
+    ]
+    if stale:
+        found.update(read_items(stale))
+        ops = codec.template_of(body, _texts(keys, found), digest)
+    return found, ops
+
+
+def _texts(keys: list, found: dict) -> list[tuple[int, int, str]]:
+    return [
+        (n, t, text)
+        for n, key in enumerate(keys)
+        for t, text in enumerate(found[key].texts if key in found else ())
+    ]
 
 
 def _unique(refs: list[ItemRef]) -> list[ItemRef]:
@@ -133,21 +161,6 @@ def _item(ref: ItemRef, text) -> manifest.Item:
         hash=short_hash(text.texts) if text else "----",
         score=ref.score,
     )
-
-
-def _small_params(params: dict) -> dict:
-    """The request's parameters that are no content: scalars as sent, lists by length."""
-    out: dict = {}
-    for key, value in params.items():
-        if isinstance(value, bool | int | float) or value is None:
-            out[key] = value
-        elif isinstance(value, str):
-            out[key] = value if len(value) <= _PARAM_TEXT_CHARS else f"<{len(value)} chars>"
-        elif isinstance(value, list | tuple):
-            out[key] = f"<{len(value)} items>"
-        elif isinstance(value, dict):
-            out[key] = {k: v for k, v in value.items() if isinstance(v, bool | int | float | str)}
-    return out
 
 
 def _cache_marks(body: bytes, ops: list) -> list[int]:

@@ -253,7 +253,9 @@ class _TurnRun:
             ],
             source=f"step:{step.id}",
             budget={
-                k: v for k, v in (context.budget if context else {}).items() if isinstance(v, int)
+                k: v
+                for k, v in (context.budget if context else {}).items()
+                if k in ("input_limit", "lcm_room")
             },
             query=(self.turn.user_message or {}).get("rendered_text", "")[:200]
             if context and context.retrieved
