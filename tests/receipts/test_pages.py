@@ -54,3 +54,17 @@ def test_another_users_pages_do_not_exist(other_user, calls):
         f"/conversations/{conversation_id}/seen/message/1/",
     ):
         assert client.get(url).status_code == 404, url
+
+
+def test_what_the_model_saw_in_the_console_is_the_receipt(user, calls):
+    from django.urls import reverse
+
+    from turns.models import ProviderStep
+
+    _conversation_id, receipts = calls
+    step = ProviderStep.objects.select_related("turn").get(pk=receipts[-1].source.split(":", 1)[1])
+    url = reverse("console:turn-context", args=[step.turn.session_id, step.turn_id])
+    text = client_for(user).get(url).content.decode()
+    assert f'data-receipt="{receipts[-1].id}"' in text
+    assert text.count('class="receipt-item') == receipts[-1].item_count
+    assert "summary standing for older messages" in text
