@@ -244,15 +244,22 @@ def receipts_that_saw(
 
 def conversation_receipt_bytes(*, conversation_id: int) -> dict:
     """What the receipts of a conversation take: rows, manifest and blob bytes."""
-    receipts = Receipt.objects.filter(conversation_id=conversation_id).aggregate(
-        n=Count("id"), bytes=Sum(Length("manifest"))
-    )
-    blobs = ReceiptBlob.objects.filter(conversation_id=conversation_id).aggregate(
-        n=Count("id"), bytes=Sum(Length("data"))
-    )
+    return receipt_sizes(conversation_ids=[conversation_id])
+
+
+def receipt_sizes(*, conversation_ids: list[int] | None = None) -> dict:
+    """What receipts take (of the given conversations, or all): rows, manifest bytes, and
+    the blobs of request parts they share."""
+    receipts = Receipt.objects.all()
+    blobs = ReceiptBlob.objects.all()
+    if conversation_ids is not None:
+        receipts = receipts.filter(conversation_id__in=conversation_ids)
+        blobs = blobs.filter(conversation_id__in=conversation_ids)
+    rows = receipts.aggregate(n=Count("id"), bytes=Sum(Length("manifest")))
+    shared = blobs.aggregate(n=Count("id"), bytes=Sum(Length("data")))
     return {
-        "receipts": receipts["n"] or 0,
-        "manifest_bytes": receipts["bytes"] or 0,
-        "blobs": blobs["n"] or 0,
-        "blob_bytes": blobs["bytes"] or 0,
+        "receipts": rows["n"] or 0,
+        "manifest_bytes": rows["bytes"] or 0,
+        "blobs": shared["n"] or 0,
+        "blob_bytes": shared["bytes"] or 0,
     }
