@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from receipts.models import Receipt
+from receipts.selectors import receipt_detail
 from turns.models import Phase, UserTurn
 
 # The token bar's sections, in the order the context is assembled (SRD 5.9).
@@ -319,3 +321,18 @@ def stable_prefix_tokens(context: dict) -> int:
     """Tokens of the context's stable prefix (what the next turn sends again unchanged)."""
     sections = context.get("sections_tokens") or {}
     return sum(_section_tokens(sections, name) for name in SECTIONS if name in STABLE_SECTIONS)
+
+
+def step_receipts(steps: list[StepView]) -> list[dict]:
+    """The receipt of each provider step (docs/receipts.md): what exactly was sent, item by
+    item and why, with its exact replay; "what the model saw" is a view of these."""
+    by_source = {
+        r.source: r
+        for r in Receipt.objects.filter(source__in=[f"step:{s.id}" for s in steps]).order_by("id")
+    }
+    out = []
+    for step in steps:
+        receipt = by_source.get(f"step:{step.id}")
+        if receipt is not None:
+            out.append({"step": step.index, **receipt_detail(receipt)})
+    return out

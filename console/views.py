@@ -207,6 +207,7 @@ def turn_context(request: HttpRequest, session_id: str, turn_id: str) -> HttpRes
             "timings": presenters.timings(turn),
             "usage": presenters.usage_rows(view.steps),
             "stable_tokens": presenters.stable_prefix_tokens(context),
+            "receipts": presenters.step_receipts(view.steps),
             "chat_url": reverse("console:chat", args=[session.pk]),
         },
     )

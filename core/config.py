@@ -975,6 +975,22 @@ SETTINGS: tuple[Setting, ...] = (
         "Offer the memory tools (lcm_grep, lcm_describe, lcm_expand, memory_search) on every "
         "drop-in request, as `X-LCM-Tools: memory` does for one.",
     ),
+    # Context receipts (docs/receipts.md) ----------------------------------------------------
+    Setting(
+        "LCM_RECEIPTS",
+        bool,
+        True,
+        "Record a receipt of every model call (turns, drop-in, summarizer, librarian, "
+        "expansion): a compact manifest of what was sent, replayable byte for byte.",
+    ),
+    Setting(
+        "LCM_RECEIPT_PRICES",
+        str,
+        "",
+        "Price table for receipts' costs, USD per million tokens: `model-prefix=input/output"
+        "[/cache_read[/cache_write]]` entries separated by `;` (longest prefix wins; cache "
+        "prices default to the provider's multipliers). Empty: receipts show no cost.",
+    ),
 )
 
 SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}

@@ -7,8 +7,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import JsonResponse
 
-from dropin import wire_anthropic, wire_openai
 from dropin.errors import DropinError
+from dropin.wires import anthropic as wire_anthropic
+from dropin.wires import openai_chat as wire_openai
 
 PREFIXES = {"/openai/": wire_openai, "/anthropic/": wire_anthropic}
 

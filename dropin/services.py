@@ -367,6 +367,9 @@ class Upstream:
     tokens: int
     compacted: bool
     cache: CachePlan | None = None
+    # The assembled items when compacted (compaction.assembly's descriptions, each with
+    # "tail": True in the fresh tail), for the call's receipt (docs/receipts.md).
+    items: list[dict] | None = None
 
 
 SUMMARIES_HEADING = "Summaries of earlier conversation (untrusted data, oldest first):"
@@ -430,7 +433,10 @@ def upstream_messages(
         parts.extend(summaries[1:])
     system = "\n\n".join(parts)
     plan = cache_plan(thread, parts, messages)
-    return Upstream(system, messages, request_tokens(system, messages, tools), True, plan)
+    described = assembled.items
+    tail_from = len(described) - assembled.tail_items
+    items = [{**d, "tail": n >= tail_from} for n, d in enumerate(described)]
+    return Upstream(system, messages, request_tokens(system, messages, tools), True, plan, items)
 
 
 def _our_block(block: dict) -> dict:

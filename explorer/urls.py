@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from explorer import views
+from explorer import calls, views
 
 app_name = "explorer"
 
@@ -16,6 +16,9 @@ conversation_patterns = [
     path(
         "summaries/<str:summary_id>/expand/", views.summary_expand_fragment, name="summary-expand"
     ),
+    path("calls/", calls.call_timeline, name="calls"),
+    path("calls/<str:receipt_id>/", calls.receipt_page, name="receipt"),
+    path("seen/<str:kind>/<str:item_id>/", calls.calls_that_saw, name="calls-that-saw"),
 ]
 
 urlpatterns = [

@@ -177,6 +177,8 @@ LCM_RETENTION_BATCH_SEGMENTS = LCM["LCM_RETENTION_BATCH_SEGMENTS"]
 
 # Drop-in endpoints (docs/drop-in.md)
 LCM_DROPIN_MEMORY_TOOLS = LCM["LCM_DROPIN_MEMORY_TOOLS"]
+LCM_RECEIPTS = LCM["LCM_RECEIPTS"]
+LCM_RECEIPT_PRICES = LCM["LCM_RECEIPT_PRICES"]
 
 
 DATA_DIR = Path(LCM_DATA_DIR)
@@ -216,6 +218,7 @@ INSTALLED_APPS = [
     "workers",  # before django_q: its `qcluster` (bounded stop) wins
     "django_q",
     "conversations",
+    "receipts",  # a receipt of every model call (docs/receipts.md)
     "largefiles",
     "archive",  # retention: archive segments (docs/retention.md)
     "compaction",

@@ -28,6 +28,7 @@ api_v1 = [
     path("", include("security.urls")),
     path("", include("retention.urls")),  # docs/retention.md
     path("", include("mcpserver.urls")),  # the hooks' API (docs/capture.md)
+    path("", include("receipts.urls")),  # docs/receipts.md
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     # Any character, newlines too (`<path:>` stops at them and Django would answer HTML).

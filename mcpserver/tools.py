@@ -19,6 +19,7 @@ from conversations.selectors import conversation_get_for_user
 from core.api.errors import LcmError
 from core.tool_result import ToolResult
 from mcpserver.mcp_tool import McpTool
+from mcpserver.receipt_tools import receipt_tools
 from mcpserver.session_tools import session_tools
 from retrieval.parsing import opt_int
 from retrieval.tool_definitions import TOOL_DEFINITIONS
@@ -60,7 +61,7 @@ def lcm_tools() -> list[McpTool]:
 
 
 # One entry per family of tools, in listing order.
-TOOL_FAMILIES = (lcm_tools, session_tools)
+TOOL_FAMILIES = (lcm_tools, session_tools, receipt_tools)
 
 
 def mcp_tools() -> dict[str, McpTool]:

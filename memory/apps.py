@@ -23,6 +23,15 @@ class MemoryConfig(AppConfig):
         _register_part_reader()
         register_collector(collect)  # indexing lag on /metrics
         _register_turn_memory()
+        _register_receipt_items()
+
+
+def _register_receipt_items() -> None:
+    """Retrieved chunks named in receipts (docs/receipts.md)."""
+    from memory.receipt_items import read_chunks
+    from receipts.items import register_item_reader
+
+    register_item_reader("chunk", read_chunks)
 
 
 def _register_part_reader() -> None:

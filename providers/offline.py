@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 from core.token_estimate import estimate_tokens
 from providers import blocks as b
+from providers import observe
 from providers.base import (
     Finished,
     ProviderRequest,
@@ -60,7 +61,6 @@ class OfflineProvider:
 
     def stream(self, request: ProviderRequest) -> Iterator[StreamEvent]:
         request = redact_request_texts(request)
-        answer = offline_answer(request)
         raw_request = {
             "model": self.spec.model_id,
             "system": request.system,
@@ -68,6 +68,32 @@ class OfflineProvider:
             "tools": request.tools,
             "max_output_tokens": request.max_output_tokens,
         }
+        call = observe.UpstreamCall(
+            provider=self.name,
+            model=self.spec.model_id,
+            purpose=request.purpose,
+            conversation_id=request.conversation_id,
+            upstream="offline",
+            params=raw_request,
+        )
+        watched = observe.call_begin(call)
+        response, error = None, None
+        try:
+            for event in self._answer(request, raw_request):
+                if isinstance(event, Finished):
+                    # Recorded before the caller sees the end: a caller that stops
+                    # reading at Finished never leaves the receipt to the collector.
+                    observe.call_finish(call, watched, event.response, None)
+                    watched = False
+                yield event
+        except Exception as failure:
+            error = failure
+            raise
+        finally:
+            observe.call_finish(call, watched, response, error)
+
+    def _answer(self, request: ProviderRequest, raw_request: dict) -> Iterator[StreamEvent]:
+        answer = offline_answer(request)
         delay = float(request.options.get("offline_delay_seconds") or 0)
         pieces = split_evenly(answer, int(request.options.get("offline_chunks") or 4))
         yield RawEvent("offline.start", {"model": self.spec.model_id})

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
+from providers import observe
 from providers.base import Finished, ProviderRequest, ProviderResponse, RawEvent, StreamEvent
 from providers.calls import (
     WireEvents,
@@ -98,16 +99,57 @@ class SdkAdapter:
         params = self.build_params(request)
         raw_request = {**params, "stream": True}
         client, secrets = self._client()
-        response_stream = self._open(client, request, secrets, params, stream=True)
-        yield from self.stream_reader(raw_request, secrets).read(response_stream)
+        call, watched = self._watch(client, request, raw_request)
+        response, error = None, None
+        try:
+            with observe.sending(call if watched else None):
+                response_stream = self._open(client, request, secrets, params, stream=True)
+            for event in self.stream_reader(raw_request, secrets).read(response_stream):
+                if isinstance(event, Finished):
+                    # Recorded before the caller sees the end: a caller that stops
+                    # reading at Finished never leaves the receipt to the collector.
+                    observe.call_finish(call, watched, event.response, None)
+                    watched = False
+                yield event
+        except Exception as failure:
+            error = failure
+            raise
+        finally:
+            observe.call_finish(call, watched, response, error)
 
     def complete(self, request: ProviderRequest) -> ProviderResponse:
         """One non-streaming call (summaries, expansion): same request, same mapping."""
         request = redact_request_texts(request)
         params = self.build_params(request)
         client, secrets = self._client()
-        response = self._open(client, request, secrets, params, stream=False)
-        return self.response_from_raw(params, response.model_dump(mode="json"), secrets)
+        call, watched = self._watch(client, request, params)
+        response, error = None, None
+        try:
+            with observe.sending(call if watched else None):
+                raw = self._open(client, request, secrets, params, stream=False)
+            response = self.response_from_raw(params, raw.model_dump(mode="json"), secrets)
+            return response
+        except Exception as failure:
+            error = failure
+            raise
+        finally:
+            observe.call_finish(call, watched, response, error)
+
+    def _watch(self, client, request: ProviderRequest, params: dict):
+        """The call as observers see it (a receipt), its body read by the HTTP hook."""
+        call = observe.UpstreamCall(
+            provider=self.name,
+            model=str(params.get("model") or self.spec.model_id),
+            purpose=request.purpose,
+            conversation_id=request.conversation_id,
+            upstream=str(getattr(client, "base_url", "") or ""),
+            params=params,
+            cache_ttl=self.spec.cache_ttl,
+        )
+        if not observe.observing():
+            return call, False
+        observe.hook_client(client)
+        return call, observe.call_begin(call)
 
     def _client(self) -> tuple[Any, tuple[str, ...]]:
         if self.client is not None:

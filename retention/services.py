@@ -17,6 +17,7 @@ from archive.models import Segment, SegmentState
 from archive.services import segment_archive, segment_restore
 from conversations.models import Conversation, Message
 from conversations.search.maintenance import message_index_optimize
+from receipts.selectors import receipt_sizes
 from retention.models import RetentionPolicy
 from retention.policies import Range, deletion_due, effective_policy, plan_conversation
 
@@ -235,6 +236,14 @@ def retention_status(*, conversations: Iterable[Conversation] | None = None) -> 
         "archive_stored_bytes": totals["stored"] or 0,
         "archive_raw_bytes": totals["raw"] or 0,
         **_memory_status(conversations),
+        # Receipts stay with their conversation: archiving leaves them (they refer to the
+        # messages, whose archived content the replay reads back), hard delete removes them.
+        **{
+            f"receipt_{k}" if not k.startswith("receipt") else k: v
+            for k, v in receipt_sizes(
+                conversation_ids=None if conversations is None else [c.pk for c in conversations]
+            ).items()
+        },
         "orphan_objects": len(orphan_objects()),
     }
 

@@ -29,6 +29,8 @@ from conversations.models import Message, Summary
 from conversations.selectors import conversation_get_for_user, conversations_visible_to
 from core.api.errors import InvalidInput, NotFound, Unavailable
 from core.tool_result import ToolResult
+from receipts.context import call_context
+from receipts.items import ItemRef
 from retrieval import services
 from retrieval.grant_tools import tool_call_for_grant
 from retrieval.grep import GrepRequest, grep_for_user
@@ -309,7 +311,8 @@ def _run_model(grant: DelegationGrant, targets: Targets, request: ExpansionReque
     calls = 0
     usage = {"input_tokens": 0, "output_tokens": 0}
     while True:
-        response = ask(messages, tools_allowed=calls < max_calls)
+        with call_context(**_receipt_context(grant, targets, reads)):
+            response = ask(messages, tools_allowed=calls < max_calls)
         usage["input_tokens"] += response.usage["input_tokens"] or 0
         usage["output_tokens"] += response.usage["output_tokens"] or 0
         tool_uses = [b for b in response.blocks if b["type"] == "tool_use"]
@@ -331,6 +334,27 @@ def _run_model(grant: DelegationGrant, targets: Targets, request: ExpansionReque
         "truncated": False,
         "tool_calls": calls,
         "model_usage": usage,
+    }
+
+
+def _receipt_context(grant: DelegationGrant, targets: Targets, reads: _Reads) -> dict:
+    """What an expansion call's receipt names (docs/receipts.md): the summaries it was
+    offered, then what its tool loop read so far."""
+    conversations = list(grant.conversation_ids or [])
+    targets_ids = [s.pk for s in targets.summaries]
+    read_summaries = [i for i in dict.fromkeys(reads.summary_ids) if i not in targets_ids]
+    return {
+        "site": "expansion",
+        "conversation_id": conversations[0] if len(conversations) == 1 else None,
+        "items": [
+            *(ItemRef(kind="summary", id=i, reason="expansion") for i in targets_ids),
+            *(ItemRef(kind="summary", id=i, reason="tool_loop") for i in read_summaries),
+            *(
+                ItemRef(kind="message", id=i, reason="tool_loop")
+                for i in dict.fromkeys(reads.message_ids)
+            ),
+        ],
+        "source": f"grant:{grant.pk}",
     }
 
 

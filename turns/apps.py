@@ -13,10 +13,13 @@ class TurnsConfig(AppConfig):
 
         from core import lifecycle
         from core.metrics import register_collector
+        from receipts.items import register_item_reader
         from turns import runner
         from turns.metrics import collect
+        from turns.receipt_items import read_states
         from turns.reconcile import ensure_schedule, install_worker_hooks, reconcile
 
+        register_item_reader("state", read_states)  # states named in receipts (docs/receipts.md)
         register_collector(collect)
         post_migrate.connect(ensure_schedule, sender=self)
         install_worker_hooks()

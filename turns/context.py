@@ -99,6 +99,9 @@ class AssembledContext:
     pending_turn_ids: list[str] = field(default_factory=list)
     summaries: list[str] = field(default_factory=list)  # quoted XML, oldest first (`lcm`)
     history: list[dict] = field(default_factory=list)  # real messages before pending ones
+    # What the request is built from, for its receipt (docs/receipts.md): [{"kind", "id",
+    # "reason", "tokens", "score"?}], in context order.
+    receipt_items: list[dict] = field(default_factory=list)
 
     @property
     def system_parts(self) -> list[str]:
@@ -174,6 +177,16 @@ class AssembledContext:
         leading = [B.text(t) for t in (self.retrieved_text(),) if t]
         messages.append(B.message("user", [*leading, *user_blocks]))
         return _alternating(messages)
+
+    def receipt_refs(self) -> list[dict]:
+        """The items of the request as its receipt names them, the retrieved chunks that
+        survived the shrinker included."""
+        retrieved = [
+            {"kind": "chunk", "id": r["id"], "reason": "retrieved", "score": r.get("score")}
+            for r in self.retrieved
+            if r.get("id")
+        ]
+        return [*self.receipt_items, *retrieved]
 
     def token_total(self) -> int:
         return sum(self.sections_tokens.values())
@@ -355,7 +368,7 @@ def lcm_room(budget: dict, fixed_tokens: int) -> int:
 
 def _lcm_history(
     turn: UserTurn, budget_tokens: int, walk_tokens: int
-) -> tuple[list[str], list[dict], dict]:
+) -> tuple[list[str], list[dict], dict, list[dict]]:
     """The branch's LCM context without the current turn's own user message: its leading
     summaries (quoted XML; a fork's base state first), the messages after them as real
     messages with tool pairing (the assembler's Anthropic format), and the current user
@@ -398,7 +411,27 @@ def _lcm_history(
                 f"State of the conversation before this branch:\n{_defang(base)}\n"
                 "</memory_artifact>",
             )
-    return summaries, history, _rendered_user(turn, own)
+    return summaries, history, _rendered_user(turn, own), _lcm_receipt_items(assembled, own)
+
+
+def _lcm_receipt_items(assembled, own: frozenset[int]) -> list[dict]:
+    """The assembled items as a receipt names them: summaries, the fresh tail, the history
+    before it, and the current message."""
+    described = assembled.items
+    tail_from = len(described) - assembled.tail_items
+    items = [
+        {
+            "kind": d["type"],
+            "id": d["id"],
+            "tokens": d["tokens"],
+            "reason": "summary"
+            if d["type"] == "summary"
+            else ("tail" if n >= tail_from else "history"),
+        }
+        for n, d in enumerate(described)
+    ]
+    items.extend({"kind": "message", "id": pk, "reason": "input"} for pk in sorted(own))
+    return items
 
 
 def _rendered_user(turn: UserTurn, own: frozenset[int]) -> dict:
@@ -437,13 +470,15 @@ def assemble(turn: UserTurn) -> AssembledContext:
     pending = pending_turns(turn)
     summaries: list[str] = []
     history: list[dict] = []
+    receipt_items: list[dict] = [{"kind": "state", "id": head.pk, "reason": "state"}]
     user = turn.user_message
     if session.context_strategy == ContextStrategy.LCM:
         tools = _tools_for(turn)
         fixed = _fixed_tokens(instructions, list(head.pinned_facts), tools)
         room = lcm_room(budget, fixed)
         walk = room - _user_tokens(turn.user_message)
-        summaries, history, user = _lcm_history(turn, room, walk)
+        summaries, history, user, lcm_items = _lcm_history(turn, room, walk)
+        receipt_items.extend(lcm_items)
         budget["lcm_room"] = room
         summary = ""
         pending_messages, pending_ids = [], [p.pk for p in pending]  # inside the LCM context
@@ -465,6 +500,7 @@ def assemble(turn: UserTurn) -> AssembledContext:
         pending_turn_ids=pending_ids,
         summaries=summaries,
         history=history,
+        receipt_items=receipt_items,
     )
     ctx.tools = _tools_for(turn)
     ctx.sections_tokens = _measure(ctx)

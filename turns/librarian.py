@@ -27,11 +27,14 @@ from django.conf import settings
 
 from compaction.guard import DatabaseGuard
 from compaction.summarizers.extract import score_sentences, sentences, split_code
+from conversations.models import Message
 from core.token_estimate import estimate
 from providers import blocks as B
 from providers.base import ProviderRequest
 from providers.config import api_key, model_get
 from providers.registry import provider_for
+from receipts.context import call_context
+from receipts.items import ItemRef
 
 logger = logging.getLogger("lcm.turns")
 
@@ -352,14 +355,15 @@ def _model_state(
     missing: list[str] = []
     for attempt in range(2):
         try:
-            text = _ask(
-                spec,
-                provider,
-                system=LIBRARIAN_SYSTEM,
-                prompt=prompt(missing=missing),
-                max_tokens=target * 2,
-                conversation_id=turn.branch.conversation_id,
-            )
+            with call_context(**_receipt_context(turn)):
+                text = _ask(
+                    spec,
+                    provider,
+                    system=LIBRARIAN_SYSTEM,
+                    prompt=prompt(missing=missing),
+                    max_tokens=target * 2,
+                    conversation_id=turn.branch.conversation_id,
+                )
         except Exception as error:  # provider down, guard closed: the fallback writes it
             logger.warning("librarian model call failed for turn %s: %s", turn.pk, error)
             report = _report(
@@ -389,6 +393,27 @@ def _model_state(
     return LibrarianResult(fallback, report)
 
 
+def _receipt_context(turn) -> dict:
+    """What the librarian's receipt names (docs/receipts.md): the state it folds the turn
+    into, and the turn's messages as the store holds them."""
+    conversation_id = turn.branch.conversation_id
+    messages = Message.objects.filter(
+        conversation_id=conversation_id, external_id__startswith=f"turn:{turn.pk}:"
+    ).order_by("seq")
+    return {
+        "site": "librarian",
+        "conversation_id": conversation_id,
+        "items": [
+            ItemRef(kind="state", id=turn.branch.head_state_id, reason="librarian"),
+            *(
+                ItemRef(kind="message", id=pk, reason="librarian")
+                for pk in messages.values_list("id", flat=True)
+            ),
+        ],
+        "source": f"turn:{turn.pk}",
+    }
+
+
 def shrink_summary(summary: str, *, target_tokens: int, conversation_id: int | None = None) -> str:
     """The "shrink summary" step (SRD 10.4): `summary` within `target_tokens`, keeping
     decisions and artifacts first. Uses the librarian model when available (checked like
@@ -402,14 +427,15 @@ def shrink_summary(summary: str, *, target_tokens: int, conversation_id: int | N
         spec, provider = model
         kept = parse_summary(deterministic)
         try:
-            text = _ask(
-                spec,
-                provider,
-                system=SHRINK_SYSTEM,
-                prompt=f"Token budget: {target_tokens}.\nSummary:\n{summary}",
-                max_tokens=target_tokens,
-                conversation_id=conversation_id,
-            )
+            with call_context(site="librarian", conversation_id=conversation_id):
+                text = _ask(
+                    spec,
+                    provider,
+                    system=SHRINK_SYSTEM,
+                    prompt=f"Token budget: {target_tokens}.\nSummary:\n{summary}",
+                    max_tokens=target_tokens,
+                    conversation_id=conversation_id,
+                )
             if estimate(text) <= target_tokens and not missing_entities(
                 text, artifacts=kept.artifacts, decisions=kept.decisions
             ):

@@ -43,6 +43,8 @@ from providers.caching import CachePlan, prompt_cache_key
 from providers.config import engine_config, model_get
 from providers.errors import ProviderError
 from providers.registry import provider_for
+from receipts.context import call_context
+from receipts.items import ItemRef
 from turns import events, metrics, services
 from turns.context import AssembledContext, context_prepare
 from turns.journal import StreamJournal, recover_step
@@ -138,6 +140,7 @@ class _TurnRun:
         self.channel = channel
         self.timings: dict[str, float] = {}
         self.cache_steps: list[dict] = []
+        self.context: AssembledContext | None = None
 
     # The whole turn ------------------------------------------------------------------
 
@@ -149,6 +152,7 @@ class _TurnRun:
         context = self.prepare_context()
         if context is None:  # the turn is failed
             return self.turn
+        self.context = context
         try:
             spec = model_get(turn.primary_model)
             provider = provider_for(spec)
@@ -231,6 +235,34 @@ class _TurnRun:
             "unreachable: the last step refuses more tool calls"
         )  # pragma: no cover
 
+    def receipt_context(self, step):
+        """What the step's receipt says the request was built from (docs/receipts.md)."""
+        context = self.context
+        return call_context(
+            site="turn",
+            conversation_id=self.turn.branch.conversation_id,
+            items=[
+                ItemRef(
+                    kind=r["kind"],
+                    id=r["id"],
+                    reason=r.get("reason", "history"),
+                    score=r.get("score"),
+                    tokens=r.get("tokens"),
+                )
+                for r in (context.receipt_refs() if context else [])
+            ],
+            source=f"step:{step.id}",
+            budget={
+                k: v
+                for k, v in (context.budget if context else {}).items()
+                if k in ("input_limit", "lcm_room")
+            },
+            query=(self.turn.user_message or {}).get("rendered_text", "")[:200]
+            if context and context.retrieved
+            else "",
+            notes={"strategy": context.strategy} if context else {},
+        )
+
     def refuse_tool_calls(
         self, step: ProviderStep, response: ProviderResponse, calls: list[dict], step_index: int
     ) -> UserTurn | None:
@@ -282,7 +314,7 @@ class _TurnRun:
         self.publish("step", {"step": step_index, "id": step.id, "status": "streaming"})
         started = time.monotonic()
         try:
-            with self.journal(step, step_index) as journal:
+            with self.journal(step, step_index) as journal, self.receipt_context(step):
                 response = self.pump(provider.stream(request), journal, step, step_index, started)
         except ProviderError as error:
             self.fail(error.code, str(error), step=step)

@@ -29,11 +29,13 @@ from compaction.summarizers.output import (
     strip_reasoning,
 )
 from compaction.summarizers.prompts import message_params
+from compaction.summarizers.receipt_sources import receipt_sources
 from core.token_estimate import estimate_tokens
 from providers import blocks
 from providers.base import Provider, ProviderRequest
 from providers.config import ModelSpec
 from providers.errors import ModelConfigError, ProviderAuthError, ProviderError
+from receipts.context import call_context
 
 # Token cap of the expand line appended when the model wrote none.
 _EXPAND_TOKENS = 80
@@ -61,7 +63,8 @@ class ModelSummarizer:
             conversation_id=request.conversation_id,
         )
         try:
-            response = self.provider.complete(call)
+            with call_context(**receipt_sources(request)):
+                response = self.provider.complete(call)
         except (ProviderAuthError, ModelConfigError) as error:
             raise SummarizerAuthError(str(error)) from error
         except ProviderError as error:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from dropin import services, wire_openai
+from dropin import services
+from dropin.wires import openai_chat as wire_openai
 from providers import blocks as b
 
 

@@ -26,7 +26,7 @@ def test_an_abandoned_journal_becomes_an_incomplete_answer(upstreams, oai):
     )
     thread = Thread.objects.get(conversation_id=int(raw.headers["x-lcm-conversation-id"]))
     from dropin.services import AnswerPlace, chain
-    from dropin.wire_openai import parse
+    from dropin.wires.openai_chat import parse
 
     asked = parse(
         {

@@ -13,7 +13,8 @@ from providers import blocks as b
 from providers.anthropic_wire import our_block
 from providers.base import ProviderResponse, TextDelta, ToolCallDelta, ToolCallStart
 
-WIRE = "anthropic"
+NAME = WIRE = "anthropic"
+ID_PREFIX = "msg_"
 _ERROR_TYPES = {
     "invalid_request": "invalid_request_error",
     "authentication": "authentication_error",

@@ -12,9 +12,11 @@ from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
 from providers import blocks as b
 from providers.base import ProviderResponse, TextDelta, ToolCallDelta, ToolCallStart
+from providers.config import models
 from providers.openai_chat_wire import parse_arguments
 
-WIRE = "openai"
+NAME = WIRE = "openai"
+ID_PREFIX = "chatcmpl-"
 _ERROR_TYPES = {
     "invalid_request": "invalid_request_error",
     "authentication": "invalid_request_error",
@@ -358,4 +360,15 @@ def error_body(error: DropinError) -> dict:
             "param": error.param,
             "code": error.code,
         }
+    }
+
+
+def models_body() -> dict:
+    """`GET /models`: the configured models in OpenAI's list shape."""
+    return {
+        "object": "list",
+        "data": [
+            {"id": spec.name, "object": "model", "created": 0, "owned_by": spec.provider}
+            for spec in models()
+        ],
     }

@@ -1,0 +1,278 @@
+"""The one request pipeline every drop-in wire goes through:
+
+  parse (the wire's module) → identify the caller and the conversation → store the new
+  inbound messages → assemble within the budget → call the upstream (dropin/upstream.py)
+  → answer: relayed as a stream while journaled, or whole; the answer is stored.
+
+A wire is a module of dropin/wires/ (see its docstring for the interface); a view hands the
+HTTP request and its wire to `serve`, and nothing else. A request is refused (in the wire's
+shape) before anything is written; no transaction is open during the upstream call.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from django.db import close_old_connections
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+
+from core.ids import new_id
+from dropin import inbound, relay, services, upstream
+from dropin import tools as dropin_tools
+from dropin.errors import DropinError, broken
+from dropin.memory_loop import memory_loop
+from dropin.requests import DropinRequest
+from dropin.wires import Wire
+from providers import blocks
+from providers.base import ProviderRequest
+from providers.config import model_get, require_key
+from providers.errors import MissingKey, ProviderError, ToolOrderingError, UnknownModel
+
+STREAM_TYPE = "text/event-stream; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A drop-in request checked, its messages stored, before the upstream call."""
+
+    user: object
+    parsed: DropinRequest
+    spec: object
+    extra_tools: list
+    plan: services.Plan
+    thread: object
+    place: services.AnswerPlace
+    upstream: services.Upstream
+
+
+def error_response(wire: Wire, error: DropinError) -> JsonResponse:
+    response = JsonResponse(wire.error_body(error), status=error.status)
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
+
+
+def serve(request, wire: Wire) -> HttpResponse:
+    """A model request on `wire`, answered in the wire's shape."""
+    started = time.perf_counter()
+    try:
+        prepared = prepare(request, wire)
+    except DropinError as error:
+        return error_response(wire, error)
+    provider_request = _provider_request(prepared)
+    headers = _headers(prepared)
+    answer_id = wire.ID_PREFIX + new_id().lower()
+    headers["X-LCM-Server-Ms"] = f"{(time.perf_counter() - started) * 1000:.2f}"
+    parsed = prepared.parsed
+    with upstream.receipted(thread=prepared.thread, sent=prepared.upstream, wire=wire.NAME):
+        if parsed.stream and not prepared.extra_tools:
+            return _streamed(wire, prepared, provider_request, headers, answer_id)
+        try:
+            if prepared.extra_tools:
+                response, steps = memory_loop(
+                    provider_request,
+                    user=prepared.user,
+                    conversation_id=prepared.thread.conversation_id,
+                )
+                headers["X-LCM-Tool-Steps"] = str(steps)
+            else:
+                response = upstream.complete(provider_request)
+        except ProviderError as error:
+            return error_response(wire, upstream_error(error))
+    services.answer_store(
+        place=prepared.place, blocks=response.blocks, status=response.outcome["status"]
+    )
+    return _answered(wire, parsed, response, answer_id, headers)
+
+
+def prepare(request, wire: Wire) -> Prepared:
+    """Authenticate, parse, refuse what the upstream cannot take, store the request's new
+    messages in the thread it continues, and decide what the upstream is sent (nothing is
+    stored before every check passed)."""
+    user = inbound.caller(request)
+    parsed: DropinRequest = wire.parse(inbound.json_body(request))
+    spec = model_spec(parsed.model)
+    key = inbound.conversation_key(request)
+    extra_tools = _memory_tools(request, parsed)
+    # Refuse what the upstream cannot take (tool ordering, another provider's
+    # reasoning) before storing anything.
+    kinds = {block.get("type") for message in parsed.messages for block in message["blocks"]}
+    _check_ordering(parsed, kinds)
+    _check_expressible(parsed, spec, kinds)
+    plan, thread = services.thread_for(user=user, request=parsed, key=key, spec=spec)
+    place = services.AnswerPlace.of(thread, plan)
+    sent = services.upstream_messages(
+        thread=thread, request=parsed, spec=spec, extra_tools=extra_tools
+    )
+    return Prepared(user, parsed, spec, extra_tools, plan, thread, place, sent)
+
+
+def model_spec(name: str):
+    try:
+        spec = model_get(name)
+    except UnknownModel as error:
+        raise DropinError(
+            404, "not_found", error.message, param="model", code="model_not_found"
+        ) from None
+    try:
+        require_key(spec)
+    except MissingKey as error:
+        raise DropinError(
+            400, "invalid_request", error.message, param="model", code="missing_api_key"
+        ) from None
+    return spec
+
+
+def _memory_tools(request, parsed: DropinRequest) -> list:
+    """The memory tools' definitions when asked for (header or setting); a client tool of
+    the same name is refused."""
+    extra_tools = dropin_tools.definitions() if inbound.memory_tools_requested(request) else []
+    clash = {t["name"] for t in parsed.tools} & {t["name"] for t in extra_tools}
+    if clash:
+        raise DropinError(
+            400,
+            "invalid_request",
+            f"tools: {', '.join(sorted(clash))} is a memory tool name; rename the client tool",
+            param="tools",
+        )
+    return extra_tools
+
+
+def _provider_request(prepared: Prepared) -> ProviderRequest:
+    parsed, spec, sent = prepared.parsed, prepared.spec, prepared.upstream
+    return ProviderRequest(
+        model=spec,
+        system=sent.system,
+        messages=sent.messages,
+        tools=parsed.tools + prepared.extra_tools,
+        max_output_tokens=services.max_output(spec, parsed),
+        options=parsed.options,
+        purpose="turn",
+        conversation_id=prepared.thread.conversation_id,
+        cache=services.upstream_cache(spec, sent),
+    )
+
+
+def _headers(prepared: Prepared) -> dict[str, str]:
+    """What the answer says about its thread (docs/drop-in.md, "Headers")."""
+    sent = prepared.upstream
+    return {
+        inbound.KEY_HEADER: prepared.plan.key,
+        "X-LCM-Conversation-Id": str(prepared.thread.conversation_id),
+        "X-LCM-Tokens-Sent": str(sent.tokens),
+        "X-LCM-Compacted": "true" if sent.compacted else "false",
+        "X-LCM-Forked": "true" if prepared.plan.forks else "false",
+    }
+
+
+def _answered(wire, parsed, response, answer_id: str, headers: dict) -> HttpResponse:
+    """The stored answer in the wire's shape: streamed (memory tools ran first), an error
+    when the upstream failed, else the JSON body."""
+    if parsed.stream:  # memory tools: the final answer, streamed in the wire's format
+        result = StreamingHttpResponse(
+            relay.replayed(wire, parsed, response, answer_id), content_type=STREAM_TYPE
+        )
+    elif broken(response):
+        return error_response(
+            wire,
+            DropinError(
+                502, "upstream", response.outcome.get("message") or "the upstream model failed"
+            ),
+        )
+    else:
+        result = JsonResponse(wire.response_body(parsed, response, answer_id))
+    for name, value in headers.items():
+        result[name] = value
+    return result
+
+
+def _streamed(wire, prepared: Prepared, provider_request, headers, answer_id) -> HttpResponse:
+    try:
+        events = upstream.stream(provider_request)
+        first = next(events)  # opens the call: errors before the first byte are refused here
+    except ProviderError as error:
+        return error_response(wire, upstream_error(error))
+    close_old_connections()  # no database connection is held while the stream runs
+    body = relay.relayed(
+        wire,
+        prepared.parsed,
+        first,
+        events,
+        place=prepared.place,
+        model=provider_request.model,
+        answer_id=answer_id,
+    )
+    response = StreamingHttpResponse(body, content_type=STREAM_TYPE)
+    response["Cache-Control"] = "no-cache"
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+_TOOL_BLOCKS = frozenset(("tool_use", "tool_result"))
+
+
+def _check_ordering(parsed: DropinRequest, kinds: set) -> None:
+    from providers.ordering import check_tool_ordering, tool_results_first
+
+    # The rules concern tool calls and results only (the roles are ours after parsing): a
+    # history without any passes, and is not walked twice.
+    if kinds.isdisjoint(_TOOL_BLOCKS) and all(
+        message.get("role") in blocks.ROLES for message in parsed.messages
+    ):
+        return
+    try:
+        check_tool_ordering([tool_results_first(message) for message in parsed.messages])
+    except ToolOrderingError as error:
+        raise DropinError(400, "invalid_request", f"messages: {error}", param="messages") from None
+
+
+def _check_expressible(parsed: DropinRequest, spec, kinds: set) -> None:
+    """Thinking blocks (Anthropic's, sent back by an Anthropic-wire client) mean nothing to
+    another provider: refused rather than silently dropped."""
+    if spec.provider == "anthropic" or "reasoning" not in kinds:
+        return
+    for position, message in enumerate(parsed.messages):
+        if any(block["type"] == "reasoning" for block in message["blocks"]):
+            raise DropinError(
+                400,
+                "invalid_request",
+                f"messages.{position}.content: thinking blocks can only be sent to an Anthropic "
+                f"model; {parsed.model!r} is served by {spec.provider}",
+                param=f"messages.{position}.content",
+            )
+
+
+def upstream_error(error: ProviderError) -> DropinError:
+    status = error.status if error.status and 400 <= error.status < 600 else 502
+    return DropinError(
+        status,
+        "upstream",
+        f"upstream {error.provider or 'model'}: {error.message}",
+        code=error.code,
+    )
+
+
+def count_tokens(request, wire) -> HttpResponse:
+    """`count_tokens`: the estimate of what the request's messages cost (nothing stored)."""
+    try:
+        inbound.caller(request)
+        parsed = wire.parse(inbound.json_body(request), counting=True)
+        try:
+            model_get(parsed.model)
+        except UnknownModel as error:
+            raise DropinError(404, "not_found", error.message, param="model") from None
+    except DropinError as error:
+        return error_response(wire, error)
+    tokens = services.request_tokens(parsed.system, parsed.messages, parsed.tools)
+    return JsonResponse({"input_tokens": tokens})
+
+
+def models_list(request, wire) -> HttpResponse:
+    """The configured models, in the wire's list shape."""
+    try:
+        inbound.caller(request)
+    except DropinError as error:
+        return error_response(wire, error)
+    return JsonResponse(wire.models_body())

@@ -1,0 +1,32 @@
+"""One module per wire the drop-in serves. The request pipeline (dropin/pipeline.py) knows
+a wire only through this interface, so a new wire is one new module here plus one view:
+
+- `NAME` (str): the wire's name, as stored in `DropinRequest.wire`;
+- `ID_PREFIX` (str): how the wire's answer ids begin (`msg_`, `chatcmpl-`, ...);
+- `parse(body: dict) -> DropinRequest`: the JSON body checked and parsed into our blocks;
+  raises `DropinError` (rendered in the wire's shape, nothing stored);
+- `response_body(parsed, response, answer_id) -> dict`: a whole answer in the wire's shape;
+- `StreamWriter(parsed, answer_id)`: `start()`, `event(stream_event)`, `finish(response)`,
+  `error(DropinError)`, each yielding the wire's stream bytes;
+- `error_body(error: DropinError) -> dict`: the wire's error shape.
+
+`Wire` below states the same as a typing Protocol (modules satisfy it structurally).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from dropin.errors import DropinError
+from dropin.requests import DropinRequest
+
+
+class Wire(Protocol):
+    NAME: str
+    ID_PREFIX: str
+
+    def parse(self, body: dict) -> DropinRequest: ...
+
+    def response_body(self, parsed: DropinRequest, response, answer_id: str) -> dict: ...
+
+    def error_body(self, error: DropinError) -> dict: ...
