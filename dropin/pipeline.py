@@ -44,6 +44,7 @@ class Prepared:
     thread: object
     place: services.AnswerPlace
     upstream: services.Upstream
+    wire: object = None
 
 
 def error_response(wire: Wire, error: DropinError) -> JsonResponse:
@@ -104,7 +105,7 @@ def prepare(request, wire: Wire) -> Prepared:
     sent = services.upstream_messages(
         thread=thread, request=parsed, spec=spec, extra_tools=extra_tools
     )
-    return Prepared(user, parsed, spec, extra_tools, plan, thread, place, sent)
+    return Prepared(user, parsed, spec, extra_tools, plan, thread, place, sent, wire)
 
 
 def model_spec(name: str):
@@ -146,11 +147,21 @@ def _provider_request(prepared: Prepared) -> ProviderRequest:
         messages=sent.messages,
         tools=parsed.tools + prepared.extra_tools,
         max_output_tokens=services.max_output(spec, parsed),
-        options=parsed.options,
+        options=_upstream_options(prepared),
         purpose="turn",
         conversation_id=prepared.thread.conversation_id,
         cache=services.upstream_cache(spec, sent),
     )
+
+
+def _upstream_options(prepared: Prepared) -> dict:
+    """The request's options, as its wire completes them for the upstream (the Responses
+    wire: the client's body for a Responses upstream, its input the assembled context when
+    there is one)."""
+    sent, wire = prepared.upstream, prepared.wire
+    if not hasattr(wire, "upstream_options"):
+        return prepared.parsed.options
+    return wire.upstream_options(prepared.parsed, sent.messages, sent.system, sent.compacted)
 
 
 def _headers(prepared: Prepared) -> dict[str, str]:
@@ -233,7 +244,7 @@ def _check_expressible(parsed: DropinRequest, spec, kinds: set) -> None:
     if spec.provider == "anthropic" or "reasoning" not in kinds:
         return
     for position, message in enumerate(parsed.messages):
-        if any(block["type"] == "reasoning" for block in message["blocks"]):
+        if any(_anthropic_thinking(block) for block in message["blocks"]):
             raise DropinError(
                 400,
                 "invalid_request",
@@ -241,6 +252,12 @@ def _check_expressible(parsed: DropinRequest, spec, kinds: set) -> None:
                 f"model; {parsed.model!r} is served by {spec.provider}",
                 param=f"messages.{position}.content",
             )
+
+
+def _anthropic_thinking(block: dict) -> bool:
+    """A thinking block (an OpenAI reasoning item goes to a Responses upstream as it came,
+    and is left out for a model on another wire, as the adapters do)."""
+    return block["type"] == "reasoning" and (block.get("raw") or {}).get("type") != "reasoning"
 
 
 def upstream_error(error: ProviderError) -> DropinError:
