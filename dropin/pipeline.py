@@ -18,7 +18,7 @@ from django.db import close_old_connections
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
 from core.ids import new_id
-from dropin import inbound, relay, services, upstream
+from dropin import checkpoint, inbound, relay, services, upstream
 from dropin import tools as dropin_tools
 from dropin.errors import DropinError, broken
 from dropin.memory_loop import memory_loop
@@ -26,7 +26,7 @@ from dropin.requests import DropinRequest
 from dropin.wires import Wire
 from providers import blocks
 from providers.base import ProviderRequest
-from providers.config import model_get, require_key
+from providers.config import model_get, model_named, require_key
 from providers.errors import MissingKey, ProviderError, ToolOrderingError, UnknownModel
 
 STREAM_TYPE = "text/event-stream; charset=utf-8"
@@ -66,6 +66,8 @@ def serve(request, wire: Wire) -> HttpResponse:
     answer_id = wire.ID_PREFIX + new_id().lower()
     headers["X-LCM-Server-Ms"] = f"{(time.perf_counter() - started) * 1000:.2f}"
     parsed = prepared.parsed
+    if parsed.options.get("checkpoint"):
+        return _checkpoint(wire, prepared, answer_id, headers)
     if parsed.stream and not prepared.extra_tools:
         return _streamed(wire, prepared, provider_request, headers, answer_id)
     try:
@@ -86,6 +88,26 @@ def serve(request, wire: Wire) -> HttpResponse:
     return _answered(wire, parsed, response, answer_id, headers)
 
 
+def _checkpoint(wire, prepared: Prepared, answer_id: str, headers: dict) -> HttpResponse:
+    """The agent asked to compact: answered from the product's compaction of the stored
+    conversation (dropin/checkpoint.py), without a model call; the answer is not stored (it
+    is derived from what is)."""
+    parsed = prepared.parsed
+    text = checkpoint.checkpoint_text(prepared.thread.conversation_id)
+    trigger = parsed.options["checkpoint"] == "trigger"
+    response = checkpoint.answer(text, model=parsed.model, trigger=trigger)
+    headers["X-LCM-Checkpoint"] = "true"
+    if parsed.stream:
+        result = StreamingHttpResponse(
+            relay.replayed(wire, parsed, response, answer_id), content_type=STREAM_TYPE
+        )
+    else:
+        result = JsonResponse(wire.response_body(parsed, response, answer_id))
+    for name, value in headers.items():
+        result[name] = value
+    return result
+
+
 def prepare(request, wire: Wire) -> Prepared:
     """Authenticate, parse, refuse what the upstream cannot take, store the request's new
     messages in the thread it continues, and decide what the upstream is sent (nothing is
@@ -94,6 +116,8 @@ def prepare(request, wire: Wire) -> Prepared:
     parsed: DropinRequest = wire.parse(inbound.json_body(request))
     spec = model_spec(parsed.model)
     key = inbound.conversation_key(request)
+    if key is None and hasattr(wire, "session_key"):  # the agent's own session id
+        key = wire.session_key(parsed, owner=user.pk)
     extra_tools = _memory_tools(request, parsed)
     # Refuse what the upstream cannot take (tool ordering, another provider's
     # reasoning) before storing anything.
@@ -110,7 +134,7 @@ def prepare(request, wire: Wire) -> Prepared:
 
 def model_spec(name: str):
     try:
-        spec = model_get(name)
+        spec = model_named(name)
     except UnknownModel as error:
         raise DropinError(
             404, "not_found", error.message, param="model", code="model_not_found"

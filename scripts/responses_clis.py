@@ -188,14 +188,50 @@ def record(out: Path, keep: bool) -> int:
     return 0 if not any(results.values()) else 1
 
 
+def _kind(record: dict) -> str | None:
+    """Which of the kept requests a recording is, or None."""
+    body, headers = record["body"], record["headers"]
+    types = [item.get("type") for item in body.get("input") or []]
+    meta = json.loads(headers.get("x-codex-turn-metadata") or "{}")
+    if "x-codex-turn-metadata" in headers:
+        if meta.get("request_kind") == "compaction":
+            return "codex-compaction"
+        if meta.get("history_initialization") == "cold_resume":
+            return "codex-resume"
+        if "custom_tool_call_output" in types:
+            return "codex-apply-patch-round"
+        if "function_call_output" in types:
+            return "codex-tool-round"
+        return "codex-first"
+    if "tools" not in body:
+        return "opencode-title"
+    return "opencode-tool-round" if "function_call_output" in types else "opencode-first"
+
+
+def _trimmed(value, limit: int = 400):
+    """Long texts (system prompts, tool descriptions) cut short: the shapes stay whole."""
+    if isinstance(value, str) and len(value) > limit:
+        return value[:limit] + f"...[{len(value) - limit} more characters]"
+    if isinstance(value, list):
+        return [_trimmed(v, limit) for v in value]
+    if isinstance(value, dict):
+        return {k: _trimmed(v, limit) for k, v in value.items()}
+    return value
+
+
 def _keep(out: Path) -> None:
-    """The small set the default suite reads: each CLI's first request, a tool round, the
-    compaction request, and OpenCode's title request (tool lists cut to their names and
-    shapes so the files stay small)."""
+    """The small set the default suite reads: one request of each kind (the first seen),
+    long texts trimmed."""
     KEPT.mkdir(parents=True, exist_ok=True)
+    seen = set()
     for path in sorted(out.glob("*.json")):
-        (KEPT / path.name).write_text(path.read_text())
-    print("kept in", KEPT)
+        record = json.loads(path.read_text())
+        kind = _kind(record)
+        if kind is None or kind in seen:
+            continue
+        seen.add(kind)
+        (KEPT / f"{kind}.json").write_text(json.dumps(_trimmed(record), indent=1) + "\n")
+    print("kept in", KEPT, sorted(seen))
 
 
 def main() -> int:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 
 from core.sse import sse_frame
+from dropin import checkpoint
 from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
 from providers import blocks as b
@@ -31,6 +32,7 @@ from providers.openai_wire import wire_input
 NAME = WIRE = "openai_responses"
 ID_PREFIX = "resp_"
 BODY_OPTION = "responses_body"  # the client's body, for a Responses upstream
+CHECKPOINT_OPTION = "checkpoint"  # the agent asked to compact (dropin/checkpoint.py)
 _SYSTEM_ROLES = ("system", "developer")
 _ROLES = ("user", "assistant", "system", "developer")
 _PART_TYPES = {
@@ -81,6 +83,9 @@ def parse(body: dict) -> DropinRequest:
     if not isinstance(raw_input, list) or not raw_input:
         raise invalid("'input' is required: a string or a non-empty array of items", "input")
     system_parts, messages, trigger = _items(raw_input)
+    asked = trigger or _checkpoint_prompt(messages)
+    if asked and not trigger:
+        messages = messages[:-1]  # the agent's compaction prompt: answered, not stored
     if not messages:
         raise invalid("'input' holds no user, assistant or tool item", "input")
     max_tokens = body.get("max_output_tokens")
@@ -93,8 +98,8 @@ def parse(body: dict) -> DropinRequest:
         raise invalid("'stream' must be a boolean", "stream")
     system = "\n\n".join(part for part in [instructions or "", *system_parts] if part)
     options = _options(body)
-    if trigger:
-        options["compaction_trigger"] = True
+    if asked:
+        options[CHECKPOINT_OPTION] = "trigger" if trigger else "prompt"
     return DropinRequest(
         wire=WIRE,
         model=model,
@@ -127,6 +132,10 @@ def _items(raw_input: list) -> tuple[list[str], list[dict], bool]:
                 raise invalid(f"{where}: a compaction_trigger must be the last item", where)
             trigger = True
             continue
+        if kind == "compaction" and checkpoint.decode_item(item.get("encrypted_content")):
+            text = checkpoint.decode_item(item["encrypted_content"])
+            messages.append({"role": "user", "blocks": [b.text(text)]})
+            continue
         if kind == "message":
             role, blocks = _message(item, where)
             if role in _SYSTEM_ROLES and not messages:
@@ -138,6 +147,16 @@ def _items(raw_input: list) -> tuple[list[str], list[dict], bool]:
         role, blocks = openai_items.item_blocks(item)
         messages.append({"role": role, "blocks": blocks})
     return system_parts, messages, trigger
+
+
+def _checkpoint_prompt(messages: list[dict]) -> bool:
+    """The newest item is the agent's own compaction prompt (Codex's on a custom provider)."""
+    last = messages[-1] if messages else None
+    return bool(
+        last
+        and last["role"] == "user"
+        and checkpoint.PROMPT_MARK in b.rendered_text(last["blocks"])[:200]
+    )
 
 
 def _message(item: dict, where: str) -> tuple[str, list[dict]]:
@@ -230,6 +249,17 @@ def _tools(tools) -> list[dict]:
     return out
 
 
+def session_key(request: DropinRequest, *, owner: int) -> str | None:
+    """The conversation an agent's session names: its `prompt_cache_key` (Codex: the
+    session id, also in its session-id header; OpenCode: its session id, absent on its
+    title request, which is not part of the session). Per caller, so two users' equal keys
+    never meet."""
+    value = (request.options.get(BODY_OPTION) or {}).get("prompt_cache_key")
+    if not isinstance(value, str) or not value.strip():
+        return None
+    return f"session:{owner}:{value.strip()}"[:200]
+
+
 def freeform_tools(request: DropinRequest) -> set[str]:
     """The names of the freeform (`custom`) tools the client declared."""
     body = request.options.get(BODY_OPTION) or {}
@@ -250,18 +280,31 @@ def upstream_options(
     prompt, summaries included, as the leading developer message, as Codex sends it)."""
     options = dict(request.options)
     body = options.get(BODY_OPTION)
-    if body is None or not compacted:
+    if body is None:
         return options
-    items = [
-        {
-            "type": "message",
-            "role": "developer",
-            "content": [{"type": "input_text", "text": system}],
-        }
-    ]
-    items += _as_declared(wire_input(messages), freeform_tools(request))
-    options[BODY_OPTION] = {**body, "input": items}
+    if compacted:
+        items = [
+            {"type": "message", "role": "developer", "content": [_input_text(system)]},
+            *_as_declared(wire_input(messages), freeform_tools(request)),
+        ]
+        options[BODY_OPTION] = {**body, "input": items}
+    elif isinstance(body.get("input"), list):
+        options[BODY_OPTION] = {**body, "input": [_ours_opened(i) for i in body["input"]]}
     return options
+
+
+def _input_text(text: str) -> dict:
+    return {"type": "input_text", "text": text}
+
+
+def _ours_opened(item):
+    """A `compaction` item the product made, as the checkpoint text it holds (an upstream
+    could not decrypt it)."""
+    if isinstance(item, dict) and item.get("type") == "compaction":
+        text = checkpoint.decode_item(item.get("encrypted_content"))
+        if text is not None:
+            return {"type": "message", "role": "user", "content": [_input_text(text)]}
+    return item
 
 
 def _as_declared(items: list[dict], freeform: set[str]) -> list[dict]:
@@ -544,7 +587,13 @@ class StreamWriter:
         yield from self._begin()
         yield from self._close()
         status, details = _status(response)
-        items = self.items or output(self.request, response.blocks)
+        if not self.items:  # items that came whole (a checkpoint's compaction item)
+            for item in output(self.request, response.blocks):
+                where = {"output_index": len(self.items)}
+                yield self._emit("response.output_item.added", **where, item=item)
+                self.items.append(item)
+                yield self._emit("response.output_item.done", **where, item=item)
+        items = self.items
         final = response_object(
             self.request,
             self.answer_id,

@@ -253,3 +253,62 @@ def test_every_path_under_the_drop_in_answers_in_its_wire_json_shape(
         assert body["type"] == "error" and body["error"]["type"]
     else:
         assert body["error"]["type"] == "invalid_request_error" and body["error"]["message"]
+
+
+CODEX_COMPACTION_PROMPT = (
+    "You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary for "
+    "another LLM that will resume the task."
+)
+
+
+def _codex_turn(oai, upstreams, history: list[dict], answer: str, key: str = "sess-1"):
+    upstreams.responses.enqueue(responses_object(answer))
+    raw = oai.responses.with_raw_response.create(
+        model="gpt", input=history, store=False, prompt_cache_key=key
+    )
+    return raw, [*history, *[item.model_dump(exclude_none=True) for item in raw.parse().output]]
+
+
+def test_a_codex_compaction_request_is_answered_from_the_products_compaction(upstreams, oai):
+    raw, history = _codex_turn(oai, upstreams, [SYSTEM, user("remember the word teapot")], "ok")
+    conversation_id = int(raw.headers["x-lcm-conversation-id"])
+    before = stored(conversation_id)
+    compaction = [*history, user(CODEX_COMPACTION_PROMPT)]
+    with oai.responses.stream(
+        model="gpt", input=compaction, store=False, prompt_cache_key="sess-1"
+    ) as stream:
+        final = stream.get_final_response()
+
+    assert len(upstreams.responses.requests) == 1  # no model call for the checkpoint
+    assert f"conversation {conversation_id}" in final.output_text
+    assert "teapot" in final.output_text
+    assert final.usage.input_tokens < 2000
+    assert stored(conversation_id) == before  # the prompt is answered, not stored
+
+
+def test_a_compaction_trigger_gets_exactly_one_compaction_item_which_comes_back_as_text(
+    upstreams, oai
+):
+    _, history = _codex_turn(oai, upstreams, [SYSTEM, user("the code word is kettle")], "noted")
+    answer = oai.responses.create(
+        model="gpt", input=[*history, {"type": "compaction_trigger"}], store=False
+    )
+    assert [item.type for item in answer.output] == ["compaction"]
+    item = answer.output[0].model_dump(exclude_none=True)
+
+    upstreams.responses.enqueue(responses_object("still here"))
+    oai.responses.create(model="gpt", input=[SYSTEM, item, user("go on")], store=False)
+    sent = upstreams.responses.requests[-1].body["input"]
+    assert sent[1]["type"] == "message" and "kettle" in sent[1]["content"][0]["text"]
+
+
+def test_a_resumed_codex_session_stores_nothing_twice(upstreams, oai):
+    raw, history = _codex_turn(oai, upstreams, [SYSTEM, user("first")], "one")
+    raw2, history = _codex_turn(oai, upstreams, [*history, user("second")], "two")
+    # `codex exec resume`: the whole history again, plus the new prompt.
+    raw3, _ = _codex_turn(oai, upstreams, [*history, user("third")], "three")
+    ids = {r.headers["x-lcm-conversation-id"] for r in (raw, raw2, raw3)}
+    assert len(ids) == 1
+    contents = [content for _, content in stored(int(ids.pop()))]
+    assert contents == ["first", "one", "second", "two", "third", "three"]
+    assert raw3.headers["x-lcm-conversation"] == raw.headers["x-lcm-conversation"]

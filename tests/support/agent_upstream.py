@@ -11,7 +11,8 @@ the tool shape the client declared:
 - a shell command: `exec_command {"cmd"}` (Codex), `shell {"command": [...]}`, or
   `bash {"command", "description"}` (OpenCode);
 - a patch: Codex's freeform `apply_patch` (a `custom_tool_call` whose input is the patch
-  grammar) or its function form, or OpenCode's `write {"filePath", "content"}`;
+  grammar) or its function form, OpenCode's `apply_patch {"patchText"}`, or `write
+  {"filePath", "content"}`;
 - a named tool (an MCP tool, found by name or by suffix, inside `namespace` tools too).
 
 When every step has run, the answer is text naming the outputs' count. A request whose
@@ -23,6 +24,7 @@ auto-compaction sees the real growth.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -37,7 +39,8 @@ from tests.support.fake_responses_api import (
 )
 
 COMPACTION_PROMPT = "CONTEXT CHECKPOINT COMPACTION"
-_STEP = re.compile(r"^\s*(RUN|PATCH|TOOL):\s*(.+?)\s*$", re.MULTILINE)
+# OpenCode wraps the prompt in literal quotes: a step's line may begin or end with one.
+_STEP = re.compile(r"^[\s\"]*(RUN|PATCH|TOOL):\s*(.+?)[\s\"]*$", re.MULTILINE)
 _OUTPUTS = {
     "function_call_output",
     "custom_tool_call_output",
@@ -100,7 +103,9 @@ def _patch(tools: dict, spec: str) -> dict:
     if tool is not None and tool.get("type") == "custom":
         return custom_tool_call_item("apply_patch", patch)
     if tool is not None:
-        return function_call_item("apply_patch", {"input": patch})
+        properties = (tool.get("parameters") or {}).get("properties") or {}
+        field = "patchText" if "patchText" in properties else "input"  # OpenCode's, Codex's
+        return function_call_item("apply_patch", {field: patch})
     if "write" in tools:
         return function_call_item("write", {"filePath": path, "content": text + "\n"})
     return message_item(f"no patch tool among {sorted(tools)}")
@@ -134,6 +139,9 @@ def answer(request: RecordedRequest) -> Scripted:
         kind, spec = steps[done]
         tools = _tools(body)
         call = {"RUN": _shell, "PATCH": _patch, "TOOL": _named}[kind](tools, spec)
+        if "call_id" in call:  # the same request is answered with the same call, every run
+            digest = hashlib.sha256(prompt.encode()).hexdigest()[:10]
+            call["call_id"] = f"call_{digest}_{done + 1}"
         return responses_stream([thought, call], **usage)
     text = f"done: {done} tool outputs seen" if steps else "hello from the scripted upstream"
     return responses_stream([thought, message_item(text)], **usage)
