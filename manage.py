@@ -10,6 +10,11 @@ BENCHMARK_COMMANDS = ("lcm_bench", "lcm_eval")
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "lcmsite.settings")
+    if sys.argv[1:2] == ["lcm_mcp"] and not {"-h", "--help"} & set(sys.argv):
+        # The MCP handshake answered before Django loads (mcpserver/stdio_front.py).
+        from mcpserver.stdio_front import answer_initialize_early
+
+        answer_initialize_early()
     if sys.argv[1:2] and sys.argv[1] in BENCHMARK_COMMANDS:
         os.environ["LCM_BENCHMARKS_APP"] = "1"
     from django.core.exceptions import ImproperlyConfigured

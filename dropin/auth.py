@@ -1,5 +1,6 @@
 """Who is calling a drop-in endpoint: the SDK's key is the caller's LCM API token, sent as
-`Authorization: Bearer KEY` (the openai SDK) or `x-api-key: KEY` (the anthropic SDK).
+`Authorization: Bearer KEY` (the openai SDK) or `x-api-key: KEY` (the anthropic SDK), or
+named apart in `X-LCM-Token` (an agent whose own key goes in `Authorization`).
 
 The one function that knows how tokens are checked (`user_for_key`), so that a change in how
 tokens are stored touches this file only."""
@@ -10,8 +11,15 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from tokens.authentication import ApiTokenAuthentication
 
+LCM_TOKEN_HEADER = "X-LCM-Token"
+
 
 def key_from_headers(headers) -> str | None:
+    """The caller's LCM token: `X-LCM-Token` when sent (the `Authorization` of such a
+    request is the client's own upstream key, not ours), else the SDK's key."""
+    named = (headers.get(LCM_TOKEN_HEADER) or "").strip()
+    if named:
+        return named
     value = (headers.get("authorization") or "").strip()
     keyword, _, key = value.partition(" ")
     if keyword.lower() in ("bearer", "token") and key.strip() and " " not in key.strip():

@@ -18,7 +18,7 @@ from django.db import close_old_connections
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
 from core.ids import new_id
-from dropin import inbound, relay, services, upstream
+from dropin import checkpoint, inbound, relay, services, upstream
 from dropin import tools as dropin_tools
 from dropin.errors import DropinError, broken
 from dropin.memory_loop import memory_loop
@@ -26,7 +26,7 @@ from dropin.requests import DropinRequest
 from dropin.wires import Wire
 from providers import blocks
 from providers.base import ProviderRequest
-from providers.config import model_get, require_key
+from providers.config import model_get, model_named, require_key
 from providers.errors import MissingKey, ProviderError, ToolOrderingError, UnknownModel
 
 STREAM_TYPE = "text/event-stream; charset=utf-8"
@@ -44,6 +44,7 @@ class Prepared:
     thread: object
     place: services.AnswerPlace
     upstream: services.Upstream
+    wire: object = None
 
 
 def error_response(wire: Wire, error: DropinError) -> JsonResponse:
@@ -65,6 +66,8 @@ def serve(request, wire: Wire) -> HttpResponse:
     answer_id = wire.ID_PREFIX + new_id().lower()
     headers["X-LCM-Server-Ms"] = f"{(time.perf_counter() - started) * 1000:.2f}"
     parsed = prepared.parsed
+    if parsed.options.get("checkpoint"):
+        return _checkpoint(wire, prepared, answer_id, headers)
     with upstream.receipted(thread=prepared.thread, sent=prepared.upstream, wire=wire.NAME):
         if parsed.stream and not prepared.extra_tools:
             return _streamed(wire, prepared, provider_request, headers, answer_id)
@@ -86,6 +89,26 @@ def serve(request, wire: Wire) -> HttpResponse:
     return _answered(wire, parsed, response, answer_id, headers)
 
 
+def _checkpoint(wire, prepared: Prepared, answer_id: str, headers: dict) -> HttpResponse:
+    """The agent asked to compact: answered from the product's compaction of the stored
+    conversation (dropin/checkpoint.py), without a model call; the answer is not stored (it
+    is derived from what is)."""
+    parsed = prepared.parsed
+    text = checkpoint.checkpoint_text(prepared.thread.conversation_id)
+    trigger = parsed.options["checkpoint"] == "trigger"
+    response = checkpoint.answer(text, model=parsed.model, trigger=trigger)
+    headers["X-LCM-Checkpoint"] = "true"
+    if parsed.stream:
+        result = StreamingHttpResponse(
+            relay.replayed(wire, parsed, response, answer_id), content_type=STREAM_TYPE
+        )
+    else:
+        result = JsonResponse(wire.response_body(parsed, response, answer_id))
+    for name, value in headers.items():
+        result[name] = value
+    return result
+
+
 def prepare(request, wire: Wire) -> Prepared:
     """Authenticate, parse, refuse what the upstream cannot take, store the request's new
     messages in the thread it continues, and decide what the upstream is sent (nothing is
@@ -94,6 +117,8 @@ def prepare(request, wire: Wire) -> Prepared:
     parsed: DropinRequest = wire.parse(inbound.json_body(request))
     spec = model_spec(parsed.model)
     key = inbound.conversation_key(request)
+    if key is None and hasattr(wire, "session_key"):  # the agent's own session id
+        key = wire.session_key(parsed, owner=user.pk)
     extra_tools = _memory_tools(request, parsed)
     # Refuse what the upstream cannot take (tool ordering, another provider's
     # reasoning) before storing anything.
@@ -105,12 +130,12 @@ def prepare(request, wire: Wire) -> Prepared:
     sent = services.upstream_messages(
         thread=thread, request=parsed, spec=spec, extra_tools=extra_tools
     )
-    return Prepared(user, parsed, spec, extra_tools, plan, thread, place, sent)
+    return Prepared(user, parsed, spec, extra_tools, plan, thread, place, sent, wire)
 
 
 def model_spec(name: str):
     try:
-        spec = model_get(name)
+        spec = model_named(name)
     except UnknownModel as error:
         raise DropinError(
             404, "not_found", error.message, param="model", code="model_not_found"
@@ -147,11 +172,21 @@ def _provider_request(prepared: Prepared) -> ProviderRequest:
         messages=sent.messages,
         tools=parsed.tools + prepared.extra_tools,
         max_output_tokens=services.max_output(spec, parsed),
-        options=parsed.options,
+        options=_upstream_options(prepared),
         purpose="turn",
         conversation_id=prepared.thread.conversation_id,
         cache=services.upstream_cache(spec, sent),
     )
+
+
+def _upstream_options(prepared: Prepared) -> dict:
+    """The request's options, as its wire completes them for the upstream (the Responses
+    wire: the client's body for a Responses upstream, its input the assembled context when
+    there is one)."""
+    sent, wire = prepared.upstream, prepared.wire
+    if not hasattr(wire, "upstream_options"):
+        return prepared.parsed.options
+    return wire.upstream_options(prepared.parsed, sent.messages, sent.system, sent.compacted)
 
 
 def _headers(prepared: Prepared) -> dict[str, str]:
@@ -234,7 +269,7 @@ def _check_expressible(parsed: DropinRequest, spec, kinds: set) -> None:
     if spec.provider == "anthropic" or "reasoning" not in kinds:
         return
     for position, message in enumerate(parsed.messages):
-        if any(block["type"] == "reasoning" for block in message["blocks"]):
+        if any(_anthropic_thinking(block) for block in message["blocks"]):
             raise DropinError(
                 400,
                 "invalid_request",
@@ -242,6 +277,12 @@ def _check_expressible(parsed: DropinRequest, spec, kinds: set) -> None:
                 f"model; {parsed.model!r} is served by {spec.provider}",
                 param=f"messages.{position}.content",
             )
+
+
+def _anthropic_thinking(block: dict) -> bool:
+    """A thinking block (an OpenAI reasoning item goes to a Responses upstream as it came,
+    and is left out for a model on another wire, as the adapters do)."""
+    return block["type"] == "reasoning" and (block.get("raw") or {}).get("type") != "reasoning"
 
 
 def upstream_error(error: ProviderError) -> DropinError:

@@ -5,6 +5,7 @@ from dropin import views
 openai_urls = [
     path("chat/completions", views.chat_completions, name="dropin-chat-completions"),
     path("models", views.openai_models, name="dropin-models"),
+    path("responses", views.responses, name="dropin-responses"),
 ]
 anthropic_urls = [
     path("messages", views.anthropic_messages, name="dropin-messages"),

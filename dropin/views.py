@@ -1,5 +1,5 @@
 """The drop-in endpoints: `POST /openai/v1/chat/completions`, `GET /openai/v1/models`,
-`POST /anthropic/v1/messages`, `POST /anthropic/v1/messages/count_tokens`.
+`POST /openai/v1/responses`, `POST /anthropic/v1/messages`, `POST /anthropic/v1/messages/count_tokens`.
 
 Plain Django views (not DRF): each wire has its own error shape and stream format, which
 the SDKs parse byte for byte. A view names its wire and hands the request to the one
@@ -13,13 +13,19 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from dropin import pipeline
-from dropin.wires import anthropic, openai_chat
+from dropin.wires import anthropic, openai_chat, openai_responses
 
 
 @csrf_exempt
 @require_POST
 def chat_completions(request) -> HttpResponse:
     return pipeline.serve(request, openai_chat)
+
+
+@csrf_exempt
+@require_POST
+def responses(request) -> HttpResponse:
+    return pipeline.serve(request, openai_responses)
 
 
 @require_GET

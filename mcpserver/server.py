@@ -18,14 +18,10 @@ from django.db import close_old_connections
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from mcpserver.hooks.client import SERVER_NAME  # the one name; the hook client reads it too
+from mcpserver.stdio_front import INSTRUCTIONS, SERVER_NAME
 from mcpserver.tools import mcp_tools
 
-INSTRUCTIONS = (
-    "Lossless Context Management: every message you stored is kept; older history is "
-    "compacted into summaries (sum_...) and large files (file_...). Route with lcm_grep "
-    "and lcm_describe, read with lcm_expand, and delegate deep reads to lcm_expand_query."
-)
+__all__ = ["INSTRUCTIONS", "SERVER_NAME", "build_server"]
 
 
 def _run_tool(user_id: int, name: str, arguments: dict) -> types.CallToolResult:
@@ -54,16 +50,25 @@ def _version() -> str:
         return ""
 
 
-def build_server(*, user_id_for: Callable[[Any], int]) -> Server:
-    """An MCP server whose tool calls run as `user_id_for(ctx)`."""
+def build_server(
+    *,
+    user_id_for: Callable[[Any], int],
+    on_tools_listed: Callable[[list[dict]], None] | None = None,
+) -> Server:
+    """An MCP server whose tool calls run as `user_id_for(ctx)`; `on_tools_listed` gets
+    each tools list as sent (stdio keeps it for its next start's early answer)."""
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
-        return types.ListToolsResult(
+        result = types.ListToolsResult(
             tools=[
                 types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
                 for t in mcp_tools().values()
             ]
         )
+        if on_tools_listed is not None:
+            dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            on_tools_listed(dumped["tools"])
+        return result
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         user_id = user_id_for(ctx)

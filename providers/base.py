@@ -65,6 +65,8 @@ class ProviderResponse:
 class RawEvent:
     event_type: str
     payload: dict  # every wire event as sent, for the journal
+    # Its data line exactly as it came, for a wire that relays it (not part of equality).
+    data: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass

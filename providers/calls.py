@@ -184,6 +184,7 @@ class WireEvents:
         self.events = events
         self.provider = provider
         self.broken: str | None = None
+        self.data: str | None = None  # the newest event's data, exactly as it came
 
     def __iter__(self) -> Iterator[tuple[str, dict]]:
         iterator = iter(self.events)
@@ -202,6 +203,7 @@ class WireEvents:
                 return
             if not sse.data or sse.data.startswith("[DONE]"):
                 continue
+            self.data = sse.data
             payload = _payload(sse.data)
             yield sse.event or str(payload.get("type") or ""), payload
 

@@ -458,6 +458,19 @@ def model_get(name: str) -> ModelSpec:
     raise UnknownModel(name, [spec.name for spec in specs])
 
 
+def model_named(name: str) -> ModelSpec:
+    """The model configured as `name`, else the one configured with `name` as its model id
+    (an agent configured for "gpt-5.5" reaches the model that serves it); raises
+    UnknownModel listing the configured names."""
+    try:
+        return model_get(name)
+    except UnknownModel:
+        matches = [spec for spec in load().models if spec.model_id == name]
+        if len(matches) == 1:
+            return matches[0]
+        raise
+
+
 def api_key(spec: ModelSpec) -> str | None:
     """The key from the environment, at call time; never stored, logged or returned in JSON."""
     if not spec.api_key_env:

@@ -8,8 +8,9 @@ user message; assistant text becomes a `message` with `output_text`, each tool_u
 `encrypted_content`), and other providers' reasoning or unknown blocks are left out.
 
 Output: the typed `output` array, item by item: `message` -> text blocks (and an
-assistant_message transcript item), `function_call` -> a tool_use block and a tool_call
-item, `reasoning` -> a reasoning block and item, anything else kept raw as unknown.
+assistant_message transcript item), calls (function, custom, local shell) -> a tool_use
+block and a tool_call item, `reasoning` -> a reasoning block and item, anything else kept
+raw as unknown (providers/openai_items.py maps each item type).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from __future__ import annotations
 import json
 
 from providers import blocks as b
+from providers.openai_items import PROVIDER, item_blocks, parse_arguments
 from providers.ordering import check_tool_ordering, tool_results_first
 
-PROVIDER = "openai"
+__all__ = ["PROVIDER", "convert_output", "parse_arguments", "wire_input", "wire_tools"]
 
 
 # ours -> wire -------------------------------------------------------------------------------
@@ -41,7 +43,9 @@ def _user_items(blocks: list[dict]) -> list[dict]:
     items, parts = [], []
     for block in blocks:
         kind = block.get("type")
-        if kind == "tool_result":
+        if kind == "tool_result" and block.get("raw_item"):
+            items.append(block["raw_item"])
+        elif kind == "tool_result":
             items.append(
                 {
                     "type": "function_call_output",
@@ -95,7 +99,9 @@ def _assistant_items(blocks: list[dict]) -> list[dict]:
             )
             continue
         flush()
-        if kind == "tool_use":
+        if block.get("raw_item"):  # a custom or local shell call, sent back as it came
+            items.append(block["raw_item"])
+        elif kind == "tool_use":
             items.append(
                 {
                     "type": "function_call",
@@ -133,14 +139,6 @@ def wire_tools(tools: list[dict]) -> list[dict]:
 # wire -> ours -------------------------------------------------------------------------------
 
 
-def parse_arguments(arguments: str) -> dict:
-    try:
-        value = json.loads(arguments) if arguments and arguments.strip() else {}
-    except json.JSONDecodeError:
-        return {"_unparsed_arguments": arguments}
-    return value if isinstance(value, dict) else {"_value": value}
-
-
 def convert_output(output: list[dict]) -> tuple[list[dict], list[dict]]:
     """(blocks, transcript items) of a Responses `output` array."""
     blocks: list[dict] = []
@@ -151,20 +149,16 @@ def convert_output(output: list[dict]) -> tuple[list[dict], list[dict]]:
             content = [_content_block(part) for part in item.get("content") or []]
             blocks.extend(content)
             items.append(b.item_assistant_message(content))
-        elif kind == "function_call":
-            arguments = parse_arguments(item.get("arguments") or "")
-            call_id = item.get("call_id") or item.get("id") or ""
-            blocks.append(b.tool_use(call_id, item.get("name", ""), arguments))
-            items.append(b.item_tool_call(call_id, item.get("name", ""), arguments))
-        elif kind == "reasoning":
-            summary = "\n".join(
-                part.get("text", "") for part in item.get("summary") or [] if isinstance(part, dict)
-            )
-            blocks.append(b.reasoning(item.get("encrypted_content"), summary or None, item))
-            items.append(b.item_reasoning(item.get("encrypted_content"), item))
-        else:
-            blocks.append(b.unknown(PROVIDER, item))
-            items.append(b.item_unknown(PROVIDER, item))
+            continue
+        _, made = item_blocks(item)
+        blocks.extend(made)
+        for block in made:
+            if block["type"] == "tool_use":
+                items.append(b.item_tool_call(block["id"], block["name"], block["input"]))
+            elif block["type"] == "reasoning":
+                items.append(b.item_reasoning(item.get("encrypted_content"), item))
+            else:
+                items.append(b.item_unknown(PROVIDER, item))
     return blocks, items
 
 

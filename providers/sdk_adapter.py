@@ -201,7 +201,7 @@ class WireStreamReader:
         wire = WireEvents(self.raw_events(response_stream), self.provider)
         try:
             for event_type, payload in wire:
-                yield RawEvent(event_type, payload)
+                yield RawEvent(event_type, payload, wire.data)
                 yield from self._apply(event_type, payload)
                 if self.done():
                     break

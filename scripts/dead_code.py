@@ -62,6 +62,8 @@ DISPATCHED_NAMES = ["cmd_*", "writable", "tell", "flush"]
 ALLOWED = {
     # drf-spectacular registers OpenApiSerializerExtension subclasses when they are defined.
     "RequestSerializerSchema": "an OpenAPI extension, registered by its metaclass",
+    # manage.py (not a scanned package) calls it before Django loads, for `lcm_mcp`.
+    "answer_initialize_early": "called by manage.py",
 }
 
 _DOTTED = re.compile(r"^[a-z_][a-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")

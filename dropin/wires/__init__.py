@@ -10,6 +10,11 @@ a wire only through this interface, so a new wire is one new module here plus on
   `error(DropinError)`, each yielding the wire's stream bytes;
 - `error_body(error: DropinError) -> dict`: the wire's error shape.
 
+Optional, for a wire whose upstream may speak it too (the Responses wire):
+- `upstream_options(parsed, messages, system, compacted) -> dict`: the options the upstream
+  call gets (the client's own body, to be passed through);
+- `StreamWriter.raw(raw_event)`: the upstream's own events, relayed as they came.
+
 `Wire` below states the same as a typing Protocol (modules satisfy it structurally).
 """
 

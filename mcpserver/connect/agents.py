@@ -5,7 +5,8 @@ agents document them (docs/capture.md links each one).
   when that is set) or the project's `.mcp.json`; stdio `{type, command, args, env}`, HTTP
   `{type: "http", url, headers}`.
 - Codex CLI: `[mcp_servers.NAME]` in `$CODEX_HOME/config.toml` (default `~/.codex`) or the
-  project's `.codex/config.toml`; stdio `command`, `args`, `env`; HTTP `url`, `http_headers`.
+  project's `.codex/config.toml`; stdio `command`, `args`, `env`; HTTP `url`, `http_headers`;
+  both `startup_timeout_sec`.
 - OpenCode: `mcp` in `~/.config/opencode/opencode.json` (`$XDG_CONFIG_HOME`, or the file
   `$OPENCODE_CONFIG` names) or the project's `opencode.json`; `{type: "local", command:
   [...], environment, enabled}` or `{type: "remote", url, headers, enabled}`.
@@ -67,11 +68,25 @@ def _codex_path(scope: str, project: Path) -> Path:
     )
 
 
+# Codex gives a server this long to start (its default is 10 s); the handshake itself is
+# answered at once (mcpserver/stdio_front.py), the first tool call waits for the rest.
+CODEX_STARTUP_TIMEOUT_SEC = 60
+
+
 def _codex_entry(target: ServerTarget) -> dict:
     if target.transport == "http":
-        return {"url": target.mcp_url, "http_headers": {"Authorization": target.authorization}}
+        return {
+            "url": target.mcp_url,
+            "http_headers": {"Authorization": target.authorization},
+            "startup_timeout_sec": CODEX_STARTUP_TIMEOUT_SEC,
+        }
     command = target.stdio_command()
-    return {"command": command[0], "args": command[1:], "env": target.env}
+    return {
+        "command": command[0],
+        "args": command[1:],
+        "env": target.env,
+        "startup_timeout_sec": CODEX_STARTUP_TIMEOUT_SEC,
+    }
 
 
 def _opencode_path(scope: str, project: Path) -> Path:

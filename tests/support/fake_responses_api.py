@@ -26,6 +26,12 @@ Builders (each returns a `Scripted`):
   or unknown item types sent as they are); `status="incomplete"` ends with
   response.incomplete (incomplete_details.reason), `status="failed"` with response.failed
   (`error={"code", "message"}`).
+  `custom_tool_call_item(name, input)` (a freeform tool such as Codex's apply_patch,
+  streamed as response.custom_tool_call_input.delta), `reasoning_item` streams its summary
+  as response.reasoning_summary_part/text events, `compaction_item(encrypted_content)`.
+- `FakeResponsesAPI(respond=function)`: every request answered by `function(request)`
+  instead of the queue (tests/support/agent_upstream.py answers like a model driving an
+  agent CLI).
 - `responses_error_event_stream(code="server_error", message=..., text="partial ")`:
   some text, then an `error` event (an error mid-stream).
 - keyword arguments of every stream builder: `model`, `input_tokens`, `output_tokens`,
@@ -86,7 +92,28 @@ def reasoning_item(summary: str = "thought about it", encrypted_content: str = "
     return {
         "id": f"rs_fake{next_id():06d}",
         "type": "reasoning",
-        "summary": [{"type": "summary_text", "text": summary}],
+        "summary": [{"type": "summary_text", "text": summary}] if summary else [],
+        "encrypted_content": encrypted_content,
+    }
+
+
+def custom_tool_call_item(name: str, input: str, call_id: str | None = None) -> dict:
+    """A freeform tool's call (Codex's apply_patch): its input is plain text, not JSON."""
+    return {
+        "id": f"ctc_fake{next_id():06d}",
+        "type": "custom_tool_call",
+        "status": "completed",
+        "call_id": call_id or f"call_fake{next_id():06d}",
+        "name": name,
+        "input": input,
+    }
+
+
+def compaction_item(encrypted_content: str = "cmp-fake") -> dict:
+    """The one output item of a remote compaction (a `compaction_trigger` request)."""
+    return {
+        "id": f"cmp_fake{next_id():06d}",
+        "type": "compaction",
         "encrypted_content": encrypted_content,
     }
 
@@ -224,9 +251,51 @@ def _item_events(emit, index: int, item: dict, chunks: int) -> None:
             output_index=index,
             arguments=item["arguments"],
         )
+    elif kind == "custom_tool_call":
+        emit(
+            "response.output_item.added",
+            output_index=index,
+            item={**item, "status": "in_progress", "input": ""},
+        )
+        for piece in _chunks(item["input"], chunks):
+            emit(
+                "response.custom_tool_call_input.delta",
+                item_id=item["id"],
+                output_index=index,
+                delta=piece,
+            )
+        emit(
+            "response.custom_tool_call_input.done",
+            item_id=item["id"],
+            output_index=index,
+            input=item["input"],
+        )
+    elif kind == "reasoning":
+        _reasoning_events(emit, index, item, chunks)
     else:
         emit("response.output_item.added", output_index=index, item=item)
     emit("response.output_item.done", output_index=index, item=item)
+
+
+def _reasoning_events(emit, index: int, item: dict, chunks: int) -> None:
+    """A reasoning item as the API streams it: added without its summary, each summary part
+    with its text deltas, then done (with the encrypted content)."""
+    emit(
+        "response.output_item.added",
+        output_index=index,
+        item={"id": item["id"], "type": "reasoning", "summary": []},
+    )
+    for summary_index, part in enumerate(item.get("summary") or []):
+        common = {"item_id": item["id"], "output_index": index, "summary_index": summary_index}
+        emit(
+            "response.reasoning_summary_part.added",
+            **common,
+            part={"type": "summary_text", "text": ""},
+        )
+        for piece in _chunks(part["text"], chunks):
+            emit("response.reasoning_summary_text.delta", **common, delta=piece)
+        emit("response.reasoning_summary_text.done", **common, text=part["text"])
+        emit("response.reasoning_summary_part.done", **common, part=part)
 
 
 def responses_stream(
@@ -344,10 +413,21 @@ class FakeResponsesAPI(FakeAPI):
     url_suffix = "/v1"
     name = "fake Responses API"
 
-    def __init__(self, *, prompt_cache: bool = False) -> None:
+    def __init__(self, *, prompt_cache: bool = False, respond=None) -> None:
         super().__init__()
         self.prompt_cache = OpenAIPromptCache() if prompt_cache else None
         self.cache_reports: list[dict] = []
+        self.respond = respond  # answers every request when set (no script queue)
+
+    def _record_and_pick(self, request: RecordedRequest) -> Scripted:
+        if self.respond is None:
+            return super()._record_and_pick(request)
+        with self._lock:
+            self._requests.append(request)
+            refused = self.invalid(request)
+        if refused is not None:
+            return refused
+        return self.answer(request, self.respond(request))
 
     def answer(self, request: RecordedRequest, scripted: Scripted) -> Scripted:
         if self.prompt_cache is None or scripted.status != 200:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from mcpserver.connect import claude_hooks, merge
+from mcpserver.connect import claude_hooks, merge, proxy
 from mcpserver.connect.agents import AGENTS, SCOPES
 from mcpserver.connect.config_files import ConfigFileError, Merged, json_text
 from mcpserver.connect.credentials import CredentialsError, owner_and_token
@@ -50,8 +50,27 @@ class Command(BaseCommand):
         )
         parser.add_argument("--no-hooks", action="store_true", help="claude-code: no hooks.")
         parser.add_argument("--write", action="store_true", help="Merge into the files.")
+        parser.add_argument(
+            "--proxy", action="store_true",
+            help="codex, opencode: also send the agent's model calls through this server's "
+            "drop-in (needs --url): Codex gets a [model_providers.lcm] table and "
+            "model_provider = \"lcm\"; OpenCode's openai provider gets the drop-in's baseURL "
+            "and the X-LCM-Token header (docs/drop-in.md). Written at once.",
+        )  # fmt: skip
+        parser.add_argument(
+            "--remove", action="store_true",
+            help="With --proxy: take the proxy settings out of the agent's config again.",
+        )  # fmt: skip
+        parser.add_argument(
+            "--forward-key", metavar="ENV",
+            help="codex --proxy: the variable holding the user's own model key, sent as "
+            "Authorization and forwarded upstream (default: the server's keys).",
+        )  # fmt: skip
 
     def handle(self, *args, **options):
+        if options["proxy"]:
+            self._proxy(options)
+            return
         agent = AGENTS[options["agent"]]
         project = Path(options["project_dir"]).expanduser().resolve()
         path = Path(options["config"]).expanduser() if options["config"] else None
@@ -73,6 +92,33 @@ class Command(BaseCommand):
                 self._report(
                     merge.update_json(settings, lambda data: claude_hooks.merge_hooks(data, groups))
                 )
+        except (ConfigFileError, ValueError) as error:
+            raise CommandError(str(error)) from None
+
+    def _proxy(self, options) -> None:
+        name = options["agent"]
+        if name not in ("codex", "opencode"):
+            raise CommandError("--proxy is for codex and opencode (claude-code: docs/drop-in.md)")
+        agent = AGENTS[name]
+        project = Path(options["project_dir"]).expanduser().resolve()
+        path = Path(options["config"]).expanduser() if options["config"] else None
+        path = path or agent.path(options["scope"], project)
+        try:
+            if options["remove"]:
+                remove = proxy.codex_remove if name == "codex" else proxy.opencode_remove
+                self._report(remove(path))
+                return
+            if not options["url"]:
+                raise CommandError("--proxy needs --url: this server's URL")
+            target = self._target({**options, "agent": f"{name} proxy"}, existing=None)
+            if name == "codex":
+                entry = proxy.codex_provider(
+                    target.base_url, target.token, forward_key=options["forward_key"]
+                )
+                self._report(proxy.codex_merge(path, entry))
+            else:
+                options_entry = proxy.opencode_options(target.base_url, target.token)
+                self._report(proxy.opencode_merge(path, options_entry, new_file=agent.new_file))
         except (ConfigFileError, ValueError) as error:
             raise CommandError(str(error)) from None
 

@@ -1,4 +1,5 @@
-"""`manage.py lcm_mcp --user NAME`: the MCP server over stdio, for desktop agents."""
+"""`manage.py lcm_mcp --user NAME`: the MCP server over stdio, for desktop agents. Its
+handshake is answered before this runs (manage.py, mcpserver/stdio_front.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from mcp.server.stdio import stdio_server
 
 from mcpserver.server import build_server
+from mcpserver.stdio_front import remember_tools
 
 
 class Command(BaseCommand):
@@ -30,7 +32,7 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=name, is_active=True).first()
         if user is None:
             raise CommandError(f"no active user named {name!r}")
-        server = build_server(user_id_for=lambda ctx: user.pk)
+        server = build_server(user_id_for=lambda ctx: user.pk, on_tools_listed=remember_tools)
 
         async def serve() -> None:
             async with stdio_server() as (read_stream, write_stream):

@@ -1,0 +1,114 @@
+"""An agent's request to compact its context, answered from the product's own compaction.
+
+Codex compacts on its own: on a custom provider it sends an ordinary request whose last user
+text is its "CONTEXT CHECKPOINT COMPACTION" prompt and keeps the text it gets back as the
+handoff for its next turn; with OpenAI's endpoint it ends `input` with a `compaction_trigger`
+and keeps the one `compaction` item it gets back in place of its history. Either way the
+product answers without calling the model: the request's history is stored (as any
+request's), the stored conversation is compacted (its summaries written, the originals
+kept and expandable), and the answer is its assembled context as text: the summaries with
+their ids (`lcm_expand` opens one), then the newest messages, within a bound. The usage
+reported is that text's size, so the agent sees a context well under its limit.
+
+The `compaction` item's `encrypted_content` is `lcm-checkpoint:` and the text (base64):
+when the agent sends it back, the Responses wire reads it as the checkpoint text, and a
+Responses upstream is sent that text instead of an item it could not decrypt.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+
+from compaction.assembly import assemble_context
+from compaction.engine import compact_conversation
+from conversations.models import Conversation
+from core.api.errors import LcmError
+from core.token_estimate import estimate
+from providers import blocks as b
+from providers.base import ProviderResponse, outcome, usage
+
+logger = logging.getLogger("lcm.dropin")
+
+PROMPT_MARK = "CONTEXT CHECKPOINT COMPACTION"
+ITEM_PREFIX = "lcm-checkpoint:"
+# The checkpoint's bound: the agent keeps it as its whole history from then on.
+CHECKPOINT_TOKENS = 6000
+HEADING = (
+    "Checkpoint of this session from the LCM context server (conversation {id}). Nothing was "
+    "lost: every earlier message is stored; the summaries below name their ids (sum_...), and "
+    "the lcm_expand tool returns the original messages of one, lcm_grep searches them all."
+)
+
+
+def encode_item(text: str) -> str:
+    return ITEM_PREFIX + base64.b64encode(text.encode()).decode()
+
+
+def decode_item(content) -> str | None:
+    """The checkpoint text of a `compaction` item the product made, else None."""
+    if not isinstance(content, str) or not content.startswith(ITEM_PREFIX):
+        return None
+    try:
+        return base64.b64decode(content[len(ITEM_PREFIX) :], validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def checkpoint_text(conversation_id: int) -> str:
+    """Compact the conversation now (a run already holding it is waited for by nobody: its
+    summaries are used as they are), then its context within CHECKPOINT_TOKENS as text."""
+    try:
+        compact_conversation(conversation_id=conversation_id, mode="full", reason="manual")
+    except LcmError as error:  # another run holds it: what is stored already serves
+        logger.info("checkpoint compaction skipped", extra={"reason": str(error)})
+    assembled = assemble_context(
+        conversation=Conversation(pk=conversation_id),
+        token_budget=CHECKPOINT_TOKENS,
+        fmt="anthropic",
+        describe_dropped=False,
+        split_summaries=True,
+    )
+    parts = [HEADING.format(id=conversation_id)]
+    summaries = list(assembled.output.get("summaries") or [])
+    if summaries:
+        parts.append("Summaries of the earlier work (oldest first):\n" + "\n".join(summaries))
+    recent = [_line(m) for m in assembled.output.get("messages") or []]
+    if recent:
+        parts.append("The newest messages:\n" + "\n".join(line for line in recent if line))
+    return "\n\n".join(parts)
+
+
+def _line(message: dict) -> str:
+    pieces = []
+    for block in message.get("content") or []:
+        kind = block.get("type")
+        if kind == "text" and block.get("text"):
+            pieces.append(block["text"])
+        elif kind == "tool_use":
+            pieces.append(f"[called {block.get('name')} {json.dumps(block.get('input'))[:500]}]")
+        elif kind == "tool_result":
+            content = block.get("content")
+            text = content if isinstance(content, str) else b.rendered_text(content or [])
+            pieces.append(f"[result: {text[:500]}]")
+    return f"{message.get('role')}: " + " ".join(pieces) if pieces else ""
+
+
+def answer(text: str, *, model: str, trigger: bool) -> ProviderResponse:
+    """The checkpoint as a model's answer: text, or the one `compaction` item."""
+    if trigger:
+        item = {"type": "compaction", "encrypted_content": encode_item(text)}
+        blocks = [b.unknown("openai", item)]
+    else:
+        blocks = [b.text(text)]
+    tokens = estimate(text)
+    return ProviderResponse(
+        raw_request={"checkpoint": True},
+        raw_response=None,
+        blocks=blocks,
+        items=[],
+        outcome=outcome("completed", "completed"),
+        usage=usage(tokens, tokens),
+        model=model,
+    )
