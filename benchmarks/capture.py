@@ -128,7 +128,11 @@ def _gemini_records(path: Path) -> tuple[int, int]:
     if path.suffix == ".json":
         messages = json.loads(path.read_text(encoding="utf-8")).get("messages") or []
     else:
-        found = [line.value for line in read_jsonl(path, Parsed())]
+        found = []
+        for line in read_jsonl(path, Parsed()):
+            patch = line.value.get("$set") if isinstance(line.value, dict) else None
+            listed = patch.get("messages") if isinstance(patch, dict) else None
+            found.extend(listed if isinstance(listed, list) else [line.value])  # 0.61's context
         by_id = {m["id"]: m for m in found if isinstance(m, dict) and "id" in m and "type" in m}
         messages = list(by_id.values())
     said = [

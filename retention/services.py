@@ -321,10 +321,12 @@ def policy_clear(
     return True
 
 
-def retention_space_reclaim(*, result: ApplyResult) -> None:
-    """The last step of a run: the database gives back what the run freed (SQLite), and
-    the result says its size before and after."""
+def retention_space_reclaim(*, result: ApplyResult, vacuum: bool = False) -> None:
+    """The last step of a run: the database gives back what the run freed (SQLite; `vacuum`:
+    rewrite the file whole), and the result says its size before and after."""
     from retention.storage import database_space_reclaim
 
-    freed = bool(result.messages or result.deleted_conversations or any(result.memory.values()))
-    result.database = database_space_reclaim(freed=freed).as_dict()
+    freed = result.raw_bytes
+    if not freed and (result.deleted_conversations or any(result.memory.values())):
+        freed = 1  # something went: the free pages are given back
+    result.database = database_space_reclaim(freed_bytes=freed, vacuum=vacuum).as_dict()

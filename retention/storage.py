@@ -4,8 +4,10 @@ to the file system; on both databases, say the size before and after (docs/reten
 
 SQLite keeps freed pages inside the file unless auto-vacuum is on. New databases are
 created with `auto_vacuum=INCREMENTAL` (lcmsite/settings.py), so a retention run ends with
-`PRAGMA incremental_vacuum` (the free pages go) and a WAL checkpoint (the file is cut to
-size). A database created before that has `auto_vacuum=NONE`, which only a VACUUM can
+`PRAGMA incremental_vacuum` (the wholly free pages go) and a WAL checkpoint (the file is cut
+to size). A run that archived a tenth of the file or more (or `lcm_retention apply
+--vacuum`) runs VACUUM instead, which also gives back the pages archiving emptied only in
+part. A database created before auto-vacuum has `auto_vacuum=NONE`, which only a VACUUM can
 change: the first retention run that archived anything converts it, once (a VACUUM rewrites
 the whole file and holds the write lock meanwhile). PostgreSQL reuses the freed space inside
 its files (autovacuum); only `VACUUM FULL` returns it to the system (docs/retention.md).
@@ -41,27 +43,35 @@ def database_bytes() -> int:
     return sum(os.path.getsize(p) for p in (name, f"{name}-wal") if os.path.exists(p))
 
 
-def database_space_reclaim(*, freed: bool) -> SpaceResult:
-    """After a retention run: on SQLite, return the free pages to the file system (`freed`:
-    the run archived or deleted something; a conversion VACUUM waits for such a run)."""
+VACUUM_SHARE = 0.10  # a run that archived this share of the file rewrites it whole
+
+
+def database_space_reclaim(*, freed_bytes: int, vacuum: bool = False) -> SpaceResult:
+    """After a retention run: on SQLite, return the free pages to the file system.
+    `freed_bytes`: what the run archived or deleted. Incremental auto-vacuum returns only
+    pages left wholly empty; archiving empties most pages only in part (a message keeps its
+    row), so a run that archived at least VACUUM_SHARE of the file, or `vacuum`, rewrites the
+    file whole (VACUUM: it holds the write lock while it runs)."""
     before = database_bytes()
     if connection.vendor != "sqlite" or connection.settings_dict["NAME"] == ":memory:":
         return SpaceResult(before, before, "none")
+    whole = vacuum or (freed_bytes > 0 and freed_bytes >= VACUUM_SHARE * before)
     try:
-        action = _reclaim(freed=freed)
+        action = _reclaim(freed=freed_bytes > 0, whole=whole)
     except OperationalError as error:  # busy beyond the timeout: the next run does it
         action = f"none ({error})"
     return SpaceResult(before, database_bytes(), action)
 
 
-def _reclaim(*, freed: bool) -> str:
+def _reclaim(*, freed: bool, whole: bool) -> str:
     outside = not connection.in_atomic_block  # VACUUM and checkpoints need no transaction
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA auto_vacuum")
         mode = cursor.fetchone()[0]
-        if mode == NONE and freed and outside:
+        if outside and (whole or (mode == NONE and freed)):
+            # An older file (auto_vacuum NONE) is converted by its first VACUUM, once.
             cursor.execute(f"PRAGMA auto_vacuum={INCREMENTAL}")
-            cursor.execute("VACUUM")  # once: the file is incremental from now on
+            cursor.execute("VACUUM")
             action = "vacuum"
         elif mode == INCREMENTAL:
             cursor.execute("PRAGMA incremental_vacuum")

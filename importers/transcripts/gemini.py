@@ -43,6 +43,7 @@ PROJECT_ROOT_FILE = ".project_root"  # in ~/.gemini/tmp/<project>/: the project'
 PROJECTS_FILE = "projects.json"  # ~/.gemini/projects.json: {"projects": {path: folder}}
 _SYSTEM_TYPES = {"info", "error", "warning"}
 _RUNNING = {"scheduled", "validating", "executing", "awaiting_approval"}
+_INJECTED = ("<session_context>",)  # 0.61: the first user message, set by Gemini CLI
 
 
 def _content_parts(content: Any) -> list[dict]:
@@ -285,6 +286,9 @@ def _role_and_parts(message: dict, parsed: Parsed) -> tuple[str, list[dict]] | N
     elif kind == "user":
         parts = _content_parts(message.get("content"))
         role = "tool" if parts and all(p["part_type"] == "tool" for p in parts) else "user"
+        for part in parts:  # the context Gemini CLI writes itself, not typed by the user
+            if (part.get("text_content") or "").startswith(_INJECTED):
+                part["is_synthetic"] = True
     elif kind in _SYSTEM_TYPES:
         role, parts = "system", _content_parts(message.get("content"))
     else:

@@ -31,9 +31,9 @@ import time
 import uuid
 from pathlib import Path
 
-# From the client's first line to its exit; with Python's own start (0.1-0.3 s on a busy
-# machine) the hook ends within 2 s.
-DEADLINE_SECONDS = 1.4
+# From the process's start (Python's own start takes 0.1-1 s on a busy machine), leaving
+# time to print and exit: the hook ends within 2 s.
+DEADLINE_SECONDS = 1.6
 UPLOAD_TIMEOUT_SECONDS = 120  # the detached replay's upload of one transcript
 MANAGE_PY = Path(__file__).resolve().parents[2] / "manage.py"
 EVENTS = ("session-start", "pre-compact", "replay")
@@ -138,10 +138,12 @@ class Unreachable(Exception):
     """The server could not answer in time (down, slow, refused, or an error)."""
 
 
-def _post(url: str, token: str, body: bytes, content_type: str, timeout: float):
-    import urllib.error  # here: the local hooks never pay for it
+def _post(url: str, token: str, body: bytes, content_type: str, deadline: float):
+    """POST, answered by `deadline` (monotonic) or Unreachable."""
+    import urllib.error  # here: the local hooks never pay for it (0.1-0.3 s on a busy machine)
     import urllib.request
 
+    timeout = deadline - time.monotonic()  # after the imports: they count too
     request = urllib.request.Request(url, data=body, method="POST")
     request.add_header("Authorization", f"Token {token}")
     request.add_header("Accept", "application/json")
@@ -203,7 +205,7 @@ class Hook:
             }
             url = options.server.rstrip("/") + "/api/v1/hooks/session-start/"
             answer = _post(url, options.token, json.dumps(body).encode(), "application/json",
-                           self.left())  # fmt: skip
+                           self.deadline)  # fmt: skip
         else:
             answer = self._local_answer()
         if not isinstance(answer, dict):
@@ -285,7 +287,7 @@ def replay_remote(options: argparse.Namespace) -> int:
         body, content_type = _multipart({"format": "claude-code"}, transcript)
         try:
             url = options.server.rstrip("/") + "/api/v1/imports/"
-            _post(url, options.token, body, content_type, UPLOAD_TIMEOUT_SECONDS)
+            _post(url, options.token, body, content_type, time.monotonic() + UPLOAD_TIMEOUT_SECONDS)
         except Unreachable as error:
             sys.stderr.write(f"lcm: {transcript.name}: {error}; kept in the spool\n")
             left += 1
@@ -324,8 +326,20 @@ def read_input(stream) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def process_started() -> float:
+    """When this process began, on the monotonic clock (Linux: from /proc; elsewhere: now),
+    so the deadline counts the interpreter's start too."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        age = uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.monotonic()
+    return time.monotonic() - min(max(age, 0.0), 1.0)
+
+
 def main(argv: list[str] | None = None) -> int:
-    started = time.monotonic()
+    started = process_started()
     options = _arguments(argv)
     if options.event == "replay":  # the detached delivery of the spool: 1 if some is left
         if options.server:

@@ -24,9 +24,11 @@ def _tool_result(call_id: str, output: str) -> dict:
 
 
 def gemini_061_log() -> list[dict]:
-    """A session as Gemini CLI 0.61 appends it: the metadata line, the prompt, the call
-    (first written running, then rewritten with its result), the result again as a user
-    message, the answer with its tokens, and `$set` patches of lastUpdated."""
+    """A session as Gemini CLI 0.61 appends it (as the real 0.61.0 wrote one here): the
+    metadata line, its injected `<session_context>` as a `$set` of messages, the prompt,
+    the model's message (first without its calls, then with them running, then with their
+    result), the result again as a user message, the answer with its tokens, and `$set`
+    patches of lastUpdated."""
     call = {"id": "call-1", "name": "run_shell_command", "args": {"command": "ls"},
             "displayName": "Shell", "description": "ls", "renderOutputAsMarkdown": False}  # fmt: skip
     running = {"id": "g1", "timestamp": T.format(2), "type": "gemini", "content": "",
@@ -35,6 +37,9 @@ def gemini_061_log() -> list[dict]:
     done = dict(running, toolCalls=[dict(call, status="success", timestamp=T.format(3),
                                          result=[_tool_result("call-1", "a.py\nb.py")],
                                          resultDisplay="a.py\nb.py")])  # fmt: skip
+    context = {"id": "c0", "timestamp": T.format(0), "type": "user",
+               "content": [{"text": "<session_context>\nThis is the Gemini CLI. We are setting "
+                                    "up the context for our chat.\n</session_context>"}]}  # fmt: skip
     return [
         {
             "sessionId": SESSION,
@@ -43,6 +48,7 @@ def gemini_061_log() -> list[dict]:
             "lastUpdated": T.format(0),
             "kind": "main",
         },  # fmt: skip
+        {"$set": {"messages": [context], "lastUpdated": T.format(0)}},  # its context, first
         {
             "id": "u1",
             "timestamp": T.format(1),
@@ -50,6 +56,7 @@ def gemini_061_log() -> list[dict]:
             "content": [{"text": "List the files."}],
         },
         {"$set": {"lastUpdated": T.format(1)}},
+        {k: v for k, v in running.items() if k != "toolCalls"},  # first without its calls
         running,
         done,
         {
@@ -120,13 +127,16 @@ def test_a_tool_result_gemini_writes_twice_is_stored_once(tmp_path, user):
     assert outputs.get().message.role == "assistant" and outputs.get().tool_call_id == "call-1"
     roles = list(Message.objects.filter(conversation__session_id=SESSION)
                  .order_by("seq").values_list("role", flat=True))  # fmt: skip
-    assert roles == ["user", "assistant", "assistant"]
+    assert roles == ["user", "user", "assistant", "assistant"]
+    context = MessagePart.objects.get(text_content__startswith="<session_context>")
+    assert context.is_synthetic is True  # Gemini's own context, not typed by the user
     assert report.notes["skipped_records"]["tool results repeated from their calls"] == 1
 
 
 def test_a_repeated_result_that_differs_from_its_call_is_kept(tmp_path, user):
     records = gemini_061_log()
-    records[5] = dict(records[5], content=[_tool_result("call-1", "a.py\nb.py\nc.py")])
+    changed = [_tool_result("call-1", "a.py\nb.py\nc.py")]
+    records = [dict(r, content=changed) if r.get("id") == "u2" else r for r in records]
     path = write_jsonl(tmp_path / "chats" / "session-x.jsonl", records)
     import_file(format="gemini", path=path, owner=user)
     assert (
@@ -137,7 +147,7 @@ def test_a_repeated_result_that_differs_from_its_call_is_kept(tmp_path, user):
 def test_lcm_eval_capture_counts_a_gemini_jsonl_session(tmp_path, user):
     figures = evaluate_file(gemini_home(tmp_path), user)
     assert figures.format == "gemini"
-    # u1, g1, g2 (u2 only sends g1's result back to the model)
-    assert (figures.stored, figures.main_line, figures.said) == (3, 3, 3)
+    # c0, u1, g1, g2 (u2 only sends g1's result back to the model)
+    assert (figures.stored, figures.main_line, figures.said) == (4, 4, 4)
     assert figures.tool_calls == figures.tool_paired == 1
     assert figures.second_import_added == 0

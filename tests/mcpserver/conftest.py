@@ -20,6 +20,13 @@ from tests.retrieval.dag_builder import BuiltDag, build_dag
 from tests.support.tokens import issue_token
 from turns.services import session_create
 
+
+@pytest.fixture(autouse=True)
+def _hook_spool(tmp_path, monkeypatch):
+    """The hook client's spool and answer cache in the test's folder, never the user's."""
+    monkeypatch.setenv("LCM_HOOK_SPOOL", str(tmp_path / "hook-spool"))
+
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

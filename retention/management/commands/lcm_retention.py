@@ -39,6 +39,10 @@ class Command(BaseCommand):
         parser.add_argument("--delete", action="store_true",
                             help="apply: also hard-delete conversations past the policy's "
                             "delete_after_days (audited).")  # fmt: skip
+        parser.add_argument("--vacuum", action="store_true",
+                            help="apply: on SQLite, rewrite the file whole after the run "
+                            "(VACUUM; done by itself when the run archived a tenth of the "
+                            "file); PostgreSQL: no effect (docs/retention.md).")  # fmt: skip
         parser.add_argument("--seq-from", type=int, default=1, help="restore: first seq.")
         parser.add_argument("--seq-to", type=int, default=None, help="restore: last seq.")
         parser.add_argument(
@@ -112,7 +116,7 @@ class Command(BaseCommand):
             result.deleted_conversations = services.retention_delete_due(
                 conversations=conversations, via="lcm_retention"
             )
-        services.retention_space_reclaim(result=result)
+        services.retention_space_reclaim(result=result, vacuum=options["vacuum"])
         data = result.as_dict()
         space = result.database
         how = f" ({space['action']})" if space["action"] != "none" else ""
