@@ -8,7 +8,6 @@ import logging
 import time
 
 import zstandard
-from django.db import transaction
 from django.utils import timezone
 
 from core.ids import new_id
@@ -53,35 +52,34 @@ def receipt_record(
     items = [_item(ref, found.get((ref.kind, ref.id))) for ref in refs]
     header = _header(context, upstream, body, ops, response, latency_ms)
     usage = response.get("usage") or {}
-    with transaction.atomic():
-        blob_ids = _store_blobs(
-            context.conversation_id, [o for o in ops if isinstance(o, codec.Blob)]
+    # No transaction: a blob is written once per conversation and is harmless alone (an
+    # orphan if the receipt's insert fails); each statement commits by itself.
+    blob_ids = _store_blobs(context.conversation_id, [o for o in ops if isinstance(o, codec.Blob)])
+    header["us"] = round((time.perf_counter() - started) * 1e6)
+    stored = manifest.encode(
+        manifest.Manifest(
+            header=header,
+            items=items,
+            template=codec.encode_template(ops, blob_ids),
+            left_out=[(r.kind, r.id) for r in context.left_out],
         )
-        header["us"] = round((time.perf_counter() - started) * 1e6)
-        stored = manifest.encode(
-            manifest.Manifest(
-                header=header,
-                items=items,
-                template=codec.encode_template(ops, blob_ids),
-                left_out=[(r.kind, r.id) for r in context.left_out],
-            )
-        )
-        return Receipt.objects.create(
-            id=new_id(),
-            conversation_id=context.conversation_id,
-            created_at=timezone.now(),
-            site=context.site,
-            wire=wire[:32],
-            model=model[:255],
-            source=context.source[:80],
-            status=str(response.get("status") or "completed")[:16],
-            **_usage_columns(usage),
-            cost_usd=cost_usd(model=model, wire=wire, usage=usage, cache_ttl=cache_ttl),
-            latency_ms=latency_ms,
-            body_bytes=len(body),
-            item_count=len(items),
-            manifest=stored,
-        )
+    )
+    return Receipt.objects.create(
+        id=new_id(),
+        conversation_id=context.conversation_id,
+        created_at=timezone.now(),
+        site=context.site,
+        wire=wire[:32],
+        model=model[:255],
+        source=context.source[:80],
+        status=str(response.get("status") or "completed")[:16],
+        **_usage_columns(usage),
+        cost_usd=cost_usd(model=model, wire=wire, usage=usage, cache_ttl=cache_ttl),
+        latency_ms=latency_ms,
+        body_bytes=len(body),
+        item_count=len(items),
+        manifest=stored,
+    )
 
 
 def _header(context, upstream, body, ops, response, latency_ms) -> dict:
