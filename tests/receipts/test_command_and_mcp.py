@@ -46,9 +46,13 @@ def test_the_command_lists_shows_replays_and_diffs(calls, capfdbinary):
 def test_the_mcp_tool_answers_only_within_the_users_conversations(calls, user, other_user):
     conversation_id, receipts = calls
     tool = mcp_tools()["lcm_receipt"]
-    listed = json.loads(tool.run(user=user, arguments={"action": "list", "conversation_id": conversation_id}).text)
+    listed = json.loads(
+        tool.run(user=user, arguments={"action": "list", "conversation_id": conversation_id}).text
+    )
     assert [r["id"] for r in listed] == [r.id for r in receipts]
-    diff = json.loads(tool.run(user=user, arguments={"action": "diff", "receipt_id": receipts[3].id}).text)
+    diff = json.loads(
+        tool.run(user=user, arguments={"action": "diff", "receipt_id": receipts[3].id}).text
+    )
     assert diff["summarized"] and diff["cache"]["changed"]
     refused = tool.run(user=other_user, arguments={"action": "show", "receipt_id": receipts[0].id})
     assert refused.is_error and "not found" in refused.text
