@@ -60,6 +60,7 @@ BENCH_MODULES = [
     "benchmarks.cost",
     "benchmarks.dropin",
     "benchmarks.secrets",
+    "benchmarks.receipts",
 ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from receipts.items import ItemRef
@@ -15,7 +16,9 @@ from receipts.items import ItemRef
 class CallContext:
     site: str  # receipts.models.CallSite
     conversation_id: int | None = None
-    items: list[ItemRef] = field(default_factory=list)
+    # The items, or a function giving them (called when the call is recorded, so a call
+    # site that must query to name them does so only when a receipt is written).
+    items: list[ItemRef] | Callable[[], list[ItemRef]] = field(default_factory=list)
     source: str = ""  # "step:<id>", "thread:<id>", "job:<id>", ...
     budget: dict = field(default_factory=dict)  # {"tokens": n, ...}
     left_out: list[ItemRef] = field(default_factory=list)  # did not fit the budget

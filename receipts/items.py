@@ -13,8 +13,6 @@ item of a kind nobody reads stays literal in the receipt's template (exact, just
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -77,38 +75,7 @@ def read_items(refs: Iterable[tuple[str, int | str]]) -> dict[tuple[str, int | s
             continue
         for item_id, text in reader(list(dict.fromkeys(ids))).items():
             found[(kind, item_id)] = text
-    with _cache_lock:
-        for key, text in found.items():
-            _cache[key] = text
-            _cache.move_to_end(key)
-        while len(_cache) > CACHE_ITEMS:
-            _cache.popitem(last=False)
     return found
-
-
-# The recorder's cache of item texts. Items are immutable but for a redaction, and the
-# recorder checks each cached item against the body it records (a cached item found
-# nowhere in it is read again), so a stale entry costs a query, never a wrong slot.
-CACHE_ITEMS = 50_000
-_cache: OrderedDict[tuple[str, int | str], ItemText] = OrderedDict()
-_cache_lock = threading.Lock()
-
-
-def read_items_cached(
-    refs: list[tuple[str, int | str]],
-) -> tuple[dict[tuple[str, int | str], ItemText], set[tuple[str, int | str]]]:
-    """(texts by item, the keys that came from the cache); the rest is read."""
-    found: dict[tuple[str, int | str], ItemText] = {}
-    with _cache_lock:
-        for key in refs:
-            text = _cache.get(key)
-            if text is not None:
-                found[key] = text
-    cached = set(found)
-    missing = [key for key in refs if key not in found]
-    if missing:
-        found.update(read_items(missing))
-    return found, cached
 
 
 def short_hash(texts: list[str]) -> str:

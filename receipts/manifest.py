@@ -8,6 +8,7 @@ few bytes an item after compression.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 
 import zstandard
@@ -58,6 +59,7 @@ _DICTIONARY_V1 = (
     b'"assistant","blocks":[{"type":"text","text":"","annotations":[]}],"rendered_text":""}],'
     b'"tools":[],"max_output_tokens":1024}'
 )
+_local = threading.local()
 _DICTIONARIES = {
     1: zstandard.ZstdCompressionDict(_DICTIONARY_V1, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
 }
@@ -154,12 +156,14 @@ def encode(manifest: Manifest) -> bytes:
     raw = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
     size = bytearray()
     codec.write_varint(len(raw), size)
-    compressor = zstandard.ZstdCompressor(
-        level=_LEVEL,
-        dict_data=_DICTIONARIES[FORMAT],
-        write_checksum=False,
-        write_dict_id=False,
-    )
+    compressor = getattr(_local, "compressor", None)
+    if compressor is None:  # one per thread: a compressor is not shared between threads
+        compressor = _local.compressor = zstandard.ZstdCompressor(
+            level=_LEVEL,
+            dict_data=_DICTIONARIES[FORMAT],
+            write_checksum=False,
+            write_dict_id=False,
+        )
     return bytes([FORMAT]) + compressor.compress(bytes(size) + raw + manifest.template)
 
 

@@ -10,7 +10,18 @@ from receipts.items import ItemRef
 
 
 def receipt_sources(request: SummaryRequest) -> dict:
-    """Keyword arguments of `receipts.context.call_context` for `request`."""
+    """Keyword arguments of `receipts.context.call_context` for `request` (the sources are
+    named when the receipt is written: naming messages takes a query)."""
+    return {
+        "site": "summary",
+        "conversation_id": request.conversation_id,
+        "items": lambda: _sources(request),
+        "budget": {"target_tokens": request.target_tokens, "depth": request.depth},
+        "notes": {"level": request.level},
+    }
+
+
+def _sources(request: SummaryRequest) -> list[ItemRef]:
     seqs = [int(s.ref.split(":", 1)[1]) for s in request.sources if s.kind == "message"]
     ids = {}
     if seqs and request.conversation_id is not None:
@@ -27,10 +38,4 @@ def receipt_sources(request: SummaryRequest) -> dict:
             message_id = ids.get(int(source.ref.split(":", 1)[1]))
             if message_id is not None:
                 items.append(ItemRef(kind="message", id=message_id, reason="source"))
-    return {
-        "site": "summary",
-        "conversation_id": request.conversation_id,
-        "items": items,
-        "budget": {"target_tokens": request.target_tokens, "depth": request.depth},
-        "notes": {"level": request.level},
-    }
+    return items
