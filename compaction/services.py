@@ -88,12 +88,7 @@ def register_autocompact_exemption(predicate) -> None:
 def schedule_after_append(conversation_id: int) -> None:
     """The ingest hook (runs on commit): enqueue an automatic job when compaction is due.
     Never raises: ingest has already succeeded and must not see compaction problems."""
-    try:
-        if any(exempt(conversation_id) for exempt in _autocompact_exempt):
-            return
-    except Exception:
-        logger.exception("compaction exemption check failed for conversation %s", conversation_id)
-    _schedule(conversation_id, None)
+    _schedule(conversation_id, None, exemptions=True)
 
 
 def schedule_for_budget(conversation_id: int, token_budget: int) -> None:
@@ -106,7 +101,12 @@ def schedule_for_budget(conversation_id: int, token_budget: int) -> None:
     _schedule(conversation_id, token_budget)
 
 
-def _schedule(conversation_id: int, token_budget: int | None) -> None:
+def _exempt(conversation_id: int) -> bool:
+    """Whether a higher layer says the conversation's summaries are never sent."""
+    return any(exempt(conversation_id) for exempt in _autocompact_exempt)
+
+
+def _schedule(conversation_id: int, token_budget: int | None, exemptions: bool = False) -> None:
     if not settings.LCM_ENABLED or settings.LCM_AUTOCOMPACT_DISABLED:
         return
     try:
@@ -117,6 +117,9 @@ def _schedule(conversation_id: int, token_budget: int | None) -> None:
             return
         budget = figures["token_budget"] if token_budget is None else token_budget
         decision = decide(figures, token_budget=budget)
+        # Asked only once compaction is due, so the ingest hook's usual path costs nothing.
+        if exemptions and decision.due and _exempt(conversation_id):
+            return
         if decision.due and decision.suggested_mode:
             job_request(
                 conversation=Conversation(pk=conversation_id),

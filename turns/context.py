@@ -286,12 +286,12 @@ def pending_turns(turn: UserTurn) -> list[UserTurn]:
     )
 
 
-def _turn_messages(turns: list[UserTurn]) -> list[dict]:
+def _turn_messages(turns: list[UserTurn], *, with_kept: bool = True) -> list[dict]:
     """Each turn as real messages: the user's blocks as stored (the bytes the turn sent
     them with) and the retrieved block it carried, then the answer's text (a final answer's tool calls have no recorded
     results here, so they are not sent)."""
     messages = []
-    kept = kept_for_turns(t.pk for t in turns)
+    kept = kept_for_turns(t.pk for t in turns) if with_kept else {}
     for pending in turns:
         user_blocks = list(pending.user_message.get("blocks") or [])
         if not user_blocks:
@@ -310,6 +310,12 @@ def _turn_messages(turns: list[UserTurn]) -> list[dict]:
 
 def _turns_tokens(turns: list[UserTurn]) -> int:
     return sum(_message_tokens(m) for m in _turn_messages(turns))
+
+
+def _conversation_tokens(turns: list[UserTurn]) -> int:
+    """The turns' own tokens, without the retrieved blocks they carry (what the fold
+    budget measures: the blocks are retrieval's, capped by its own budget)."""
+    return sum(_message_tokens(m) for m in _turn_messages(turns, with_kept=False))
 
 
 def _retrieve(
@@ -551,8 +557,10 @@ def _commit_if_behind(turn: UserTurn) -> int:
     deterministic librarian before assembling, so the fold can leave them out instead of
     the request carrying them all, or the shrinker dropping the oldest every turn (issue
     46). Returns how many were committed."""
+    if settings.LCM_STATE_FOLD_TOKENS <= 0:
+        return 0  # no fold (the head state every turn): pending turns go verbatim, as before
     pending = pending_turns(turn)
-    if not pending or _turns_tokens(pending) <= settings.LCM_STATE_FOLD_TOKENS:
+    if not pending or _conversation_tokens(pending) <= settings.LCM_STATE_FOLD_TOKENS:
         return 0
     states = commit_pending(branch=turn.branch, deterministic=True, before_seq=turn.turn_seq)
     turn.branch.refresh_from_db()
@@ -569,7 +577,7 @@ def _state_parts(
     room = (
         budget["input_limit"] - budget["retrieval_budget"] - fixed - _user_tokens(turn.user_message)
     )
-    fold = state_fold(turn, room, _turns_tokens)
+    fold = state_fold(turn, room, _turns_tokens, own_tokens=_conversation_tokens)
     budget.update(fold.record())
     committed = [t for t in fold.verbatim if t.state_after_id is not None]
     pending = [t for t in fold.verbatim if t.state_after_id is None]

@@ -58,9 +58,13 @@ def _window_room(room_tokens: int, state: StateCheckpoint) -> int:
     return room_tokens - estimate(state.summary) - STATE_WRAPPER_TOKENS
 
 
-def state_fold(turn: UserTurn, room_tokens: int, turn_tokens) -> StateFold:
+def state_fold(turn: UserTurn, room_tokens: int, turn_tokens, own_tokens=None) -> StateFold:
     """The state `turn` sends and the turns it sends verbatim after it. `turn_tokens`
-    measures a list of turns as they are sent (context.py's message accounting)."""
+    measures a list of turns as they are sent (context.py's message accounting);
+    `own_tokens` (default: the same) without the retrieved blocks they carry, which is what
+    the fold budget measures: a block repeats retrieval, which has its own cap, and counting
+    it folded every turn once the blocks alone passed the budget (issue 46, 200k window)."""
+    own_tokens = own_tokens or turn_tokens
     earlier = UserTurn.objects.filter(
         branch_id=turn.branch_id, turn_seq__lt=turn.turn_seq, phase__in=FINALIZED_PHASES
     )
@@ -74,7 +78,7 @@ def state_fold(turn: UserTurn, room_tokens: int, turn_tokens) -> StateFold:
         # otherwise fold every turn to a slightly newer state (issue 46). All the turns
         # together must still fit what the window leaves.
         committed = [t for t in verbatim if t.state_after_id is not None]
-        if turn_tokens(committed) <= budget and turn_tokens(verbatim) <= _window_room(
+        if own_tokens(committed) <= budget and turn_tokens(verbatim) <= _window_room(
             room_tokens, state
         ):
             return StateFold(state, fold_seq, verbatim, folded=False, budget=budget)

@@ -160,3 +160,25 @@ def test_compaction_completes_before_the_walk_drops_an_exchange(upstream, monkey
         assert first_question or "Summaries of earlier conversation" in system, (
             "the walk dropped the oldest exchange before any summary stood for it"
         )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("strategy", "compacted"), [("state", False), ("lcm", True)])
+def test_a_state_sessions_mirror_is_not_compacted_on_append(strategy, compacted, settings):
+    """The `state` strategy never sends its conversation's summaries: appending to its
+    mirror queues no automatic compaction (an `lcm` session's does)."""
+    from compaction.services import schedule_after_append
+    from conversations.models import Conversation
+    from tests.turns.conftest import send
+
+    settings.LCM_SUMMARY_PROVIDER_MODEL = "offline"
+    chat = services.session_create(
+        owner=UserFactory(username=f"mirror-{strategy}"), title="chat", context_strategy=strategy
+    )
+    for i in range(4):
+        send(chat, f"Question {i}: " + "where is the ledger kept? " * 20)
+    conversation_id = Branch.objects.get(pk=chat.active_branch_id).conversation_id
+    Conversation.objects.filter(pk=conversation_id).update(token_budget=200)
+    CompactionJob.objects.filter(conversation_id=conversation_id).delete()
+    schedule_after_append(conversation_id)
+    assert CompactionJob.objects.filter(conversation_id=conversation_id).exists() is compacted
