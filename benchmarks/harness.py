@@ -58,6 +58,7 @@ BENCH_MODULES = [
     "benchmarks.tokens",
     "benchmarks.retention",
     "benchmarks.cost",
+    "benchmarks.cache_served",
     "benchmarks.dropin",
     "benchmarks.secrets",
     "benchmarks.receipts",

@@ -261,8 +261,14 @@ class AssembledContext:
         items: Callable[[], list[dict]],
         dropped: Callable[[], list[dict]] | None,
         tail_items: int = 0,
+        message_seqs: dict[int, int] | None = None,
+        leaves_out: bool = False,
     ):
         self.output = output
+        # The included messages' seqs by message id (what the context holds verbatim), and
+        # whether the walk left items out for the budget.
+        self.message_seqs = message_seqs or {}
+        self.leaves_out = leaves_out
         self.token_estimate = token_estimate
         self.token_budget = token_budget
         self.format = format
@@ -381,6 +387,12 @@ class _Window:
     used: int
     messages: dict[int, tuple]
     rendered: dict[str, tuple[str, int, str, int]]
+    partial: bool = False  # `items` is a newest slice: older items exist before it
+
+    @property
+    def leaves_out(self) -> bool:
+        """Whether the walk left items out for the budget."""
+        return self.first > 0 or self.partial
 
 
 def assemble_context(
@@ -393,9 +405,11 @@ def assemble_context(
     split_summaries: bool = False,
     exclude_message_ids: frozenset[int] = frozenset(),
     tail_budget: int | None = None,
+    appended_text: Callable[[list[int]], dict[int, str]] | None = None,
 ) -> AssembledContext:
     """The bounded context of `conversation` (see the module docstring): choose the window
-    that fits the budget, then render it.
+    that fits the budget, then render it (with `appended_text(ids) -> {id: text}`, a last
+    text block per message, uncounted: turns/kept_retrieval.py).
 
     `split_summaries=True` (the cache-friendly order, docs/cost.md): the leading run of
     summaries is returned apart, as `output["summaries"]` (their XML, oldest first), and
@@ -419,20 +433,17 @@ def assemble_context(
     )
     included = window.items[window.first :]
     bounded = _bound_tail(included, window, tail.cap)
-    tail_items = len(window.items) - window.tail_start
-    if exclude_message_ids:
-        included = [i for i in included if i[_MESSAGE] not in exclude_message_ids]
-        tail_items -= sum(
-            i[_MESSAGE] in exclude_message_ids for i in window.items[window.tail_start :]
-        )
+    included, tail_items = _excluding(included, window, exclude_message_ids)
     _read_missing_messages(included, window.messages)
     output = _render(
-        included, window, fmt=fmt, system=system, split_summaries=split_summaries, bounded=bounded
+        included,
+        window,
+        fmt=fmt,
+        system=system,
+        split_summaries=split_summaries,
+        bounded=bounded,
+        appended_text=appended_text,
     )
-    dropped = None
-    if describe_dropped:
-        older = window.items[: window.first]
-        dropped = lambda: _describe_all(older, window.messages)  # noqa: E731
     return AssembledContext(
         output=output,
         token_estimate=window.used - bounded.saved,
@@ -440,8 +451,34 @@ def assemble_context(
         format=fmt,
         tail_items=tail_items,
         items=lambda: _describe_included(included, window),
-        dropped=dropped,
+        dropped=_dropped_loader(window) if describe_dropped else None,
+        message_seqs=_message_seqs(included, window.messages),
+        leaves_out=window.leaves_out,
     )
+
+
+def _excluding(
+    included: list[tuple], window: _Window, exclude: frozenset[int]
+) -> tuple[list[tuple], int]:
+    """The included items without the excluded messages, and how many tail items remain."""
+    tail_items = len(window.items) - window.tail_start
+    if not exclude:
+        return included, tail_items
+    tail_items -= sum(i[_MESSAGE] in exclude for i in window.items[window.tail_start :])
+    return [i for i in included if i[_MESSAGE] not in exclude], tail_items
+
+
+def _dropped_loader(window: _Window) -> Callable[[], list[dict]]:
+    older = window.items[: window.first]
+    return lambda: _describe_all(older, window.messages)
+
+
+def _message_seqs(included: Sequence[tuple], messages: dict[int, tuple]) -> dict[int, int]:
+    return {
+        i[_MESSAGE]: messages[i[_MESSAGE]][0]
+        for i in included
+        if i[_MESSAGE] is not None and i[_MESSAGE] in messages
+    }
 
 
 def render_messages(message_ids: Sequence[int], *, fmt: str = "anthropic") -> list[dict]:
@@ -491,7 +528,9 @@ def _choose_window(
         first, used = _first_fitting(cost, tail_start, used, budget)
         complete = newest is None or len(items) < newest
         if complete or _decided(items, messages, first, tail_count):
-            return _Window(items, first, tail_start, used, messages, cost.rendered)
+            return _Window(
+                items, first, tail_start, used, messages, cost.rendered, partial=not complete
+            )
         newest = None  # the newest slice was too short to decide: read the whole context
         items = _context_items(conversation_id, None)
 
@@ -571,6 +610,7 @@ def _render(
     system: str | None,
     split_summaries: bool,
     bounded: _Bounded,
+    appended_text: Callable[[list[int]], dict[int, str]] | None = None,
 ) -> dict:
     """The model input in `fmt`; with `split_summaries`, the leading summaries apart."""
     lead = 0
@@ -586,9 +626,12 @@ def _render(
         ids = [i[_MESSAGE] for i in rendered_items if i[_MESSAGE] is not None]
         rest = [i for i in ids if i not in bounded.parts]
         parts = {**(message_parts(rest) if rest else {}), **bounded.parts}
+        records = _wire_records(rendered_items, window.messages)
+        if appended_text is not None and ids:
+            records = _with_appended(records, appended_text(ids))
         output = rendering.render(
             fmt,
-            _wire_records(rendered_items, window.messages),
+            records,
             parts=parts,
             xml=xml,
             system=system,
@@ -614,6 +657,29 @@ def _neutral_rows(
                 content = content.replace(original, reference)
         rows.append((i[_MESSAGE], None, seq, role, content))
     return rows
+
+
+def _with_appended(records: list[dict], appended: dict[int, str]) -> list[dict]:
+    """Each appended text as a user record of its own right after its message's: the
+    renderer merges it into that message as a last text block."""
+    if not appended:
+        return records
+    out = []
+    for record in records:
+        out.append(record)
+        text = appended.get(record["message_id"]) if record["message_id"] is not None else None
+        if text:
+            out.append(
+                {
+                    "item_type": ItemType.MESSAGE,
+                    "message_id": None,
+                    "summary_id": None,
+                    "message__seq": record["message__seq"],
+                    "message__role": Role.USER,
+                    "message__content": text,
+                }
+            )
+    return out
 
 
 def _wire_records(items: Sequence[tuple], messages: dict[int, tuple]) -> list[dict]:

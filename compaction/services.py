@@ -17,6 +17,7 @@ from compaction.models import CompactionJob, JobState, Mode, Reason
 from conversations.models import Conversation
 from core import shutdown
 from core.api.errors import Conflict, LcmError
+from core.job_queues import enqueue
 from core.leases import lease_deadline, lease_kept
 from core.shutdown import ShutdownRequested
 
@@ -31,16 +32,14 @@ TAKEOVER_GRACE = timedelta(seconds=2)
 
 
 def _enqueue(job_id: int) -> None:
-    from django_q.tasks import async_task
-
-    # Read `sync` at call time (django-q reads Q_CLUSTER once, at import).
+    """On the urgent queue (core/job_queues.py): the next turn's context waits on it."""
     if settings.Q_CLUSTER.get("sync", False):
-        async_task(TASK, job_id, sync=True)
+        enqueue(TASK, job_id, urgent=True)
         return
     # In a transaction: django-q's ORM broker closes the connection before an enqueue made
     # outside one (a reconnect per job with CONN_MAX_AGE 0).
     with transaction.atomic():
-        async_task(TASK, job_id, sync=False)
+        enqueue(TASK, job_id, urgent=True)
 
 
 def job_request(
@@ -76,10 +75,20 @@ def job_request(
     )
 
 
+# Predicates (conversation_id -> bool) of higher layers: True means the conversation's
+# summaries are never sent, so appending to it schedules no automatic compaction (the turn
+# engine's `state` sessions, issue 46). A requested compaction still runs.
+_autocompact_exempt: list = []
+
+
+def register_autocompact_exemption(predicate) -> None:
+    _autocompact_exempt.append(predicate)
+
+
 def schedule_after_append(conversation_id: int) -> None:
     """The ingest hook (runs on commit): enqueue an automatic job when compaction is due.
     Never raises: ingest has already succeeded and must not see compaction problems."""
-    _schedule(conversation_id, None)
+    _schedule(conversation_id, None, exemptions=True)
 
 
 def schedule_for_budget(conversation_id: int, token_budget: int) -> None:
@@ -92,7 +101,12 @@ def schedule_for_budget(conversation_id: int, token_budget: int) -> None:
     _schedule(conversation_id, token_budget)
 
 
-def _schedule(conversation_id: int, token_budget: int | None) -> None:
+def _exempt(conversation_id: int) -> bool:
+    """Whether a higher layer says the conversation's summaries are never sent."""
+    return any(exempt(conversation_id) for exempt in _autocompact_exempt)
+
+
+def _schedule(conversation_id: int, token_budget: int | None, exemptions: bool = False) -> None:
     if not settings.LCM_ENABLED or settings.LCM_AUTOCOMPACT_DISABLED:
         return
     try:
@@ -103,6 +117,9 @@ def _schedule(conversation_id: int, token_budget: int | None) -> None:
             return
         budget = figures["token_budget"] if token_budget is None else token_budget
         decision = decide(figures, token_budget=budget)
+        # Asked only once compaction is due, so the ingest hook's usual path costs nothing.
+        if exemptions and decision.due and _exempt(conversation_id):
+            return
         if decision.due and decision.suggested_mode:
             job_request(
                 conversation=Conversation(pk=conversation_id),
@@ -114,6 +131,33 @@ def _schedule(conversation_id: int, token_budget: int | None) -> None:
             )
     except Exception:
         logger.exception("scheduling compaction failed for conversation %s", conversation_id)
+
+
+def compact_inline(conversation_id: int, token_budget: int) -> bool:
+    """Compact the conversation now, in this process: the turn engine calls it when its
+    budget walk would otherwise leave the oldest items out (issue 46), so compaction, not
+    the walk, decides what leaves the context even when the workers are busy. It runs the
+    pending job (the claim is compare-and-set, so a worker that dequeues it later finds
+    it done), or queues one first when compaction is due against `token_budget`; a job a
+    worker is already running is left to it. Returns whether a job ran to success. Never
+    raises: the turn goes on with the walk's context."""
+    if not settings.LCM_ENABLED or settings.LCM_AUTOCOMPACT_DISABLED:
+        return False
+    try:
+        if not pending_job_exists(conversation_id):
+            _schedule(conversation_id, token_budget)
+        job = (
+            CompactionJob.objects.filter(conversation_id=conversation_id, state=JobState.PENDING)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        if job is None:
+            return False
+        done = job_run(job_id=job)
+        return done is not None and done.state == JobState.SUCCEEDED
+    except Exception:
+        logger.exception("inline compaction failed for conversation %s", conversation_id)
+        return False
 
 
 def job_claim(*, job_id: int) -> CompactionJob | None:

@@ -413,6 +413,16 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("LCM_WORKERS", int, 2, "Background worker processes started by qcluster.", 1, 64),
     Setting(
+        "LCM_URGENT_WORKERS",
+        int,
+        1,
+        "Worker processes of the urgent queue (compaction and turn state commits, which the "
+        "next turn's context waits on), started by qcluster beside its own; 0: one queue for "
+        "everything (docs/deploy.md).",
+        0,
+        16,
+    ),
+    Setting(
         "LCM_LOG_LEVEL",
         str,
         "INFO",
@@ -711,6 +721,16 @@ SETTINGS: tuple[Setting, ...] = (
         0.10,
         "A turn's retrieval adds this to the score and similarity of the newest candidate, "
         "decaying linearly to 0 for the oldest.",
+        0,
+        1,
+    ),
+    Setting(
+        "LCM_RETRIEVAL_WINDOW_SHARE",
+        float,
+        0.03,
+        "A turn's retrieved-memory block is at most this share of the model's context window "
+        "(and at most [budget] max_retrieval_tokens): 480 tokens at 16k, 960 at 32k, 6,000 "
+        "at 200k. 0 turns a turn's retrieval off (manual attachments still go in).",
         0,
         1,
     ),

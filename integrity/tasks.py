@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
+from core.job_queues import enqueue
 from core.leases import lease_deadline, lease_kept
 from integrity.models import IntegrityJob, IntegrityJobState, ScanMode, Trigger
 from integrity.services import integrity_scan
@@ -71,8 +72,6 @@ def run_integrity_job(job_id: int, claimed: bool = False) -> dict:
 def reconcile_integrity_jobs(now) -> tuple[int, int]:
     """(failed, re-dispatched): integrity jobs whose lease expired, i.e. whose worker died.
     After LCM_JOB_MAX_ATTEMPTS claims a job is failed rather than retried for ever."""
-    from django_q.tasks import async_task
-
     expired = IntegrityJob.objects.filter(state=IntegrityJobState.RUNNING, lease_until__lt=now)
     failed = expired.filter(attempts__gte=settings.LCM_JOB_MAX_ATTEMPTS).update(
         state=IntegrityJobState.FAILED,
@@ -81,7 +80,7 @@ def reconcile_integrity_jobs(now) -> tuple[int, int]:
     )
     redispatched = 0
     for job_id in list(expired.values_list("pk", flat=True)[:100]):
-        async_task(RUN_TASK, job_id, sync=bool(settings.Q_CLUSTER.get("sync", False)))
+        enqueue(RUN_TASK, job_id)  # the main queue, from whichever cluster reconciles
         redispatched += 1
     if failed or redispatched:
         logger.info("integrity jobs: %d failed, %d re-dispatched", failed, redispatched)

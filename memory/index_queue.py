@@ -24,6 +24,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from conversations.search.query import as_datetime
+from core.job_queues import enqueue
 from memory.models import MessageIndexCursor
 
 logger = logging.getLogger("lcm.memory")
@@ -73,9 +74,8 @@ def _claim_queue_slot(conversation_id: int) -> bool:
 
 
 def _enqueue(conversation_id: int) -> None:
-    from django_q.tasks import async_task
-
-    async_task(TASK, conversation_id, sync=bool(settings.Q_CLUSTER.get("sync", False)))
+    # The main queue by name, from whichever cluster this runs in (core/job_queues.py).
+    enqueue(TASK, conversation_id)
 
 
 def schedule_after_append(conversation_id: int) -> None:

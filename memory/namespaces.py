@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from core.job_queues import enqueue
 from memory.embeddings import EmbeddingBackend, active_backend, backend_for
 from memory.models import EmbeddingNamespace, NamespaceStatus
 
@@ -77,12 +77,7 @@ def write_namespaces() -> list[EmbeddingNamespace]:
 
 
 def _enqueue_reindex(namespace_id: int) -> None:
-    from django_q.tasks import async_task
-
-    def enqueue() -> None:
-        async_task(REINDEX_TASK, namespace_id, sync=bool(settings.Q_CLUSTER.get("sync", False)))
-
-    transaction.on_commit(enqueue)
+    transaction.on_commit(lambda: enqueue(REINDEX_TASK, namespace_id))
 
 
 def ensure_building(backend: EmbeddingBackend) -> EmbeddingNamespace:

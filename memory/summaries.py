@@ -20,10 +20,10 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-from django.conf import settings
 from django.db.models import Exists, OuterRef
 
 from conversations.models import Summary
+from core.job_queues import enqueue
 from memory.embeddings import EmbeddingBackend, calibrate
 from memory.models import EmbeddingNamespace, SummaryVector
 from memory.namespaces import backend_for_namespace, write_namespaces
@@ -91,9 +91,8 @@ def index_summaries(*, conversation_id: int | None = None, batch: int = BATCH) -
 def schedule_after_summary(conversation_id: int) -> None:
     """Compaction's after-commit hook: queue the summary indexing job. Never raises."""
     try:
-        from django_q.tasks import async_task
-
-        async_task(TASK, conversation_id, sync=bool(settings.Q_CLUSTER.get("sync", False)))
+        # The main queue by name: compaction, which calls this, runs on the urgent one.
+        enqueue(TASK, conversation_id)
     except Exception:
         logger.exception("queueing summary indexing failed for conversation %s", conversation_id)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 from django.conf import settings
@@ -271,14 +271,54 @@ def _best_slice(item: RetrievedItem, room: int, query: str) -> RetrievedItem | N
 # the turn engine's entry points
 
 
+@dataclass(frozen=True)
+class HeldContext:
+    """What the assembled context already holds (issue 46): messages sent verbatim, by
+    conversation and seq, and the memory units an earlier turn's retrieved block carries
+    that the request sends again. Retrieval never injects a copy of them."""
+
+    messages: dict[int, frozenset[int]] = field(default_factory=dict)
+    chunk_ids: frozenset[str] = frozenset()
+
+    def holds(self, item: RetrievedItem) -> bool:
+        if item.chunk_id in self.chunk_ids:
+            return True
+        source = item.provenance or {}
+        seqs = self.messages.get(source.get("conversation_id"))
+        start, end = source.get("seq_start"), source.get("seq_end")
+        if not seqs or start is None or end is None:
+            return False
+        return all(seq in seqs for seq in range(start, end + 1))
+
+    @classmethod
+    def from_port(cls, held: dict | HeldContext | None) -> HeldContext | None:
+        """The turn engine's plain form ({"messages": {conversation_id: seqs},
+        "chunk_ids": ids}; turns/memory_port.py) as a HeldContext."""
+        if held is None or isinstance(held, HeldContext):
+            return held
+        return cls(
+            messages={int(k): frozenset(v) for k, v in (held.get("messages") or {}).items()},
+            chunk_ids=frozenset(held.get("chunk_ids") or ()),
+        )
+
+
 def turn_retrieve(
-    *, scope: ScopeFilter, query: str, budget_tokens: int, params: RetrievalParams | None = None
+    *,
+    scope: ScopeFilter,
+    query: str,
+    budget_tokens: int,
+    params: RetrievalParams | None = None,
+    held: HeldContext | None = None,
 ) -> tuple[TurnSearch, list[RetrievedItem], dict]:
     """What a turn injects for `query` from `scope`: (the ranked search, the items packed
     into budget_tokens, the stats). Raises on errors. The turn engine's budget is already
     capped by the engine config's [budget] max_retrieval_tokens (turns.context.budget_for).
     retrieve_for_turn runs it over the branch's ancestry; `lcm_eval recall --via turn`
-    asks its questions through it."""
+    asks its questions through it.
+
+    `held`: what the context already holds. Those items are packed as if sent (they take
+    their share of the budget, since the model has them) and then left out of the block,
+    so a context that holds the evidence gets a smaller block, not lower-ranked filler."""
     started = time.perf_counter()
     budget = max(0, budget_tokens)
     # As many items as the budget could hold (a unit costs at least MIN_ITEM_TOKENS with
@@ -287,10 +327,13 @@ def turn_retrieve(
     k = max(params.top_k, min(MAX_TURN_ITEMS, budget // MIN_ITEM_TOKENS))
     search = turn_search(scope=scope, query=query, params=params, k=k)
     packed = pack(search.items, budget_tokens=budget, query=query)
+    in_context = {id(item) for item in packed if held is not None and held.holds(item)}
+    packed = [item for item in packed if id(item) not in in_context]
     stats = {
         **search.stats,
         "disabled": False,
         "budget_tokens": budget,
+        "in_context": len(in_context),
         "packed": len(packed),
         "packed_tokens": sum(item.tokens + WRAPPER_TOKENS for item in packed),
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 2),
@@ -298,9 +341,12 @@ def turn_retrieve(
     return search, packed, stats
 
 
-def retrieve_for_turn(*, turn, query: str, budget_tokens: int) -> RetrievedItems:
-    """Retrieve and pack memory for one turn from its branch's ancestry; store the
-    Retrieval rows and stats. Never raises: on failure, [] with stats["disabled"]."""
+def retrieve_for_turn(
+    *, turn, query: str, budget_tokens: int, held: dict | HeldContext | None = None
+) -> RetrievedItems:
+    """Retrieve and pack memory for one turn from its branch's ancestry, leaving out what
+    the assembled context already holds (`held`); store the Retrieval rows and stats.
+    Never raises: on failure, [] with stats["disabled"]."""
     started = time.perf_counter()
     budget = max(0, budget_tokens)
     if not query or not query.strip() or budget <= 0:
@@ -316,7 +362,10 @@ def retrieve_for_turn(*, turn, query: str, budget_tokens: int) -> RetrievedItems
         )
     try:
         search, packed, stats = turn_retrieve(
-            scope=scope_for_branch(turn.branch), query=query, budget_tokens=budget
+            scope=scope_for_branch(turn.branch),
+            query=query,
+            budget_tokens=budget,
+            held=HeldContext.from_port(held),
         )
     except Exception as error:  # noqa: BLE001 - retrieval must never fail a turn
         logger.exception("retrieval failed for turn %s", turn.pk)

@@ -39,16 +39,20 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from compaction.assembly import assemble_context, render_messages
-from compaction.services import schedule_for_budget
+from compaction.services import compact_inline, schedule_for_budget
 from conversations.models import Conversation, Message
 from core.token_estimate import estimate
 from providers import blocks as B
 from providers.config import engine_config, model_get
 from turns import metrics
+from turns.committing import commit_pending
 from turns.errors import ContextTooLarge
+from turns.kept_retrieval import KeptBlocks, held_context, kept_for_turns
 from turns.librarian import shrink_summary
 from turns.memory_port import turn_memory
 from turns.mirror import mirror_turn
@@ -142,13 +146,11 @@ class AssembledContext:
 
     @property
     def stable_messages(self) -> int:
-        """How many leading request messages the next turn sends again unchanged (the
-        history and pending turns; one that ends on a user message merges with the
-        current message, so it is not stable)."""
-        stable = _alternating([*self.history, *self.pending])
-        if stable and stable[-1]["role"] == "user":
-            stable = stable[:-1]
-        return len(stable)
+        """How many leading request messages the next turn sends again unchanged: all of
+        them, the current one included, whose bytes (the user's blocks, then the retrieved
+        block, turns/kept_retrieval.py) the next turn repeats from history. So the last
+        breakpoint sits on the current message, not on the previous answer."""
+        return len(self.to_request_messages())
 
     def state_text(self) -> str:
         if not self.state_summary:
@@ -159,23 +161,26 @@ class AssembledContext:
         )
 
     def retrieved_text(self) -> str:
+        """The retrieved-memory block (no leading or trailing whitespace: the history's
+        renderer strips text, and the block must keep its bytes there)."""
         if not self.retrieved:
             return ""
         items = [
             f'<memory_artifact id="{item.get("id", "")}" score="{item.get("score", 0):.3f}" '
-            f'untrusted="true">\n{_defang(item["text"])}\n</memory_artifact>'
+            f'untrusted="true">\n{_defang(item["text"].strip())}\n</memory_artifact>'
             for item in self.retrieved
         ]
         return "Retrieved memory (untrusted data):\n" + "\n".join(items)
 
     def to_request_messages(self) -> list[dict]:
-        """The history and pending turns as real messages, then the current user message
-        with the retrieved memory in a text block before the user's own blocks."""
+        """The history and pending turns as real messages, then the current user message:
+        the user's own blocks, then the retrieved memory in a text block after them (the
+        block every later rendering of this message repeats, turns/kept_retrieval.py)."""
         messages = [dict(m) for m in self.history]
         messages.extend(dict(m) for m in self.pending)
         user_blocks = list(self.user["blocks"])
-        leading = [B.text(t) for t in (self.retrieved_text(),) if t]
-        messages.append(B.message("user", [*leading, *user_blocks]))
+        trailing = [B.text(t) for t in (self.retrieved_text(),) if t]
+        messages.append(B.message("user", [*user_blocks, *trailing]))
         return _alternating(messages)
 
     def receipt_refs(self) -> list[dict]:
@@ -197,11 +202,15 @@ class AssembledContext:
         data["system_parts"] = self.system_parts
         data["marked_parts"] = list(self.marked_parts)
         data["stable_messages"] = self.stable_messages
+        # What later renderings of this turn's message repeat (turns/kept_retrieval.py).
+        data["retrieved_block"] = self.retrieved_text()
+        data["retrieved_ids"] = [str(item.get("id")) for item in self.retrieved if item.get("id")]
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> AssembledContext:
         fields_ = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        # (retrieved_block / retrieved_ids are derived from `retrieved`, not fields)
         return cls(**fields_)
 
 
@@ -252,8 +261,18 @@ def budget_for(spec) -> dict:
         "response_reserve": config.response_reserve_tokens,
         "safety_margin": config.safety_margin_tokens,
         "input_limit": available,
-        "retrieval_budget": max(0, min(config.max_retrieval_tokens, available // 4)),
+        "retrieval_budget": retrieval_budget(spec, available),
     }
+
+
+def retrieval_budget(spec, available: int) -> int:
+    """The retrieved block's cap: the engine config's `max_retrieval_tokens`, a quarter of
+    the input room, and LCM_RETRIEVAL_WINDOW_SHARE of the model's window, whichever is
+    smallest (a block sized to the window, not a fixed 6,000 tokens that a 16k window
+    would spend a third of its input on every turn; issue 46)."""
+    config = engine_config().budget
+    share = round(spec.context_limit * settings.LCM_RETRIEVAL_WINDOW_SHARE)
+    return max(0, min(config.max_retrieval_tokens, available // 4, share))
 
 
 def _settings_hint(spec) -> dict:
@@ -280,15 +299,18 @@ def pending_turns(turn: UserTurn) -> list[UserTurn]:
     )
 
 
-def _turn_messages(turns: list[UserTurn]) -> list[dict]:
+def _turn_messages(turns: list[UserTurn], *, with_kept: bool = True) -> list[dict]:
     """Each turn as real messages: the user's blocks as stored (the bytes the turn sent
-    them with), then the answer's text (a final answer's tool calls have no recorded
+    them with) and the retrieved block it carried, then the answer's text (a final answer's tool calls have no recorded
     results here, so they are not sent)."""
     messages = []
+    kept = kept_for_turns(t.pk for t in turns) if with_kept else {}
     for pending in turns:
         user_blocks = list(pending.user_message.get("blocks") or [])
         if not user_blocks:
             user_blocks = [B.text(pending.user_message.get("rendered_text") or "(empty message)")]
+        if pending.pk in kept:  # the retrieved block it was sent with, same bytes
+            user_blocks.append(B.text(kept[pending.pk][0]))
         answer = [
             block
             for block in (pending.final_assistant_message or {}).get("blocks") or []
@@ -303,8 +325,17 @@ def _turns_tokens(turns: list[UserTurn]) -> int:
     return sum(_message_tokens(m) for m in _turn_messages(turns))
 
 
-def _retrieve(turn: UserTurn, query: str, budget_tokens: int) -> tuple[list[dict], dict]:
-    """Manual attachments first, then memory retrieval (when the memory app is installed)."""
+def _conversation_tokens(turns: list[UserTurn]) -> int:
+    """The turns' own tokens, without the retrieved blocks they carry (what the fold
+    budget measures: the blocks are retrieval's, capped by its own budget)."""
+    return sum(_message_tokens(m) for m in _turn_messages(turns, with_kept=False))
+
+
+def _retrieve(
+    turn: UserTurn, query: str, budget_tokens: int, held: dict | None = None
+) -> tuple[list[dict], dict]:
+    """Manual attachments first, then memory retrieval (when the memory app is installed),
+    leaving out what the context already holds (`held`, turns/kept_retrieval.py)."""
     stats: dict = {"manual": len(turn.attached_chunks or []), "error": None}
     items: list[dict] = []
     memory = turn_memory()
@@ -317,7 +348,9 @@ def _retrieve(turn: UserTurn, query: str, budget_tokens: int) -> tuple[list[dict
     if memory is not None and budget_tokens > 0:
         started = time.monotonic()
         try:
-            found = memory.retrieve_for_turn(turn=turn, query=query, budget_tokens=budget_tokens)
+            found = memory.retrieve_for_turn(
+                turn=turn, query=query, budget_tokens=budget_tokens, held=held
+            )
             stats.update(getattr(found, "stats", None) or {})
             seen = {i.get("id") for i in items}
             items.extend(dict(i) for i in found if i.get("id") not in seen)
@@ -368,36 +401,35 @@ def lcm_room(budget: dict, fixed_tokens: int) -> int:
 
 def _lcm_history(
     turn: UserTurn, budget_tokens: int, walk_tokens: int
-) -> tuple[list[str], list[dict], dict, list[dict]]:
+) -> tuple[list[str], list[dict], dict, dict, list[dict]]:
     """The branch's LCM context without the current turn's own user message: its leading
     summaries (quoted XML; a fork's base state first), the messages after them as real
-    messages with tool pairing (the assembler's Anthropic format), and the current user
-    message as the same renderer renders it from the store (`_rendered_user`)."""
+    messages with tool pairing (the assembler's Anthropic format; each earlier turn's user
+    message with the retrieved block it was sent with), the current user message as the
+    same renderer renders it from the store (`_rendered_user`), and what the context holds
+    (for retrieval, `held_context`).
+
+    The kept retrieved blocks are in the request but not in the store's token counts, so
+    the walk and the compaction threshold are measured against the budget less them. When
+    the walk would still leave out an item, the conversation is compacted inline first
+    (its pending job, run here, or a new one): compaction, not the walk, decides what
+    leaves the context (issue 46)."""
     for pending in pending_turns(turn):
         mirror_turn(pending)  # so the LCM context holds every finalized answer
     branch = turn.branch
     conversation = Conversation.objects.get(pk=branch.conversation_id)
     budget_tokens = effective_budget(conversation, budget_tokens)
-    steady = budget_tokens  # the tail's cap follows it, not the walk's (per-message) budget
-    if budget_tokens < conversation.token_budget:
-        schedule_for_budget(conversation.pk, budget_tokens)
-    # The walk's budget: the effective one, less whatever of it the current message takes
-    # beyond what the threshold leaves free (so the request never exceeds the window).
-    budget_tokens = min(budget_tokens, walk_tokens)
     own = frozenset(
         Message.objects.filter(
             conversation=conversation, external_id=f"turn:{turn.pk}:user"
         ).values_list("pk", flat=True)
     )
-    assembled = assemble_context(
-        conversation=conversation,
-        token_budget=max(1, budget_tokens),
-        fmt="anthropic",
-        describe_dropped=False,
-        split_summaries=True,
-        exclude_message_ids=own,
-        tail_budget=steady,
-    )
+    kept = KeptBlocks(conversation.pk)
+    assembled, extra = _lcm_walk(conversation, budget_tokens, walk_tokens, own, kept)
+    if budget_tokens - extra < conversation.token_budget:
+        schedule_for_budget(conversation.pk, max(1, budget_tokens - extra))
+    if assembled.leaves_out and compact_inline(conversation.pk, max(1, budget_tokens - extra)):
+        assembled, extra = _lcm_walk(conversation, budget_tokens, walk_tokens, own, kept)
     summaries = list(assembled.output["summaries"])
     history = [
         B.message(m["role"], _our_blocks(m["content"])) for m in assembled.output["messages"]
@@ -411,7 +443,14 @@ def _lcm_history(
                 f"State of the conversation before this branch:\n{_defang(base)}\n"
                 "</memory_artifact>",
             )
-    return summaries, history, _rendered_user(turn, own), _lcm_receipt_items(assembled, own)
+    held = held_context({conversation.pk: assembled.message_seqs.values()}, kept.chunk_ids)
+    return (
+        summaries,
+        history,
+        _rendered_user(turn, own),
+        held,
+        _lcm_receipt_items(assembled, own),
+    )
 
 
 def _lcm_receipt_items(assembled, own: frozenset[int]) -> list[dict]:
@@ -434,6 +473,37 @@ def _lcm_receipt_items(assembled, own: frozenset[int]) -> list[dict]:
     return items
 
 
+def _lcm_walk(conversation, budget_tokens: int, walk_tokens: int, own, kept: KeptBlocks):
+    """One assembly of the `lcm` history, and the tokens of the kept retrieved blocks it
+    carries; walked again with the budget less those tokens when they would push the
+    request past it."""
+    walk = min(budget_tokens, walk_tokens)
+
+    def run(limit: int):
+        return assemble_context(
+            conversation=conversation,
+            token_budget=max(1, limit),
+            fmt="anthropic",
+            describe_dropped=False,
+            split_summaries=True,
+            exclude_message_ids=own,
+            tail_budget=budget_tokens,  # the tail's cap follows it, not the walk's budget
+            appended_text=kept,
+        )
+
+    assembled = run(walk)
+    extra = kept_tokens(kept)
+    if extra and assembled.token_estimate + extra > walk:
+        assembled = run(walk - extra)
+        extra = kept_tokens(kept)
+    return assembled, extra
+
+
+def kept_tokens(kept: KeptBlocks) -> int:
+    """The tokens the kept retrieved blocks add to the history (a text block each)."""
+    return sum(estimate(block) + MESSAGE_OVERHEAD for block, _ in kept.found.values())
+
+
 def _rendered_user(turn: UserTurn, own: frozenset[int]) -> dict:
     """The current user message rendered from its stored copy by the renderer that renders
     it in history on every later turn, so it goes out with the same bytes each time (what
@@ -453,15 +523,11 @@ def _rendered_user(turn: UserTurn, own: frozenset[int]) -> dict:
 def assemble(turn: UserTurn) -> AssembledContext:
     """Build the context for `turn` and shrink it to the budget (no writes)."""
     spec = model_get(turn.primary_model)
-    budget = budget_for(spec)
-    if budget["input_limit"] <= 0:
-        raise ContextTooLarge(
-            f"model {spec.name!r} leaves no room for input: context limit {spec.context_limit} "
-            f"minus response reserve {budget['response_reserve']} and safety margin "
-            f"{budget['safety_margin']}",
-            extra={"budget": budget, **_settings_hint(spec)},
-        )
+    budget = _room_checked(spec)
     session = turn.session
+    committed_inline = 0
+    if session.context_strategy == ContextStrategy.STATE:
+        committed_inline = _commit_if_behind(turn)
     branch = turn.branch
     head = StateCheckpoint.objects.get(pk=branch.head_state_id)
     instructions = "\n\n".join(
@@ -477,16 +543,16 @@ def assemble(turn: UserTurn) -> AssembledContext:
         fixed = _fixed_tokens(instructions, list(head.pinned_facts), tools)
         room = lcm_room(budget, fixed)
         walk = room - _user_tokens(turn.user_message)
-        summaries, history, user, lcm_items = _lcm_history(turn, room, walk)
+        summaries, history, user, held, lcm_items = _lcm_history(turn, room, walk)
         receipt_items.extend(lcm_items)
         budget["lcm_room"] = room
         summary = ""
         pending_messages, pending_ids = [], [p.pk for p in pending]  # inside the LCM context
     else:
-        summary, history, pending = _state_parts(turn, budget, instructions, head)
+        summary, history, pending, held = _state_parts(turn, budget, instructions, head)
         pending_messages, pending_ids = _turn_messages(pending), [p.pk for p in pending]
     query = turn.user_message.get("rendered_text", "")
-    retrieved, retrieval_stats = _retrieve(turn, query, budget["retrieval_budget"])
+    retrieved, retrieval_stats = _retrieve(turn, query, budget["retrieval_budget"], held)
     ctx = AssembledContext(
         instructions=instructions,
         pinned_facts=list(head.pinned_facts),
@@ -496,7 +562,12 @@ def assemble(turn: UserTurn) -> AssembledContext:
         user=user,
         tools_mode=turn.tools_mode,
         strategy=session.context_strategy,
-        budget={**budget, "head_state_id": head.pk, "head_seq": head.state_seq},
+        budget={
+            **budget,
+            "head_state_id": head.pk,
+            "head_seq": head.state_seq,
+            "state_committed_inline": committed_inline,
+        },
         pending_turn_ids=pending_ids,
         summaries=summaries,
         history=history,
@@ -509,20 +580,62 @@ def assemble(turn: UserTurn) -> AssembledContext:
     return ctx
 
 
+def _room_checked(spec) -> dict:
+    """The model's budget (`budget_for`); ContextTooLarge when it leaves no input room."""
+    budget = budget_for(spec)
+    if budget["input_limit"] <= 0:
+        raise ContextTooLarge(
+            f"model {spec.name!r} leaves no room for input: context limit {spec.context_limit} "
+            f"minus response reserve {budget['response_reserve']} and safety margin "
+            f"{budget['safety_margin']}",
+            extra={"budget": budget, **_settings_hint(spec)},
+        )
+    return budget
+
+
+def _commit_if_behind(turn: UserTurn) -> int:
+    """`state`: when the pending turns (answered, state not committed: the commits lag
+    behind a busy worker) alone exceed the fold budget, commit them here with the
+    deterministic librarian before assembling, so the fold can leave them out instead of
+    the request carrying them all, or the shrinker dropping the oldest every turn (issue
+    46). Returns how many were committed."""
+    if settings.LCM_STATE_FOLD_TOKENS <= 0:
+        return 0  # no fold (the head state every turn): pending turns go verbatim, as before
+    pending = pending_turns(turn)
+    if not pending or _conversation_tokens(pending) <= settings.LCM_STATE_FOLD_TOKENS:
+        return 0
+    states = commit_pending(branch=turn.branch, deterministic=True, before_seq=turn.turn_seq)
+    turn.branch.refresh_from_db()
+    return len(states)
+
+
 def _state_parts(
     turn: UserTurn, budget: dict, instructions: str, head: StateCheckpoint
-) -> tuple[str, list[dict], list[UserTurn]]:
+) -> tuple[str, list[dict], list[UserTurn], dict]:
     """`state`: the state as of the fold, the committed turns after it as history and the
-    pending ones (turns/state_fold.py); the fold is recorded in `budget`."""
+    pending ones (turns/state_fold.py), and what they hold (for retrieval); the fold is
+    recorded in `budget`."""
     fixed = _fixed_tokens(instructions, list(head.pinned_facts), _tools_for(turn))
     room = (
         budget["input_limit"] - budget["retrieval_budget"] - fixed - _user_tokens(turn.user_message)
     )
-    fold = state_fold(turn, room, _turns_tokens)
+    fold = state_fold(turn, room, _turns_tokens, own_tokens=_conversation_tokens)
     budget.update(fold.record())
     committed = [t for t in fold.verbatim if t.state_after_id is not None]
     pending = [t for t in fold.verbatim if t.state_after_id is None]
-    return fold.state.summary, _turn_messages(committed), pending
+    return fold.state.summary, _turn_messages(committed), pending, _turns_held(turn, fold.verbatim)
+
+
+def _turns_held(turn: UserTurn, turns: list[UserTurn]) -> dict:
+    """What the verbatim turns hold: their mirrored messages and their kept blocks' units."""
+    if not turns:
+        return held_context({}, ())
+    prefixes = Q()
+    for sent in turns:
+        prefixes |= Q(external_id__startswith=f"turn:{sent.pk}:")
+    seqs = Message.objects.filter(prefixes, conversation_id=turn.branch.conversation_id)
+    chunks = {c for _, ids in kept_for_turns(t.pk for t in turns).values() for c in ids}
+    return held_context({turn.branch.conversation_id: seqs.values_list("seq", flat=True)}, chunks)
 
 
 def _fixed_tokens(instructions: str, pinned: list[dict], tools: list[dict]) -> int:

@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from core.job_queues import enqueue
 from turns.models import JobState, JobType, TurnJob, UserTurn
 
 logger = logging.getLogger("lcm.turns")
@@ -25,15 +26,15 @@ MAX_INDEX_ATTEMPTS = 3
 MAX_SUMMARIZE_ATTEMPTS = 5
 
 
-def job_dispatch(job_id: str) -> None:
-    """Hand a pending job to the worker queue (a failure leaves the row pending: the
-    reconciler dispatches it again)."""
-    # django_q.tasks loads django_q's models: imported at the call, as every app does.
-    from django_q.tasks import async_task
-
+def job_dispatch(job_id: str, *, urgent: bool | None = None) -> None:
+    """Hand a pending job to the worker queue, a state commit (`summarize_turn`) to the
+    urgent one (core/job_queues.py: the next turn's context waits on it; `urgent` None:
+    read from the row). A failure leaves the row pending: the reconciler dispatches it
+    again."""
     try:
-        # Read `sync` at call time (django-q reads Q_CLUSTER once, at import).
-        async_task(TASK, job_id, sync=bool(settings.Q_CLUSTER.get("sync", False)))
+        if urgent is None:
+            urgent = TurnJob.objects.filter(pk=job_id, job_type=JobType.SUMMARIZE_TURN).exists()
+        enqueue(TASK, job_id, urgent=urgent)
     except Exception:  # the row stays pending: the reconciler dispatches it again
         logger.exception("could not hand turn job %s to the worker queue", job_id)
 
@@ -51,7 +52,8 @@ def job_enqueue(*, job_type: str, turn: UserTurn) -> TurnJob:
         if existing is not None:
             return existing
         raise
-    transaction.on_commit(lambda job_id=job.pk: job_dispatch(job_id))
+    urgent = job_type == JobType.SUMMARIZE_TURN
+    transaction.on_commit(lambda job_id=job.pk: job_dispatch(job_id, urgent=urgent))
     return job
 
 
@@ -82,4 +84,4 @@ def job_dispatch_waiting(*, branch_id: str, after_seq: int) -> None:
         state=JobState.PENDING,
         turn__turn_seq=after_seq + 1,
     ).values_list("pk", flat=True):
-        job_dispatch(job_id)
+        job_dispatch(job_id, urgent=True)

@@ -309,8 +309,9 @@ def _report(
     return report
 
 
-def librarian_for_turn(*, turn, head) -> LibrarianResult:
-    """The next state summary for `turn` on top of `head` (no transaction is open here)."""
+def librarian_for_turn(*, turn, head, deterministic: bool = False) -> LibrarianResult:
+    """The next state summary for `turn` on top of `head` (no transaction is open here);
+    `deterministic`: the deterministic librarian writes it whatever is configured."""
     target = settings.LCM_STATE_TARGET_TOKENS
     user, answer = turn_texts(turn)
     fallback, merged = deterministic_state(
@@ -328,7 +329,7 @@ def librarian_for_turn(*, turn, head) -> LibrarianResult:
         "entities_before": len(merged.artifacts) + len(merged.decisions),
         "required": len(kept.artifacts) + len(kept.decisions),
     }
-    model = _librarian_provider()
+    model = None if deterministic else _librarian_provider()
     if model is None:
         return LibrarianResult(fallback, _report(info, "deterministic"))
     prompt = functools.partial(

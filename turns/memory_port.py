@@ -16,7 +16,9 @@ from core.tool_result import ToolResult
 
 @dataclass(frozen=True)
 class TurnMemory:
-    # (turn=, query=, budget_tokens=) -> a list of item dicts with a `stats` attribute
+    # (turn=, query=, budget_tokens=, held=) -> a list of item dicts with a `stats`
+    # attribute; `held` is what the context already holds, never retrieved again:
+    # {"messages": {conversation_id: set of seqs}, "chunk_ids": set of chunk ids}
     retrieve_for_turn: Callable[..., Any]
     # (turn=, chunk_ids=) -> item dicts of the chunks a turn attached by hand
     chunks_by_id: Callable[..., list[dict]]

@@ -18,7 +18,7 @@ import logging
 from conversations.inputs import MessageInput, PartInput
 from conversations.models import PartType, Role
 from conversations.services import messages_append
-from turns.models import FINALIZED_PHASES, ProviderStep, UserTurn
+from turns.models import FINALIZED_PHASES, Branch, ContextStrategy, ProviderStep, UserTurn
 
 logger = logging.getLogger("lcm.turns")
 
@@ -170,3 +170,12 @@ def mirror_turn(turn: UserTurn) -> int:
         UserTurn.objects.filter(pk=turn.pk).exclude(mirrored="answer").update(mirrored=level)
         turn.mirrored = level
     return sum(1 for a in appended if a.created)
+
+
+def summaries_never_sent(conversation_id: int) -> bool:
+    """Whether `conversation_id` mirrors a branch of a `state` session: that strategy sends
+    the librarian's state, never the conversation's summaries, so compacting it on every
+    append would spend summarizer calls on nothing the model sees (issue 46)."""
+    return Branch.objects.filter(
+        conversation_id=conversation_id, session__context_strategy=ContextStrategy.STATE
+    ).exists()

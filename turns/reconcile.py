@@ -185,14 +185,25 @@ def _queue_indexing(counts: dict) -> None:
 def _redispatch(counts: dict, now) -> None:
     expired = TurnJob.objects.filter(state=JobState.RUNNING, lease_until__lt=now)
     unpicked = TurnJob.objects.filter(
-        state=JobState.PENDING, updated_at__lt=now - timedelta(seconds=UNPICKED_JOB_SECONDS)
+        Q(lease_until__isnull=True) | Q(lease_until__lt=now),
+        state=JobState.PENDING,
+        updated_at__lt=now - timedelta(seconds=UNPICKED_JOB_SECONDS),
     )
     for job_id in expired.values_list("pk", flat=True):
         job_dispatch(job_id)
         counts["leases_reclaimed"] += 1
-    for job_id in unpicked.values_list("pk", flat=True)[:500]:
-        job_dispatch(job_id)
-        counts["jobs_redispatched"] += 1
+    for job_id, created_at, lease in unpicked.values_list("pk", "created_at", "lease_until")[:500]:
+        # A job waiting behind busy workers is still in the queue: queue it again at most
+        # once per spacing that grows with its age, claimed with compare-and-set on the
+        # lease (unused on a pending job otherwise), so several worker processes' passes
+        # never queue it twice (issue 46: every pass in every process re-queued it).
+        spacing = max(timedelta(seconds=UNPICKED_JOB_SECONDS), (now - created_at) / 2)
+        same = Q(lease_until__isnull=True) if lease is None else Q(lease_until=lease)
+        if TurnJob.objects.filter(same, pk=job_id, state=JobState.PENDING).update(
+            lease_until=now + spacing
+        ):
+            job_dispatch(job_id)
+            counts["jobs_redispatched"] += 1
 
 
 def reconcile(now=None) -> dict:

@@ -8,7 +8,7 @@ fold point (a quoted artifact in a system part of its own, a cache breakpoint at
 then every finalized turn after that point verbatim as real messages, then the current
 message. The next turn keeps the same fold point (recorded in the context's budget), so
 consecutive requests share the state and the growing verbatim turns as a prefix. When the
-verbatim turns exceed the fold budget, the turn folds: it sends the head state (the newest
+verbatim turns that are committed exceed the fold budget, the turn folds: it sends the head state (the newest
 committed one) and leaves out the turns it covers. Nothing stored changes; the model gets
 at least what the head state gives it, with the newest turns verbatim instead of folded.
 
@@ -50,13 +50,21 @@ def fold_budget(room_tokens: int, state: StateCheckpoint) -> int:
     """The verbatim turns' budget: LCM_STATE_FOLD_TOKENS, or what the window leaves for
     them (`room_tokens`: the input room less everything but the state and the turns) once
     the state is sent, when that is smaller."""
-    left = room_tokens - estimate(state.summary) - STATE_WRAPPER_TOKENS
-    return max(0, min(settings.LCM_STATE_FOLD_TOKENS, left))
+    return max(0, min(settings.LCM_STATE_FOLD_TOKENS, _window_room(room_tokens, state)))
 
 
-def state_fold(turn: UserTurn, room_tokens: int, turn_tokens) -> StateFold:
+def _window_room(room_tokens: int, state: StateCheckpoint) -> int:
+    """What the window leaves for the verbatim turns once `state` is sent."""
+    return room_tokens - estimate(state.summary) - STATE_WRAPPER_TOKENS
+
+
+def state_fold(turn: UserTurn, room_tokens: int, turn_tokens, own_tokens=None) -> StateFold:
     """The state `turn` sends and the turns it sends verbatim after it. `turn_tokens`
-    measures a list of turns as they are sent (context.py's message accounting)."""
+    measures a list of turns as they are sent (context.py's message accounting);
+    `own_tokens` (default: the same) without the retrieved blocks they carry, which is what
+    the fold budget measures: a block repeats retrieval, which has its own cap, and counting
+    it folded every turn once the blocks alone passed the budget (issue 46, 200k window)."""
+    own_tokens = own_tokens or turn_tokens
     earlier = UserTurn.objects.filter(
         branch_id=turn.branch_id, turn_seq__lt=turn.turn_seq, phase__in=FINALIZED_PHASES
     )
@@ -65,7 +73,14 @@ def state_fold(turn: UserTurn, room_tokens: int, turn_tokens) -> StateFold:
         state, fold_seq = previous
         verbatim = _turns_after(earlier, fold_seq)
         budget = fold_budget(room_tokens, state)
-        if turn_tokens(verbatim) <= budget:
+        # Only committed turns count against the fold budget: a fold can leave out only
+        # what the head state covers, so pending turns (commits lagging behind) would
+        # otherwise fold every turn to a slightly newer state (issue 46). All the turns
+        # together must still fit what the window leaves.
+        committed = [t for t in verbatim if t.state_after_id is not None]
+        if own_tokens(committed) <= budget and turn_tokens(verbatim) <= _window_room(
+            room_tokens, state
+        ):
             return StateFold(state, fold_seq, verbatim, folded=False, budget=budget)
     head = StateCheckpoint.objects.get(pk=turn.branch.head_state_id)
     newest = (

@@ -7,7 +7,8 @@ compare-and-set, so a job dispatched twice still runs once). It:
 2. fails compaction jobs whose lease expired after LCM_JOB_MAX_ATTEMPTS claims (a job
    that kills its worker every time must not loop forever);
 3. re-dispatches the other expired compaction jobs (the claim takes them over);
-4. re-dispatches pending compaction jobs nobody picked up (a lost queue entry);
+4. re-dispatches pending compaction jobs nobody picked up (a lost queue entry), spaced
+   out by the job's age and claimed, so several workers never queue one job twice;
 5. does 2 and 3 for scheduled integrity scans (`integrity.tasks`);
 6. queues an indexing job for each conversation whose messages are not all indexed and
    that no job holds or waits for (memory.index_lag: its job failed or its worker died).
@@ -29,7 +30,6 @@ from django.utils import timezone
 
 from compaction.models import CompactionJob, CompactionRun, JobState, RunStatus
 from core import periodic
-from core.leases import lease_deadline
 
 logger = logging.getLogger("lcm.workers")
 
@@ -59,16 +59,7 @@ def reconcile_jobs(now=None) -> dict:
     for job_id in expired.values_list("pk", flat=True):
         _enqueue(job_id)
         counts["jobs_reclaimed"] += 1
-    unpicked = CompactionJob.objects.filter(
-        Q(lease_until__isnull=True) | Q(lease_until__lt=now),
-        state=JobState.PENDING,
-        created_at__lt=now - timedelta(seconds=UNPICKED_JOB_SECONDS),
-    )
-    for job_id in list(unpicked.values_list("pk", flat=True)[:500]):
-        # On a pending job the lease only spaces out re-dispatches.
-        CompactionJob.objects.filter(pk=job_id).update(lease_until=lease_deadline(now))
-        _enqueue(job_id)
-        counts["jobs_redispatched"] += 1
+    counts["jobs_redispatched"] = _redispatch_unpicked(now, _enqueue)
     from integrity.tasks import reconcile_integrity_jobs
 
     counts["integrity_failed"], counts["integrity_redispatched"] = reconcile_integrity_jobs(now)
@@ -78,6 +69,37 @@ def reconcile_jobs(now=None) -> dict:
     if any(counts.values()):
         logger.info("job reconciler: %s", counts)
     return counts
+
+
+def _redispatch_unpicked(now, enqueue) -> int:
+    """Pending compaction jobs nobody picked up are queued again (a lost queue entry), at
+    most once per spacing, however many worker processes run this pass: the spacing is
+    claimed with compare-and-set on the job's lease, and it grows with the job's age (half
+    of it, at least UNPICKED_JOB_SECONDS). A job that waits because every worker is busy
+    is still in the queue; re-queuing it every 30 s in every worker process is what filled
+    django-q's queue table (690 rows) before issue 46."""
+    redispatched = 0
+    unpicked = CompactionJob.objects.filter(
+        Q(lease_until__isnull=True) | Q(lease_until__lt=now),
+        state=JobState.PENDING,
+        created_at__lt=now - timedelta(seconds=UNPICKED_JOB_SECONDS),
+    )
+    for job_id, created_at, lease_until in list(
+        unpicked.values_list("pk", "created_at", "lease_until")[:500]
+    ):
+        spacing = max(timedelta(seconds=UNPICKED_JOB_SECONDS), (now - created_at) / 2)
+        # On a pending job the lease only spaces out re-dispatches; the update is the claim.
+        claimed = (
+            CompactionJob.objects.filter(pk=job_id, state=JobState.PENDING)
+            .filter(
+                Q(lease_until__isnull=True) if lease_until is None else Q(lease_until=lease_until)
+            )
+            .update(lease_until=now + spacing)
+        )
+        if claimed:
+            enqueue(job_id)
+            redispatched += 1
+    return redispatched
 
 
 # --- where it runs -------------------------------------------------------------------------

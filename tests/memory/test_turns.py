@@ -123,8 +123,12 @@ def test_attached_chunks_are_items_in_the_order_given_and_owner_checked(chat, ot
 
 
 @pytest.mark.embedding_model
-def test_the_turn_context_carries_retrieved_memory(chat):
+def test_the_turn_context_carries_retrieved_memory(chat, settings):
+    # The head state only, the first turn committed: the context does not hold it verbatim
+    # (what it holds is never retrieved again: tests/turns/test_cache_as_served.py).
+    settings.LCM_STATE_FOLD_TOKENS = 0
     first = run_turn(chat, FACT)
+    commit_pending(branch=chat.active_branch)
     index_turn(turn_id=first.id)
     second = run_turn(chat, "Where did we put the car?")
     retrieved = second.context["retrieved"]

@@ -11,6 +11,7 @@ from memory.indexing import index_turn
 from memory.models import Chunk
 from providers.offline import LABEL
 from tests.memory.helpers import run_turn
+from turns.jobs import commit_pending
 
 pytestmark = pytest.mark.django_db
 
@@ -37,10 +38,15 @@ def test_an_offline_answer_is_kept_in_the_transcript_but_not_indexed(chat):
 
 
 @pytest.mark.embedding_model
-def test_the_offline_answer_quotes_the_memory_retrieved_for_the_users_message(chat):
+def test_the_offline_answer_quotes_the_memory_retrieved_for_the_users_message(chat, settings):
+    # The head state only, each turn committed: the fact is retrieved, not held verbatim
+    # (what the context holds is never retrieved again, issue 46).
+    settings.LCM_STATE_FOLD_TOKENS = 0
     first = run_turn(chat, FACT)
+    commit_pending(branch=chat.active_branch)
     index_turn(turn_id=first.id)
     second = run_turn(chat, "Where did we put the car?")
+    commit_pending(branch=chat.active_branch)
     index_turn(turn_id=second.id)
     third = run_turn(chat, "Which crate holds the automobile?")
     for turn in (second, third):

@@ -29,6 +29,9 @@ FOLD_SETTING = 5_000
 def _small_model(settings, monkeypatch):
     settings.LCM_LIBRARIAN_MODEL = "offline"  # the fake answers turns only
     settings.LCM_STATE_FOLD_TOKENS = FOLD_SETTING
+    # The retrieval budget as before issue 46 (a quarter of the input room), which these
+    # figures were chosen with: no memory is retrieved here, but the room it leaves counts.
+    settings.LCM_RETRIEVAL_WINDOW_SHARE = 0.15
     monkeypatch.setenv("LCM_MODEL_SONNET_CONTEXT_LIMIT", str(WINDOW))
 
 

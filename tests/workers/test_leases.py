@@ -197,3 +197,28 @@ def test_two_workers_racing_on_one_job_run_it_once(make_conversation, small_chun
     assert CompactionRun.objects.filter(status="compacted").count() == 1
     ids = list(Summary.objects.values_list("id", flat=True))
     assert len(ids) == len(set(ids)) == len(won[0].result["summaries_created"])
+
+
+def test_a_job_waiting_behind_busy_workers_is_not_queued_again_every_pass(
+    conversation, small_chunks
+):
+    """No worker runs here (the ORM broker keeps what is queued): several worker processes'
+    reconciler passes, 31 s apart, re-queue a waiting job at most once (issue 46: every
+    30 s in every worker process before, 690 rows in django-q's queue table)."""
+    from django_q.models import OrmQ
+
+    append_messages(conversation, 60)
+    job, _ = job_request(conversation=conversation, reason="manual", mode="full")
+    start = timezone.now() + timedelta(minutes=5)
+    CompactionJob.objects.filter(pk=job.pk).update(created_at=timezone.now())
+    urgent = OrmQ.objects.filter(key="lcm-urgent")  # (the indexing re-queue is on "lcm")
+    queued = urgent.count()  # (the first dispatch runs on commit: not in this test)
+
+    passes = []
+    for step in range(5):
+        now = start + timedelta(seconds=31 * step)
+        passes.extend(reconcile_jobs(now=now)["jobs_redispatched"] for _ in range(3))
+
+    assert sum(passes) == 1, passes
+    assert urgent.count() == queued + 1
+    assert CompactionJob.objects.get(pk=job.pk).state == "pending"

@@ -9,6 +9,10 @@ signal instead:
 3. after LCM_WORKER_STOP_SECONDS kills whatever is still running. A pass is one
    transaction, so a killed pass leaves nothing behind; the job's lease then expires and
    the reconciler hands it out again.
+
+It also starts the urgent queue's cluster (core/job_queues.py: compaction and state
+commits, ahead of indexing) as a child process with `Q_CLUSTER_NAME` set, since django-q2
+reads its queue name once, at import; the child stops with it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -25,6 +31,7 @@ from django_q.cluster import Cluster
 from django_q.management.commands.qcluster import Command as QClusterCommand
 
 from core import shutdown
+from core.job_queues import urgent_queue
 
 
 def _descendants(root: int) -> list[int]:
@@ -51,11 +58,22 @@ class Command(QClusterCommand):
         "released for another worker; what still runs at the deadline is killed."
     )
 
+    def add_arguments(self, parser):
+        super().add_arguments(parser)
+        parser.add_argument(
+            "--no-urgent",
+            action="store_true",
+            help="Do not start the urgent queue's cluster beside this one (run it elsewhere "
+            "with Q_CLUSTER_NAME=<LCM_QUEUE_NAME>-urgent, docs/deploy.md).",
+        )
+
     def handle(self, *args, **options):
         settings.SECRET_KEY  # noqa: B018 - the cluster signs tasks with it
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         shutdown.arm()  # before the fork: the sentinel and workers share the flag
+        alone = options.get("no_urgent") or options.get("run_once")
+        urgent = None if alone else _start_urgent()
         cluster = Cluster()
         stop_at: list[float] = []
 
@@ -64,6 +82,9 @@ class Command(QClusterCommand):
                 return
             stop_at.append(time.monotonic() + settings.LCM_WORKER_STOP_SECONDS)
             shutdown.request()
+            if urgent is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    urgent.send_signal(signal.SIGTERM)
             threading.Thread(target=cluster.stop, name="lcm-cluster-stop", daemon=True).start()
 
         signal.signal(signal.SIGTERM, on_signal)
@@ -85,4 +106,23 @@ class Command(QClusterCommand):
                 break
             tick += 1
             time.sleep(0.1)
+        if urgent is not None:
+            try:
+                urgent.wait(timeout=settings.LCM_WORKER_STOP_SECONDS + 2)
+            except subprocess.TimeoutExpired:
+                for pid in [urgent.pid, *_descendants(urgent.pid)]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
         self.stdout.write("worker cluster stopped")
+
+
+def _start_urgent() -> subprocess.Popen | None:
+    """The urgent queue's cluster as a child (None: the queue is off, or this process is
+    that cluster)."""
+    queue = urgent_queue()
+    if queue is None or os.environ.get("Q_CLUSTER_NAME") == queue:
+        return None
+    manage = Path(settings.BASE_DIR) / "manage.py"
+    env = {**os.environ, "Q_CLUSTER_NAME": queue}
+    # In our process group: a signal to the group (a supervisor's kill) reaches it too.
+    return subprocess.Popen([sys.executable, str(manage), "qcluster", "--no-urgent"], env=env)
