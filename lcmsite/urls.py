@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.http import HttpResponse
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
@@ -35,7 +36,15 @@ api_v1 = [
     re_path(r"^(?P<unknown>[\s\S]+)$", api_not_found),
 ]
 
+
+def no_favicon(request):
+    """Browsers ask for /favicon.ico beside any page they show raw (a replayed request
+    body, a JSON answer): a 204 keeps that out of the console and the logs as a 404."""
+    return HttpResponse(status=204, headers={"Cache-Control": "max-age=86400"})
+
+
 urlpatterns = [
+    path("favicon.ico", no_favicon),
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),
     path("metrics", metrics_guard(metrics_view), name="metrics"),  # docs/deploy.md
