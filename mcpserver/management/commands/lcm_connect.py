@@ -6,9 +6,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from mcpserver.connect import claude_hooks, merge
+from mcpserver.connect import claude_hooks, claude_proxy, merge
 from mcpserver.connect.agents import AGENTS, SCOPES
-from mcpserver.connect.config_files import ConfigFileError, Merged, json_text
+from mcpserver.connect.config_files import ConfigFileError, Merged, json_text, read_json
 from mcpserver.connect.credentials import CredentialsError, owner_and_token
 from mcpserver.connect.target import ServerTarget, base_url_of, passed_env
 from mcpserver.server import SERVER_NAME
@@ -23,7 +23,10 @@ class Command(BaseCommand):
         "Streamable HTTP to URL/mcp/ with the user's API token (--token, or one issued for "
         "--user). For claude-code also its SessionStart and PreCompact hooks (lcm_hook). "
         "--write backs the file up first (NAME.lcm-backup-TIME), changes only this entry "
-        "and the hooks, and does nothing when they are already there."
+        "and the hooks, and does nothing when they are already there. claude-code --proxy "
+        "--url URL: instead, Claude Code's model calls go through URL/anthropic (its "
+        "settings' env: ANTHROPIC_BASE_URL and an X-LCM-Token line in "
+        "ANTHROPIC_CUSTOM_HEADERS, merged; --remove takes them out again; docs/agents.md)."
     )
 
     def add_arguments(self, parser):
@@ -50,8 +53,17 @@ class Command(BaseCommand):
         )
         parser.add_argument("--no-hooks", action="store_true", help="claude-code: no hooks.")
         parser.add_argument("--write", action="store_true", help="Merge into the files.")
+        parser.add_argument(
+            "--proxy", action="store_true",
+            help="claude-code: route its model calls through this server's /anthropic.",
+        )  # fmt: skip
+        parser.add_argument(
+            "--remove", action="store_true", help="With --proxy: take the proxy entries out."
+        )
 
     def handle(self, *args, **options):
+        if options["proxy"] or options["remove"]:
+            return self._proxy(options)
         agent = AGENTS[options["agent"]]
         project = Path(options["project_dir"]).expanduser().resolve()
         path = Path(options["config"]).expanduser() if options["config"] else None
@@ -73,6 +85,46 @@ class Command(BaseCommand):
                 self._report(
                     merge.update_json(settings, lambda data: claude_hooks.merge_hooks(data, groups))
                 )
+        except (ConfigFileError, ValueError) as error:
+            raise CommandError(str(error)) from None
+
+    def _proxy(self, options) -> None:
+        """claude-code --proxy: the env entries in its settings file (user or project)."""
+        if options["agent"] != "claude-code" or not options["proxy"]:
+            raise CommandError("--proxy (and --remove) is for claude-code: --proxy [--remove]")
+        project = Path(options["project_dir"]).expanduser().resolve()
+        settings = (
+            Path(options["hooks_settings"]).expanduser() if options["hooks_settings"] else None
+        )
+        settings = settings or claude_hooks.settings_path(options["scope"], project)
+        if options["remove"]:
+            change = claude_proxy.remove_proxy
+            self.stdout.write(f"# claude-code: proxy entries out of {settings}\n")
+        else:
+            if not options["url"]:
+                raise CommandError(
+                    "--proxy needs --url URL (this server, e.g. http://127.0.0.1:8000)"
+                )
+            try:
+                kept = claude_proxy.token_of(read_json(settings))
+            except ConfigFileError as error:
+                raise CommandError(str(error)) from None
+            existing = {"headers": {"Authorization": f"Bearer {kept}"}} if kept else None
+            target = self._target(options, existing=existing)
+            base = target.base_url
+            preview: dict = {}
+            claude_proxy.merge_proxy(preview, base_url=base, token="<token>")
+            self.stdout.write(f"# claude-code: proxy in {settings}\n")
+            self.stdout.write(json_text(preview))
+
+            def change(data):
+                claude_proxy.merge_proxy(data, base_url=base, token=target.token)
+
+        if not options["write"]:
+            self.stdout.write("# (printed only: --write merges it into the file above)")
+            return
+        try:
+            self._report(merge.update_json(settings, change))
         except (ConfigFileError, ValueError) as error:
             raise CommandError(str(error)) from None
 
