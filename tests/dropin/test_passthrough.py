@@ -253,3 +253,28 @@ def test_a_recorded_claude_code_session_passes_through_and_is_stored_once(
     assert stored.count() == len(last) + 1  # every message once, and the last answer
     assert stored.filter(role="system").count() == 1
     assert Thread.objects.filter(key__contains=":side:").count() == 1
+
+
+def test_past_the_budget_the_prefix_grows_by_appending_between_cuts(upstreams, claude, settings):
+    """Past the budget the upstream gets summaries and the client's own recent messages
+    from a cut that is kept while the requests fit: one request's messages are the next
+    one's prefix, except at a new cut."""
+    settings.LCM_DROPIN_UNLISTED_CONTEXT_LIMIT = 5000
+    history: list[dict] = []
+    sent: list[list] = []
+    for n in range(14):
+        history.append({"role": "user", "content": f"note {n}: " + "detail " * 250})
+        upstreams.messages.enqueue(message(f"noted {n}"))
+        claude.messages.create(
+            model="claude-unlisted", max_tokens=1000, messages=history,
+            metadata=session_metadata("s-cut"), tools=[BASH],
+        )  # fmt: skip
+        history.append({"role": "assistant", "content": f"noted {n}"})
+        sent.append(upstreams.messages.requests[-1].body["messages"])
+    compacted = [i for i, messages in enumerate(sent) if len(messages) < 2 * i + 1]
+    assert len(compacted) >= 5
+    pairs = [(sent[i], sent[i + 1]) for i in compacted if i + 1 in compacted]
+    appended = sum(1 for before, after in pairs if after[: len(before)] == before)
+    # A head that moves on every request (the old behaviour) appends on none of them.
+    assert appended >= len(pairs) / 2
+    assert all(messages[-1]["content"].startswith("note ") for messages in sent)
