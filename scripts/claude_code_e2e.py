@@ -556,10 +556,13 @@ def added_before_first_byte(token: str, upstream: Upstream, runs: int = 30) -> d
         connection.request("POST", path, body=raw, headers=headers)
         response = connection.getresponse()
         response.read()
+        if response.getheader("X-LCM-Server-Ms"):
+            server_ms.append(float(response.getheader("X-LCM-Server-Ms")))
         connection.close()
         return (upstream.arrivals[before] - sent) * 1000
 
-    added = []
+    added: list[float] = []
+    server_ms: list[float] = []
     for run in range(runs):
         history += [{"role": "user", "content": f"question {run}"}]
         raw = json.dumps({**body, "messages": history}, separators=(",", ":")).encode()
@@ -584,6 +587,10 @@ def added_before_first_byte(token: str, upstream: Upstream, runs: int = 30) -> d
         "runs": runs,
         "p50_ms": round(added[len(added) // 2], 1),
         "p95_ms": round(added[int(len(added) * 0.95) - 1], 1),
+        # X-LCM-Server-Ms: the server's own preparation (auth, parse, store, assemble)
+        "server_own_p50_ms": round(sorted(server_ms)[len(server_ms) // 2], 1)
+        if server_ms
+        else None,
     }
 
 
