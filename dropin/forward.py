@@ -139,11 +139,7 @@ def _marks_wanted(prepared, replaced) -> bool:
     spec, parsed = prepared.spec, prepared.parsed
     if spec.cache != "auto" or parsed.session:  # an agent caches as it means to
         return False
-    tokens = (
-        replaced.tokens
-        if replaced
-        else services.request_tokens(parsed.system, parsed.messages, parsed.tools)
-    )
+    tokens = replaced.tokens if replaced else services.request_total(parsed)
     return tokens >= anthropic_min_tokens(spec.model_id)
 
 
@@ -268,10 +264,6 @@ def count(request, wire, body: dict, spec, caller, replaced) -> HttpResponse:
     response.close()
     if response.status_code in (404, 405):  # an upstream without count_tokens: our estimate
         parsed = wire.parse(body, counting=True)
-        tokens = (
-            replaced.tokens
-            if replaced
-            else services.request_tokens(parsed.system, parsed.messages, parsed.tools)
-        )
+        tokens = replaced.tokens if replaced else services.request_total(parsed)
         return JsonResponse({"input_tokens": tokens})
     return _relayed_whole(response, content, {})

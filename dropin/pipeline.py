@@ -134,7 +134,7 @@ def _smaller(prepared: Prepared, limit: int, sent: int | None) -> services.Repla
     its limit (when it named one) and what was sent (by our estimate)."""
     parsed = prepared.parsed
     if sent is None:
-        sent = services.request_tokens(parsed.system, parsed.messages, parsed.tools)
+        sent = services.request_total(parsed)
     target = int(min(sent, limit) * 0.8) if limit > 0 else int(sent * 0.8)
     return services.forwarded_context(
         thread=prepared.thread, request=parsed, plan=prepared.plan, budget=target, force=True
@@ -194,11 +194,7 @@ def _headers(prepared: Prepared) -> dict[str, str]:
     """What the answer says about its thread (docs/drop-in.md, "Headers")."""
     if prepared.forwarded:
         replaced, parsed = prepared.replaced, prepared.parsed
-        tokens = (
-            replaced.tokens
-            if replaced
-            else services.request_tokens(parsed.system, parsed.messages, parsed.tools)
-        )
+        tokens = replaced.tokens if replaced else services.request_total(parsed)
         compacted = replaced is not None
     else:
         tokens, compacted = prepared.upstream.tokens, prepared.upstream.compacted

@@ -18,6 +18,8 @@ class DropinRequest:
     options: dict = field(default_factory=dict)  # tool_choice, stop_sequences
     # The agent's own session id when the client sends one (Claude Code: metadata.user_id).
     session: str | None = None
+    # The whole request's token estimate, computed once (dropin.services.request_total).
+    total_tokens: int | None = None
 
 
 def merge_consecutive(messages: list[dict]) -> list[dict]:

@@ -460,6 +460,13 @@ def request_tokens(system: str, messages: list[dict], tools: list[dict]) -> int:
     return total
 
 
+def request_total(request: DropinRequest) -> int:
+    """The estimate of the whole request as the client sent it, computed once."""
+    if request.total_tokens is None:
+        request.total_tokens = request_tokens(request.system, request.messages, request.tools)
+    return request.total_tokens
+
+
 @dataclass
 class Upstream:
     system: str
@@ -574,8 +581,7 @@ def forwarded_context(
     keeps, as a cut in the client's own messages. The thread's cut is kept while the
     request still fits with it (the upstream's prefix only grows); a new one is made, at
     `CUT_FILL` of the budget, when it no longer fits (a compaction boundary)."""
-    whole = request_tokens(request.system, request.messages, request.tools)
-    if not force and whole <= budget:
+    if not force and request_total(request) <= budget:
         return None
     kept = None if force else _kept_cut(thread, request, plan, budget)
     if kept is not None:
@@ -657,7 +663,7 @@ def counted_context(*, user, request: DropinRequest, spec: ModelSpec) -> Replace
     """For `count_tokens` (reads only): the replaced messages the request would be sent
     with, when it is past the budget and continues a stored thread."""
     budget = input_budget(spec, request)
-    if request_tokens(request.system, request.messages, request.tools) <= budget:
+    if request_total(request) <= budget:
         return None
     plan = thread_plan(user=user, request=request, key=None)
     if plan.thread is None or plan.forks:
