@@ -1011,6 +1011,23 @@ SETTINGS: tuple[Setting, ...] = (
         "[/cache_read[/cache_write]]` entries separated by `;` (longest prefix wins; cache "
         "prices default to the provider's multipliers). Empty: receipts show no cost.",
     ),
+    Setting(
+        "LCM_DROPIN_UNLISTED_CONTEXT_LIMIT",
+        int,
+        200_000,
+        "Context window assumed for a model name the configuration does not list, passed "
+        "on its own wire to that wire's upstream (e.g. Claude Code's claude-opus-4-8 on "
+        "/anthropic): past it minus max_tokens, the assembled context is sent.",
+        minimum=1024,
+    ),
+    Setting(
+        "LCM_DROPIN_CLIENT_CREDENTIALS",
+        bool,
+        True,
+        "Let a drop-in client that names its LCM user by `X-LCM-Token` send its own upstream "
+        "credential (x-api-key or Authorization), forwarded upstream unchanged and never "
+        "stored; false refuses such requests (server-held keys only).",
+    ),
 )
 
 SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}

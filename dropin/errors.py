@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 class DropinError(Exception):
-    """`kind` is one of: invalid_request, authentication, not_found, too_large, upstream."""
+    """`kind` is one of: invalid_request, authentication, permission, not_found, too_large,
+    upstream."""
 
     def __init__(
         self,
@@ -38,4 +39,25 @@ def broken(response) -> bool:
     return outcome["status"] == "incomplete" and outcome.get("reason") in (
         "connection_lost",
         "timeout",
+    )
+
+
+def error_response(wire, error: DropinError):
+    """`error` as an HTTP response in `wire`'s error shape."""
+    from django.http import JsonResponse
+
+    response = JsonResponse(wire.error_body(error), status=error.status)
+    for name, value in error.headers.items():
+        response[name] = value
+    return response
+
+
+def upstream_error(error) -> DropinError:
+    """A `ProviderError` raised before the first byte, as the client's refusal."""
+    status = error.status if error.status and 400 <= error.status < 600 else 502
+    return DropinError(
+        status,
+        "upstream",
+        f"upstream {error.provider or 'model'}: {error.message}",
+        code=error.code,
     )

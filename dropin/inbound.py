@@ -5,6 +5,7 @@ Each refusal is a `DropinError`, rendered in the calling wire's shape."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -13,6 +14,7 @@ from dropin.auth import key_from_headers, user_for_key
 from dropin.errors import DropinError
 
 KEY_HEADER = "X-LCM-Conversation"
+TOKEN_HEADER = "X-LCM-Token"
 MAX_KEY_LENGTH = 200
 
 
@@ -40,16 +42,42 @@ def _too_large() -> DropinError:
     )
 
 
-def caller(request):
+@dataclass(frozen=True)
+class Caller:
+    user: object
+    # True when the LCM user was named by X-LCM-Token: the client's own x-api-key or
+    # Authorization is its upstream credential, forwarded unchanged (docs/drop-in.md).
+    own_credentials: bool = False
+
+
+def caller(request) -> Caller:
+    """Who calls: `X-LCM-Token: <LCM token>` (the client's key is then its upstream
+    credential), else the SDK's key is the LCM token (server-held upstream keys)."""
+    token = request.headers.get(TOKEN_HEADER)
+    if token is not None:
+        if not settings.LCM_DROPIN_CLIENT_CREDENTIALS:
+            raise DropinError(
+                403,
+                "permission",
+                f"{TOKEN_HEADER} is disabled on this server (LCM_DROPIN_CLIENT_CREDENTIALS): "
+                "send the LCM token as the SDK's key",
+            )
+        user = user_for_key(token.strip())
+        if user is None:
+            raise DropinError(
+                401, "authentication", f"invalid {TOKEN_HEADER}", code="invalid_api_key"
+            )
+        return Caller(user, own_credentials=True)
     user = user_for_key(key_from_headers(request.headers))
     if user is None:
         raise DropinError(
             401,
             "authentication",
-            "invalid API key: send an LCM API token as `Authorization: Bearer KEY` or `x-api-key`",
+            "invalid API key: send an LCM API token as `Authorization: Bearer KEY` or "
+            f"`x-api-key`, or as `{TOKEN_HEADER}` beside your own upstream key",
             code="invalid_api_key",
         )
-    return user
+    return Caller(user)
 
 
 def conversation_key(request) -> str | None:

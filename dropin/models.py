@@ -38,6 +38,11 @@ class Thread(models.Model):
         "self", on_delete=models.PROTECT, null=True, blank=True, related_name="forks"
     )
     fork_position = models.PositiveIntegerField(default=0)  # messages shared with the parent
+    # A passed-through request past the budget sends summaries, then the client's messages
+    # from one of them on: {"first": that message's chain hash, "summaries": [...]}. Kept
+    # while requests still fit with it, so the upstream's prefix only grows (cacheable) and
+    # is rewritten only when it no longer fits (dropin/services.py, `forwarded_context`).
+    forward_cut = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -18,15 +18,16 @@ from django.db import close_old_connections
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
 from core.ids import new_id
-from dropin import checkpoint, inbound, relay, services, upstream
+from dropin import checkpoint, forward, inbound, relay, services, upstream
 from dropin import tools as dropin_tools
-from dropin.errors import DropinError, broken
+from dropin.errors import DropinError, broken, error_response, upstream_error
 from dropin.memory_loop import memory_loop
-from dropin.requests import DropinRequest
+from dropin.requests import DropinRequest, for_translation
+from dropin.upstream_specs import spec_for
 from dropin.wires import Wire
 from providers import blocks
 from providers.base import ProviderRequest
-from providers.config import model_get, model_named, require_key
+from providers.config import require_key
 from providers.errors import MissingKey, ProviderError, ToolOrderingError, UnknownModel
 
 STREAM_TYPE = "text/event-stream; charset=utf-8"
@@ -36,22 +37,22 @@ STREAM_TYPE = "text/event-stream; charset=utf-8"
 class Prepared:
     """A drop-in request checked, its messages stored, before the upstream call."""
 
-    user: object
+    caller: inbound.Caller
     parsed: DropinRequest
     spec: object
     extra_tools: list
     plan: services.Plan
     thread: object
     place: services.AnswerPlace
-    upstream: services.Upstream
+    upstream: services.Upstream | None  # what a translated request sends
+    body: dict  # the client's JSON body
+    forwarded: bool = False  # same-wire pass-through (dropin/forward.py)
+    replaced: services.Replaced | None = None  # a forwarded request's replaced messages
     wire: object = None
 
-
-def error_response(wire: Wire, error: DropinError) -> JsonResponse:
-    response = JsonResponse(wire.error_body(error), status=error.status)
-    for name, value in error.headers.items():
-        response[name] = value
-    return response
+    @property
+    def user(self):
+        return self.caller.user
 
 
 def serve(request, wire: Wire) -> HttpResponse:
@@ -61,16 +62,25 @@ def serve(request, wire: Wire) -> HttpResponse:
         prepared = prepare(request, wire)
     except DropinError as error:
         return error_response(wire, error)
-    provider_request = _provider_request(prepared)
     headers = _headers(prepared)
     answer_id = wire.ID_PREFIX + new_id().lower()
     headers["X-LCM-Server-Ms"] = f"{(time.perf_counter() - started) * 1000:.2f}"
+    if prepared.forwarded:
+        return forward.serve(
+            request,
+            wire,
+            prepared,
+            headers,
+            answer_id,
+            lambda limit, sent: _smaller(prepared, limit, sent),
+        )
+    provider_request = _provider_request(prepared)
     parsed = prepared.parsed
     if parsed.options.get("checkpoint"):
         return _checkpoint(wire, prepared, answer_id, headers)
     with upstream.receipted(thread=prepared.thread, sent=prepared.upstream, wire=wire.NAME):
         if parsed.stream and not prepared.extra_tools:
-            return _streamed(wire, prepared, provider_request, headers, answer_id)
+            return _streamed(request, wire, prepared, provider_request, headers, answer_id)
         try:
             if prepared.extra_tools:
                 response, steps = memory_loop(
@@ -113,40 +123,69 @@ def prepare(request, wire: Wire) -> Prepared:
     """Authenticate, parse, refuse what the upstream cannot take, store the request's new
     messages in the thread it continues, and decide what the upstream is sent (nothing is
     stored before every check passed)."""
-    user = inbound.caller(request)
-    parsed: DropinRequest = wire.parse(inbound.json_body(request))
-    spec = model_spec(parsed.model)
+    caller = inbound.caller(request)
+    body = inbound.json_body(request)
+    parsed: DropinRequest = wire.parse(body)
+    passthrough = getattr(wire, "PASSTHROUGH", None)
+    spec = model_spec(parsed.model, passthrough, max_tokens=parsed.max_tokens)
+    forwarded = passthrough is not None and spec.provider == passthrough.provider
+    if not forwarded:
+        _require_key(spec)
     key = inbound.conversation_key(request)
     if key is None and hasattr(wire, "session_key"):  # the agent's own session id
-        key = wire.session_key(parsed, owner=user.pk)
-    extra_tools = _memory_tools(request, parsed)
+        key = wire.session_key(parsed, owner=caller.user.pk)
+    extra_tools = [] if forwarded else _memory_tools(request, parsed)
     # Refuse what the upstream cannot take (tool ordering, another provider's
-    # reasoning) before storing anything.
-    kinds = {block.get("type") for message in parsed.messages for block in message["blocks"]}
-    _check_ordering(parsed, kinds)
-    _check_expressible(parsed, spec, kinds)
-    plan, thread = services.thread_for(user=user, request=parsed, key=key, spec=spec)
+    # reasoning) before storing anything; a forwarded request is the upstream's to judge.
+    if not forwarded:
+        kinds = {b.get("type") for message in parsed.messages for b in message["blocks"]}
+        _check_ordering(parsed, kinds)
+        _check_expressible(parsed, spec, kinds)
+    plan, thread = services.thread_for(user=caller.user, request=parsed, key=key, spec=spec)
     place = services.AnswerPlace.of(thread, plan)
+    if forwarded:
+        budget = services.input_budget(spec, parsed)
+        replaced = services.forwarded_context(
+            thread=thread, request=parsed, plan=plan, budget=budget
+        )
+        return Prepared(
+            caller, parsed, spec, [], plan, thread, place, None, body, True, replaced, wire
+        )
     sent = services.upstream_messages(
         thread=thread, request=parsed, spec=spec, extra_tools=extra_tools
     )
-    return Prepared(user, parsed, spec, extra_tools, plan, thread, place, sent, wire)
+    return Prepared(caller, parsed, spec, extra_tools, plan, thread, place, sent, body, wire=wire)
 
 
-def model_spec(name: str):
+def _smaller(prepared: Prepared, limit: int, sent: int | None) -> services.Replaced:
+    """The upstream answered `prompt is too long`: compact harder, to 80% of the lower of
+    its limit (when it named one) and what was sent (by our estimate)."""
+    parsed = prepared.parsed
+    if sent is None:
+        sent = services.request_total(parsed)
+    target = int(min(sent, limit) * 0.8) if limit > 0 else int(sent * 0.8)
+    return services.forwarded_context(
+        thread=prepared.thread, request=parsed, plan=prepared.plan, budget=target, force=True
+    )
+
+
+def model_spec(name: str, passthrough=None, *, max_tokens: int | None = None):
+    """The named model (an unlisted name on a pass-through wire: that wire's upstream)."""
     try:
-        spec = model_named(name)
+        return spec_for(name, passthrough, max_tokens=max_tokens)
     except UnknownModel as error:
         raise DropinError(
             404, "not_found", error.message, param="model", code="model_not_found"
         ) from None
+
+
+def _require_key(spec) -> None:
     try:
         require_key(spec)
     except MissingKey as error:
         raise DropinError(
             400, "invalid_request", error.message, param="model", code="missing_api_key"
         ) from None
-    return spec
 
 
 def _memory_tools(request, parsed: DropinRequest) -> list:
@@ -169,7 +208,7 @@ def _provider_request(prepared: Prepared) -> ProviderRequest:
     return ProviderRequest(
         model=spec,
         system=sent.system,
-        messages=sent.messages,
+        messages=for_translation(sent.messages),
         tools=parsed.tools + prepared.extra_tools,
         max_output_tokens=services.max_output(spec, parsed),
         options=_upstream_options(prepared),
@@ -191,12 +230,17 @@ def _upstream_options(prepared: Prepared) -> dict:
 
 def _headers(prepared: Prepared) -> dict[str, str]:
     """What the answer says about its thread (docs/drop-in.md, "Headers")."""
-    sent = prepared.upstream
+    if prepared.forwarded:
+        replaced, parsed = prepared.replaced, prepared.parsed
+        tokens = replaced.tokens if replaced else services.request_total(parsed)
+        compacted = replaced is not None
+    else:
+        tokens, compacted = prepared.upstream.tokens, prepared.upstream.compacted
     return {
         inbound.KEY_HEADER: prepared.plan.key,
         "X-LCM-Conversation-Id": str(prepared.thread.conversation_id),
-        "X-LCM-Tokens-Sent": str(sent.tokens),
-        "X-LCM-Compacted": "true" if sent.compacted else "false",
+        "X-LCM-Tokens-Sent": str(tokens),
+        "X-LCM-Compacted": "true" if compacted else "false",
         "X-LCM-Forked": "true" if prepared.plan.forks else "false",
     }
 
@@ -222,7 +266,7 @@ def _answered(wire, parsed, response, answer_id: str, headers: dict) -> HttpResp
     return result
 
 
-def _streamed(wire, prepared: Prepared, provider_request, headers, answer_id) -> HttpResponse:
+def _streamed(request, wire, prepared: Prepared, provider_request, headers, answer_id):
     try:
         events = upstream.stream(provider_request)
         first = next(events)  # opens the call: errors before the first byte are refused here
@@ -238,7 +282,7 @@ def _streamed(wire, prepared: Prepared, provider_request, headers, answer_id) ->
         model=provider_request.model,
         answer_id=answer_id,
     )
-    response = StreamingHttpResponse(body, content_type=STREAM_TYPE)
+    response = StreamingHttpResponse(relay.served(request, body), content_type=STREAM_TYPE)
     response["Cache-Control"] = "no-cache"
     for name, value in headers.items():
         response[name] = value
@@ -285,29 +329,33 @@ def _anthropic_thinking(block: dict) -> bool:
     return block["type"] == "reasoning" and (block.get("raw") or {}).get("type") != "reasoning"
 
 
-def upstream_error(error: ProviderError) -> DropinError:
-    status = error.status if error.status and 400 <= error.status < 600 else 502
-    return DropinError(
-        status,
-        "upstream",
-        f"upstream {error.provider or 'model'}: {error.message}",
-        code=error.code,
-    )
-
-
-def count_tokens(request, wire) -> HttpResponse:
-    """`count_tokens`: the estimate of what the request's messages cost (nothing stored)."""
+def count_tokens(request, wire: Wire) -> HttpResponse:
+    """`count_tokens`: what the request would cost as it would be sent (nothing stored).
+    On a pass-through wire it is asked of the upstream with the body that would be sent
+    (the assembled context's when the request is past the budget of a stored thread)."""
     try:
-        inbound.caller(request)
-        parsed = wire.parse(inbound.json_body(request), counting=True)
-        try:
-            model_get(parsed.model)
-        except UnknownModel as error:
-            raise DropinError(404, "not_found", error.message, param="model") from None
+        caller = inbound.caller(request)
+        body = inbound.json_body(request)
+        parsed = wire.parse(body, counting=True)
+        passthrough = getattr(wire, "PASSTHROUGH", None)
+        spec = model_spec(parsed.model, passthrough, max_tokens=parsed.max_tokens)
     except DropinError as error:
         return error_response(wire, error)
+    replaced = services.counted_context(user=caller.user, request=parsed, spec=spec)
+    if passthrough is not None and spec.provider == passthrough.provider:
+        try:
+            return forward.count(request, wire, body, spec, caller, replaced)
+        except DropinError as error:
+            return error_response(wire, error)
+    if replaced is not None:
+        return JsonResponse({"input_tokens": replaced.tokens})
     tokens = services.request_tokens(parsed.system, parsed.messages, parsed.tools)
     return JsonResponse({"input_tokens": tokens})
+
+
+def base_probe(request) -> HttpResponse:
+    """`HEAD` (or `GET`) on a wire's base URL: Claude Code checks it on start."""
+    return HttpResponse(b"" if request.method == "HEAD" else b"ok", content_type="text/plain")
 
 
 def models_list(request, wire) -> HttpResponse:

@@ -26,6 +26,15 @@ def journal_dir() -> Path:
     return directory
 
 
+def _spec(model: str, wire: str | None):
+    if wire is None:
+        return model_get(model)
+    from dropin.upstream_specs import spec_for
+    from dropin.wires import anthropic
+
+    return spec_for(model, anthropic.PASSTHROUGH)
+
+
 def recover_journals() -> int:
     """Store the answers of abandoned stream journals; returns how many were stored."""
     from dropin.services import AnswerPlace, answer_store
@@ -39,8 +48,9 @@ def recover_journals() -> int:
         if place is None:
             path.unlink(missing_ok=True)
             continue
+        wire = place.pop("wire", None)
         try:
-            spec = model_get(place.pop("model"))
+            spec = _spec(place.pop("model"), wire)
         except ModelConfigError:
             logger.warning("drop-in journal %s names a model no longer configured", path.name)
             continue
@@ -51,7 +61,10 @@ def recover_journals() -> int:
         ]
         response = response_from_raw_events(spec, {}, events)
         try:
-            answer_store(place=AnswerPlace(**place), blocks=response.blocks, status="incomplete")
+            raw = (response.raw_response or {}).get("content") if wire else None
+            answer_store(
+                place=AnswerPlace(**place), blocks=response.blocks, status="incomplete", raw=raw
+            )
         except Exception:
             logger.exception("recovering drop-in journal %s failed", path.name)
             continue

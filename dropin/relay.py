@@ -25,7 +25,7 @@ def relayed(wire, parsed, first, events, *, place, model, answer_id: str) -> Ite
     """The wire's stream bytes for the upstream `events` (`first` already read)."""
     writer = wire.StreamWriter(parsed, answer_id)
     relays_raw = hasattr(writer, "raw")
-    journal = _journal(answer_id, model, place)
+    journal = journal_for(answer_id, model, place)
     collected: list = []
     finished = None
     stored = False
@@ -81,20 +81,50 @@ def replayed(wire, parsed, response, answer_id: str) -> Iterator[bytes]:
     yield from writer.finish(response)
 
 
-def _journal(answer_id: str, spec, place: services.AnswerPlace) -> StreamJournal:
+def journal_for(
+    answer_id: str, spec, place: services.AnswerPlace, *, wire: str | None = None
+) -> StreamJournal:
     """The stream's journal: where its answer goes, then every upstream wire event as it
     arrives (handed to the OS at least every 250 ms, fsynced every 2 s, as a turn's); kept
-    until the answer is stored. One left behind by a process that died mid-stream is
+    until the answer is stored (no header, so no credential, is ever written). One left behind by a process that died mid-stream is
     stored, incomplete, when the server starts again (dropin/recovery.py)."""
     journal = StreamJournal(
         step_id=answer_id,
         provider=spec.provider,
         path=recovery.journal_dir() / f"{answer_id}.jsonl",
     )
-    journal.write(recovery.PLACE_EVENT, {"model": spec.name, **asdict(place)})
+    # `wire`: a passed-through answer (its model may be one the configuration does not list).
+    extra = {"wire": wire} if wire else {}
+    journal.write(recovery.PLACE_EVENT, {"model": spec.name, **extra, **asdict(place)})
     return journal
 
 
 def _partial_blocks(events: list) -> list[dict]:
     text = "".join(e.text for e in events if isinstance(e, TextDelta))
     return [blocks.text(text)] if text else []
+
+
+def served(request, chunks: Iterator[bytes]):
+    """`chunks` as the server can stream them: under ASGI (lcm_serve) an async iterator
+    that pulls each chunk in a worker thread (Django would otherwise read a sync iterator
+    to its end before sending a byte); under WSGI the iterator itself. Closing it (the
+    client went away) closes `chunks`, so the answer so far is still stored."""
+    from django.core.handlers.asgi import ASGIRequest
+
+    if not isinstance(request, ASGIRequest):
+        return chunks
+    from asgiref.sync import sync_to_async
+
+    pull = sync_to_async(next, thread_sensitive=False)
+
+    async def pulled():
+        try:
+            while True:
+                chunk = await pull(chunks, None)
+                if chunk is None:
+                    return
+                yield chunk
+        finally:
+            await sync_to_async(chunks.close, thread_sensitive=False)()
+
+    return pulled()

@@ -28,14 +28,16 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from compaction.assembly import assemble_context
-from conversations.inputs import MessageInput, PartInput
+from conversations.inputs import MessageInput, PartInput, parse_message
 from conversations.models import Conversation, Message, PartType, Role
 from conversations.services import conversation_create, messages_append
+from core.api.errors import InvalidInput
 from core.ids import new_id
 from core.token_estimate import estimate
 from dropin.errors import DropinError
 from dropin.models import Thread
 from dropin.requests import DropinRequest
+from importers.transcripts.blocks import blocks_to_parts, role_for
 from providers import blocks as b
 from providers.caching import CachePlan, anthropic_min_tokens
 from providers.config import ModelSpec, engine_config
@@ -127,8 +129,22 @@ class Plan:
         self.forks = self.thread is not None and self.shared < self.thread.message_count
 
 
+def identity_system(request: DropinRequest) -> str:
+    """The system prompt as part of a thread's identity: none for an agent session (its
+    session id names the thread; Claude Code changes its system prompt on --continue)."""
+    return "" if request.session else request.system
+
+
+SESSION_PREFIX = "session:"
+
+
 def thread_plan(*, user, request: DropinRequest, key: str | None) -> Plan:
-    hashes = chain(request.system, request.messages)
+    hashes = chain(identity_system(request), request.messages)
+    if key is None and request.session:
+        session_plan = _session_plan(user, request, hashes)
+        if session_plan is not None:
+            return session_plan
+        key = SESSION_PREFIX + request.session
     if key is not None:
         thread = Thread.objects.filter(key=key, active=True).first()
         if thread is None:
@@ -161,6 +177,35 @@ def thread_plan(*, user, request: DropinRequest, key: str | None) -> Plan:
     return Plan(hashes, best, shared, key)
 
 
+def _session_plan(user, request: DropinRequest, hashes: list[str]) -> Plan | None:
+    """An agent session's request (its id in the request) goes to its session's thread. A
+    side request of the session (no tools: title or topic generation, quota probes; the
+    main loop always sends its tools) goes to a thread of its own beside it, named by its
+    first message, never a fork of the session. A session resumed under a new id continues
+    the caller's thread whose history its request extends. None: a new session."""
+    session_key = SESSION_PREFIX + request.session
+    if not request.tools:
+        side_key = f"{session_key}:side:{hashes[1][:16]}"
+        side = Thread.objects.filter(key=side_key, active=True).first()
+        if side is not None and side.owner_id != user.pk:
+            raise DropinError(404, "not_found", "no such session", param="metadata.user_id")
+        return Plan(hashes, side, _shared(side, hashes) if side else 0, side_key, keyed=True)
+    thread = Thread.objects.filter(key=session_key, active=True).first()
+    if thread is not None:
+        if thread.owner_id != user.pk:
+            raise DropinError(404, "not_found", "no such session", param="metadata.user_id")
+        return Plan(hashes, thread, _shared(thread, hashes), session_key, keyed=True)
+    resumed = (
+        Thread.objects.filter(owner=user, active=True, head_hash__in=hashes[1:], system="")
+        .exclude(key__contains=":side:")
+        .order_by("-message_count")
+        .first()
+    )
+    if resumed is not None:
+        return Plan(hashes, resumed, resumed.message_count, resumed.key)
+    return None
+
+
 def _shared(thread: Thread, hashes: list[str]) -> int:
     """How many of the request's messages the thread holds (a prefix: each hash covers
     everything before it)."""
@@ -178,12 +223,28 @@ def _shared(thread: Thread, hashes: list[str]) -> int:
 # writing ------------------------------------------------------------------------------------
 
 
-def message_input(message: dict, chain_hash: str, *, extra_parts: tuple = ()) -> MessageInput:
+def message_input(
+    message: dict,
+    chain_hash: str,
+    *,
+    extra_parts: tuple = (),
+    tool_names: dict[str, str] | None = None,
+) -> MessageInput:
+    """The message to store. A message that keeps its client's own content (`raw`, the
+    Anthropic wire) is stored as the importers store a session file's records: thinking
+    verbatim with its signature, tool calls and results as tool parts (the result named by
+    its call), system-role messages as system messages, unknown blocks kept whole."""
+    if "raw" in message:
+        stored = _raw_input(message, chain_hash, extra_parts, tool_names or {})
+        if stored is not None:
+            return stored
     blocks = message["blocks"]
     only_results = blocks and all(block.get("type") == "tool_result" for block in blocks)
     role = (
         Role.ASSISTANT
         if message["role"] == "assistant"
+        else Role.SYSTEM
+        if message["role"] == "system"
         else Role.TOOL
         if only_results
         else Role.USER
@@ -195,6 +256,36 @@ def message_input(message: dict, chain_hash: str, *, extra_parts: tuple = ()) ->
         parts=tuple(PartInput(p.part_type, i, p.columns) for i, p in enumerate(parts)),
         external_id=EXTERNAL_PREFIX + chain_hash,
     )
+
+
+def _raw_input(message: dict, chain_hash: str, extra_parts: tuple, tool_names: dict):
+    parts: list[dict] = []
+    for content in message["raw"]:
+        parts.extend(blocks_to_parts(content, tool_names))
+    role = "system" if message["role"] == "system" else role_for(message["role"], parts)
+    try:
+        stored = parse_message({"role": role, "parts": parts, "external_id": "-"})
+    except InvalidInput:  # beyond the store's limits: stored from our blocks instead
+        return None
+    extra = [PartInput(p.part_type, None, p.columns) for p in extra_parts]
+    return MessageInput(
+        role=stored.role,
+        content="",  # stored as the parts' text: tool names, inputs and outputs are searchable
+        parts=tuple(
+            PartInput(p.part_type, i, p.columns) for i, p in enumerate(list(stored.parts) + extra)
+        ),
+        external_id=EXTERNAL_PREFIX + chain_hash,
+    )
+
+
+def tool_names_of(messages: list[dict]) -> dict[str, str]:
+    """Tool call id -> tool name over a request's messages (a result is stored with it)."""
+    return {
+        block["id"]: block["name"]
+        for message in messages
+        for block in message["blocks"]
+        if block.get("type") == "tool_use"
+    }
 
 
 def _new_thread(
@@ -211,9 +302,9 @@ def _new_thread(
         owner=user,
         conversation=conversation,
         key=key,
-        system=request.system,
+        system=identity_system(request),
         model=spec.name,
-        head_hash=chain(request.system, [])[0],
+        head_hash=chain(identity_system(request), [])[0],
         message_count=0,
         parent=parent,
         fork_position=shared,
@@ -274,7 +365,11 @@ def thread_for(*, user, request: DropinRequest, key: str | None, spec: ModelSpec
 def _append(thread: Thread, messages: list[dict], hashes: list[str], start: int) -> None:
     if start >= len(messages):
         return
-    inputs = [message_input(messages[i], hashes[i + 1]) for i in range(start, len(messages))]
+    names = tool_names_of(messages)
+    inputs = [
+        message_input(messages[i], hashes[i + 1], tool_names=names)
+        for i in range(start, len(messages))
+    ]
     messages_append(conversation_id=thread.conversation_id, messages=inputs)
     _advance(thread, count=len(messages), head=hashes[len(messages)], root=hashes[1])
 
@@ -305,9 +400,14 @@ class AnswerPlace:
         )
 
 
-def answer_store(*, place: AnswerPlace, blocks: list[dict], status: str) -> None:
-    """Append the answer after the request's messages (marked when not completed)."""
-    message = {"role": "assistant", "blocks": blocks or [b.text("")]}
+def answer_store(
+    *, place: AnswerPlace, blocks: list[dict], status: str, raw: list | None = None
+) -> None:
+    """Append the answer after the request's messages (marked when not completed); `raw`:
+    the upstream's own content blocks, when it spoke the client's wire (stored verbatim)."""
+    message: dict = {"role": "assistant", "blocks": blocks or [b.text("")]}
+    if raw:
+        message["raw"] = [raw]
     head = chain_next(place.after, message)
     extra = ()
     if status not in ("completed", "paused"):
@@ -358,6 +458,13 @@ def request_tokens(system: str, messages: list[dict], tools: list[dict]) -> int:
     if tools:
         total += estimate(json.dumps(tools))
     return total
+
+
+def request_total(request: DropinRequest) -> int:
+    """The estimate of the whole request as the client sent it, computed once."""
+    if request.total_tokens is None:
+        request.total_tokens = request_tokens(request.system, request.messages, request.tools)
+    return request.total_tokens
 
 
 @dataclass
@@ -451,3 +558,120 @@ def _our_block(block: dict) -> dict:
             bool(block.get("is_error")),
         )
     return b.text(str(block.get("text", "")))
+
+
+# the upstream's input, on the client's own wire ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """What a forwarded request's messages become past the budget: the summaries of the
+    stored conversation's compacted part, then the client's own messages from `first` on
+    (their index in the client's `messages`, byte for byte)."""
+
+    summaries: tuple[str, ...]
+    first: int
+    tokens: int
+
+
+# A new cut leaves this share of the budget free, so the requests after it append to the
+# same prefix (cache-readable) until it is full again.
+CUT_FILL = 0.6
+
+
+def forwarded_context(
+    *, thread: Thread, request: DropinRequest, plan: Plan, budget: int, force: bool = False
+) -> Replaced | None:
+    """None while the client's request fits `budget` (and not `force`). Past it: the
+    summaries of the conversation's compacted part and the verbatim tail the assembler
+    keeps, as a cut in the client's own messages. The thread's cut is kept while the
+    request still fits with it (the upstream's prefix only grows); a new one is made, at
+    `CUT_FILL` of the budget, when it no longer fits (a compaction boundary)."""
+    if not force and request_total(request) <= budget:
+        return None
+    kept = None if force else _kept_cut(thread, request, plan, budget)
+    if kept is not None:
+        return kept
+    room = int(budget * CUT_FILL) - request_tokens(request.system, [], request.tools)
+    assembled = assemble_context(
+        conversation=Conversation(pk=thread.conversation_id),
+        token_budget=max(1, room),
+        fmt="anthropic",
+        describe_dropped=False,
+        split_summaries=True,
+    )
+    summaries = tuple(assembled.output["summaries"])
+    first = _verbatim_start(thread, request, plan, assembled.items)
+    Thread.objects.filter(pk=thread.pk).update(
+        forward_cut={"first": plan.hashes[first + 1], "summaries": list(summaries)}
+    )
+    return _replaced(request, summaries, first)
+
+
+def _replaced(request: DropinRequest, summaries: tuple, first: int) -> Replaced:
+    kept = request.messages[first:]
+    tokens = request_tokens(request.system, kept, request.tools)
+    tokens += estimate("\n".join(summaries)) if summaries else 0
+    return Replaced(summaries, kept[0].get("at", first) if kept else 0, tokens)
+
+
+def _kept_cut(thread: Thread, request: DropinRequest, plan: Plan, budget: int):
+    cut = Thread.objects.filter(pk=thread.pk).values_list("forward_cut", flat=True).first()
+    if not cut or cut.get("first") not in plan.hashes:
+        return None
+    first = plan.hashes.index(cut["first"]) - 1
+    replaced = _replaced(request, tuple(cut.get("summaries") or ()), first)
+    return replaced if replaced.tokens <= budget else None
+
+
+def _verbatim_start(thread: Thread, request: DropinRequest, plan: Plan, items: list) -> int:
+    """The index (in the request's messages) of the first message of the trailing run of
+    verbatim messages the assembler kept; the tail is then moved forward to a message that
+    can begin a request (a user message that is not only tool results of cut calls)."""
+    run = []
+    for item in reversed(items):
+        if item["type"] != "message":
+            break
+        run.append(item["id"])
+    position = len(request.messages) - 1
+    if run:
+        external = (
+            Message.objects.filter(pk=run[-1]).values_list("external_id", flat=True).first() or ""
+        )
+        chain_hash = external.removeprefix(EXTERNAL_PREFIX)
+        if chain_hash in plan.hashes:
+            position = plan.hashes.index(chain_hash) - 1
+    return _first_startable(request.messages, max(0, position))
+
+
+def _first_startable(messages: list[dict], position: int) -> int:
+    """The first user message at or after `position` from which
+    every tool result answers a call sent too (the API refuses a result whose call is not
+    sent); the last message when none is. One backward pass: `open` holds the results
+    whose calls come earlier than the message looked at."""
+    startable = [False] * len(messages)
+    open_results: set[str] = set()
+    for index in range(len(messages) - 1, -1, -1):
+        for block in messages[index]["blocks"]:
+            if block.get("type") == "tool_result":
+                open_results.add(block["tool_use_id"])
+        for block in messages[index]["blocks"]:
+            if block.get("type") == "tool_use":
+                open_results.discard(block["id"])
+        startable[index] = not open_results and messages[index]["role"] == "user"
+    for index in range(position, len(messages)):
+        if startable[index]:
+            return index
+    return len(messages) - 1
+
+
+def counted_context(*, user, request: DropinRequest, spec: ModelSpec) -> Replaced | None:
+    """For `count_tokens` (reads only): the replaced messages the request would be sent
+    with, when it is past the budget and continues a stored thread."""
+    budget = input_budget(spec, request)
+    if request_total(request) <= budget:
+        return None
+    plan = thread_plan(user=user, request=request, key=None)
+    if plan.thread is None or plan.forks:
+        return None
+    return forwarded_context(thread=plan.thread, request=request, plan=plan, budget=budget)

@@ -1,6 +1,6 @@
 """The one place the drop-in calls an upstream model: every model call a drop-in request
 makes (the answer, each step of the memory tool loop, a streamed answer) goes through
-`complete` or `stream` here, so whatever must see every upstream call (receipts, metrics)
+`complete`, `stream` or (same-wire pass-through) `forward` here, so whatever must see every upstream call (receipts, metrics)
 hooks in this module and nowhere else.
 
 Receipts (docs/receipts.md): the calls made inside `receipted(...)` leave a receipt naming
@@ -13,10 +13,16 @@ No transaction or database connection is open while these run (dropin/pipeline.p
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
 
 from dropin.receipt_items import receipt_context
 from providers.base import ProviderRequest, ProviderResponse, StreamEvent
+from providers.calls import default_timeout
+from providers.errors import ProviderError
 from providers.registry import provider_for
 from receipts.context import call_context
 
@@ -36,3 +42,53 @@ def stream(request: ProviderRequest) -> Iterator[StreamEvent]:
     """The upstream's stream events (`RawEvent`s for the journal, ours, then `Finished`);
     raises `ProviderError` when the call cannot open (on the first `next`)."""
     return provider_for(request.model).stream(request)
+
+
+# Same-wire pass-through -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Forward:
+    """A request forwarded on the client's own wire: the body as it will be sent (the
+    client's bytes, or with the deliberately replaced parts), the headers in the client's
+    order (credentials per docs/drop-in.md), the upstream URL with the client's query."""
+
+    url: str
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+_http_lock = threading.Lock()
+_http: httpx.Client | None = None
+
+
+def _client() -> httpx.Client:
+    """One connection pool per process (never closed; holds no credential)."""
+    global _http
+    with _http_lock:
+        if _http is None or _http.is_closed:
+            _http = httpx.Client(
+                timeout=httpx.Timeout(default_timeout(), connect=10.0), follow_redirects=False
+            )
+        return _http
+
+
+def forward(call: Forward) -> httpx.Response:
+    """Send `call`; the response is open (stream its bytes, then close it). Raises
+    `ProviderError` (502/504) when the upstream cannot be reached; an upstream's own error
+    status is a response like any other (the client gets it as it came)."""
+    client = _client()
+    request = client.build_request("POST", call.url, headers=call.headers, content=call.body)
+    try:
+        return client.send(request, stream=True)
+    except httpx.TimeoutException:
+        raise ProviderError(
+            "timeout", "the upstream did not answer in time", status=504, provider="upstream"
+        ) from None
+    except httpx.HTTPError as error:
+        raise ProviderError(
+            "connection_error",
+            f"the upstream could not be reached ({type(error).__name__})",
+            status=502,
+            provider="upstream",
+        ) from None

@@ -1,5 +1,6 @@
 """The drop-in endpoints: `POST /openai/v1/chat/completions`, `GET /openai/v1/models`,
-`POST /openai/v1/responses`, `POST /anthropic/v1/messages`, `POST /anthropic/v1/messages/count_tokens`.
+`POST /openai/v1/responses`, `POST /anthropic/v1/messages`, `POST /anthropic/v1/messages/count_tokens`,
+`HEAD /anthropic` (the base, probed by Claude Code).
 
 Plain Django views (not DRF): each wire has its own error shape and stream format, which
 the SDKs parse byte for byte. A view names its wire and hands the request to the one
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dropin import pipeline
 from dropin.wires import anthropic, openai_chat, openai_responses
@@ -37,6 +38,11 @@ def openai_models(request) -> HttpResponse:
 @require_POST
 def anthropic_messages(request) -> HttpResponse:
     return pipeline.serve(request, anthropic)
+
+
+@require_http_methods(["HEAD", "GET"])
+def anthropic_base(request) -> HttpResponse:
+    return pipeline.base_probe(request)
 
 
 @csrf_exempt

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from core.api.views import api_not_found
 from core.metrics import metrics_view
+from dropin import views as dropin_views
 from dropin.urls import anthropic_urls, openai_urls
 from lcmsite.apis import ConversationDetailDeleteApi, SessionDetailDeleteApi
 from mcpserver.views import mcp_needs_asgi
@@ -54,5 +55,6 @@ urlpatterns = [
     # Drop-in: the OpenAI and Anthropic wires (docs/drop-in.md).
     path("openai/v1/", include(openai_urls)),
     path("anthropic/v1/", include(anthropic_urls)),
+    re_path(r"^anthropic/?$", dropin_views.anthropic_base, name="dropin-anthropic-base"),
     path("", include("explorer.urls")),
 ]

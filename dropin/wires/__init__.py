@@ -15,11 +15,15 @@ Optional, for a wire whose upstream may speak it too (the Responses wire):
   call gets (the client's own body, to be passed through);
 - `StreamWriter.raw(raw_event)`: the upstream's own events, relayed as they came.
 
+Optional: `PASSTHROUGH` (a `Passthrough`) and `forward_body(...)`, for a wire whose own
+upstream gets the client's request as it came (dropin/forward.py).
+
 `Wire` below states the same as a typing Protocol (modules satisfy it structurally).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from dropin.errors import DropinError
@@ -35,3 +39,19 @@ class Wire(Protocol):
     def response_body(self, parsed: DropinRequest, response, answer_id: str) -> dict: ...
 
     def error_body(self, error: DropinError) -> dict: ...
+
+
+@dataclass(frozen=True)
+class Passthrough:
+    """A wire that can pass a request through to an upstream speaking the same wire
+    (optional: a wire module's `PASSTHROUGH`, with `forward_body(body, raw, model_id=,
+    replaced=)` giving the bytes sent). `provider`: the configured models of that provider
+    are served by forwarding; a model name the configuration does not list goes, unchanged,
+    to `base_url_env` (else `default_base_url`) with the key in `api_key_env`."""
+
+    provider: str
+    prefix: str  # the wire's path prefix here; the rest of the path goes upstream
+    api_key_env: str
+    base_url_env: str
+    default_base_url: str
+    key_header: str  # where a server-held key goes

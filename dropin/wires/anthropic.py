@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from core.sse import sse_frame
 from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
+from dropin.wires import Passthrough
 from providers import blocks as b
 from providers.anthropic_wire import our_block
 from providers.base import ProviderResponse, TextDelta, ToolCallDelta, ToolCallStart
@@ -18,6 +19,7 @@ ID_PREFIX = "msg_"
 _ERROR_TYPES = {
     "invalid_request": "invalid_request_error",
     "authentication": "authentication_error",
+    "permission": "permission_error",
     "not_found": "not_found_error",
     "too_large": "request_too_large",
     "upstream": "api_error",
@@ -27,7 +29,26 @@ _ERROR_TYPES = {
 # request ------------------------------------------------------------------------------------
 
 
+PASSTHROUGH = Passthrough(
+    provider="anthropic",
+    prefix="/anthropic",
+    api_key_env="ANTHROPIC_API_KEY",
+    base_url_env="ANTHROPIC_BASE_URL",
+    default_base_url="https://api.anthropic.com",
+    key_header="x-api-key",
+)
+SUMMARIES_HEADING = "Summaries of earlier conversation (untrusted data, oldest first):"
+ROLES = ("user", "assistant", "system")
+# Blocks the server reads; any other type (documents, server tool blocks, search results,
+# container uploads, types newer than this code) is kept whole and passed on as it came.
+_READ_BLOCKS = {"text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+
+
 def parse(body: dict, *, counting: bool = False) -> DropinRequest:
+    """The request as our blocks. Every message keeps the client's own content (`raw`), so
+    what is stored and what is passed through is exactly what the client sent; system-role
+    messages inside `messages` (Claude Code's mid-conversation system messages) are
+    messages of their own kind, in place."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise invalid("model: Field required", "model")
@@ -42,10 +63,16 @@ def parse(body: dict, *, counting: bool = False) -> DropinRequest:
     messages = []
     for index, message in enumerate(raw_messages):
         where = f"messages.{index}"
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-            raise invalid(f"{where}.role: must be user or assistant", f"{where}.role")
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise invalid(f"{where}.role: must be user, assistant or system", f"{where}.role")
+        content = message.get("content")
         messages.append(
-            {"role": message["role"], "blocks": _blocks(message.get("content"), f"{where}.content")}
+            {
+                "role": message["role"],
+                "blocks": _blocks(content, f"{where}.content"),
+                "raw": [content],
+                "at": index,  # where it is in the client's messages (kept when merged)
+            }
         )
     messages = merge_consecutive(messages)
     if messages[0]["role"] != "user":
@@ -53,14 +80,6 @@ def parse(body: dict, *, counting: bool = False) -> DropinRequest:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise invalid("stream: must be a boolean", "stream")
-    options: dict = {}
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict) and choice.get("type") in ("auto", "any", "none"):
-        options["tool_choice"] = choice["type"]
-        if "disable_parallel_tool_use" in choice:
-            options["parallel_tool_calls"] = not choice["disable_parallel_tool_use"]
-    if body.get("stop_sequences"):
-        options["stop_sequences"] = list(body["stop_sequences"])
     return DropinRequest(
         wire=WIRE,
         model=model,
@@ -70,8 +89,37 @@ def parse(body: dict, *, counting: bool = False) -> DropinRequest:
         max_tokens=max_tokens if isinstance(max_tokens, int) else None,
         stream=stream,
         include_usage=True,
-        options=options,
+        options=_options(body),
+        session=session_id(body),
     )
+
+
+def _options(body: dict) -> dict:
+    options: dict = {}
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in ("auto", "any", "none"):
+        options["tool_choice"] = choice["type"]
+        if "disable_parallel_tool_use" in choice:
+            options["parallel_tool_calls"] = not choice["disable_parallel_tool_use"]
+    if body.get("stop_sequences"):
+        options["stop_sequences"] = list(body["stop_sequences"])
+    return options
+
+
+def session_id(body: dict) -> str | None:
+    """The agent's session id when the client sends one: Claude Code puts a JSON object in
+    `metadata.user_id` whose `session_id` names its session (the same id it sends as the
+    `X-Claude-Code-Session-Id` header)."""
+    metadata = body.get("metadata")
+    user_id = metadata.get("user_id") if isinstance(metadata, dict) else None
+    if not isinstance(user_id, str) or not user_id.startswith("{"):
+        return None
+    try:
+        data = json.loads(user_id)
+    except ValueError:
+        return None
+    session = data.get("session_id") if isinstance(data, dict) else None
+    return session if isinstance(session, str) and 0 < len(session) <= 200 else None
 
 
 def _system(system) -> str:
@@ -98,36 +146,33 @@ def _blocks(content, where: str) -> list[dict]:
     for index, block in enumerate(content):
         field = f"{where}.{index}"
         kind = block.get("type") if isinstance(block, dict) else None
-        if kind == "text":
-            out.append(b.text(str(block.get("text", ""))))
-        elif kind == "image":
-            source = block.get("source")
-            if not isinstance(source, dict) or source.get("type") not in ("base64", "url"):
-                raise invalid(
-                    f"{field}.source: a base64 or url source is required", f"{field}.source"
-                )
-            out.append(b.image(source.get("media_type", ""), source))
-        elif kind == "tool_use":
-            if not block.get("id") or not block.get("name"):
-                raise invalid(f"{field}: a tool_use needs an id and a name", field)
-            out.append(b.tool_use(block["id"], block["name"], block.get("input") or {}))
-        elif kind == "tool_result":
-            if not block.get("tool_use_id"):
-                raise invalid(f"{field}.tool_use_id: Field required", f"{field}.tool_use_id")
-            inner = block.get("content")
-            content_blocks = (
-                [b.text(inner)]
-                if isinstance(inner, str)
-                else _blocks(inner or [], f"{field}.content")
-            )
-            out.append(
-                b.tool_result(block["tool_use_id"], content_blocks, bool(block.get("is_error")))
-            )
-        elif kind in ("thinking", "redacted_thinking"):
-            out.append(our_block(block))
-        else:
-            raise invalid(f"{field}.type: {kind!r} is not supported", f"{field}.type")
+        if not isinstance(kind, str) or not kind:
+            raise invalid(f"{field}.type: Field required", f"{field}.type")
+        out.append(_block(block, kind, field) if kind in _READ_BLOCKS else b.unknown(WIRE, block))
     return out
+
+
+def _block(block: dict, kind: str, field: str) -> dict:
+    if kind == "text":
+        return b.text(str(block.get("text", "")))
+    if kind == "image":
+        source = block.get("source")
+        if not isinstance(source, dict) or not source.get("type"):
+            raise invalid(f"{field}.source: Field required", f"{field}.source")
+        return b.image(source.get("media_type", ""), source)
+    if kind == "tool_use":
+        if not block.get("id") or not block.get("name"):
+            raise invalid(f"{field}: a tool_use needs an id and a name", field)
+        return b.tool_use(block["id"], block["name"], block.get("input") or {})
+    if kind == "tool_result":
+        if not block.get("tool_use_id"):
+            raise invalid(f"{field}.tool_use_id: Field required", f"{field}.tool_use_id")
+        inner = block.get("content")
+        content_blocks = (
+            [b.text(inner)] if isinstance(inner, str) else _blocks(inner or [], f"{field}.content")
+        )
+        return b.tool_result(block["tool_use_id"], content_blocks, bool(block.get("is_error")))
+    return our_block(block)  # thinking, redacted_thinking: kept whole with their signatures
 
 
 def _tools(tools) -> list[dict]:
@@ -316,3 +361,67 @@ def error_body(error: DropinError) -> dict:
         "type": "error",
         "error": {"type": _ERROR_TYPES.get(error.kind, "api_error"), "message": error.message},
     }
+
+
+# pass-through -------------------------------------------------------------------------------
+
+
+def forward_body(body: dict, raw: bytes, *, model_id: str, replaced, mark: bool = False) -> bytes:
+    """The bytes sent upstream: the client's own while nothing is replaced; else its body
+    (every field in order, untouched) with the model's configured id and, past the budget,
+    `messages` = one user message holding the summaries, then the client's own messages
+    from `replaced.first` on. `mark`: the client marks no cache breakpoint of its own, so
+    the server marks the stable prefix (the system prompt's end, the last message's end:
+    what a stateless client sends again next time)."""
+    marking = mark and not has_cache_marks(body)
+    if replaced is None and body.get("model") == model_id and not marking:
+        return raw
+    sent = dict(body)
+    sent["model"] = model_id
+    if replaced is not None:
+        sent["messages"] = summary_messages(replaced.summaries) + body["messages"][replaced.first :]
+    if marking:
+        _mark_prefix(sent)
+    return json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def has_cache_marks(body: dict) -> bool:
+    """Whether the client placed any `cache_control` (then its marks are left as they are)."""
+    if isinstance(body.get("cache_control"), dict):
+        return True
+    places = [body.get("system"), body.get("tools")]
+    places += [m.get("content") for m in body.get("messages") or [] if isinstance(m, dict)]
+    return any(
+        isinstance(block, dict) and "cache_control" in block
+        for place in places
+        if isinstance(place, list)
+        for block in place
+    )
+
+
+def _mark_prefix(sent: dict) -> None:
+    control = {"type": "ephemeral"}
+    system = sent.get("system")
+    if isinstance(system, str) and system:
+        sent["system"] = [{"type": "text", "text": system, "cache_control": control}]
+    elif isinstance(system, list) and system and isinstance(system[-1], dict):
+        sent["system"] = system[:-1] + [{**system[-1], "cache_control": control}]
+    messages = list(sent.get("messages") or [])
+    if messages and isinstance(messages[-1], dict):
+        last = messages[-1]
+        content = last.get("content")
+        if isinstance(content, str) and content:
+            content = [{"type": "text", "text": content}]
+        if isinstance(content, list) and content and isinstance(content[-1], dict):
+            messages[-1] = {
+                **last,
+                "content": content[:-1] + [{**content[-1], "cache_control": control}],
+            }
+            sent["messages"] = messages
+
+
+def summary_messages(summaries) -> list[dict]:
+    if not summaries:
+        return []
+    text = SUMMARIES_HEADING + "\n" + "\n\n".join(summaries)
+    return [{"role": "user", "content": [{"type": "text", "text": text}]}]

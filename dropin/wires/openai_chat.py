@@ -20,6 +20,7 @@ ID_PREFIX = "chatcmpl-"
 _ERROR_TYPES = {
     "invalid_request": "invalid_request_error",
     "authentication": "invalid_request_error",
+    "permission": "invalid_request_error",
     "not_found": "invalid_request_error",
     "too_large": "invalid_request_error",
     "upstream": "api_error",

@@ -11,6 +11,7 @@ from conversations.models import Conversation, Message
 from dropin.models import Thread
 from tests.factories import UserFactory
 from tests.support.fake_chat_completions_api import chat_completion
+from tests.support.fake_messages_api import error
 from tests.support.tokens import issue_token
 
 
@@ -20,7 +21,7 @@ def nothing_stored():
     assert Message.objects.count() == 0
 
 
-def test_an_unknown_model_is_a_404_listing_the_configured_names(upstreams, oai, claude):
+def test_an_unknown_model_is_a_404_listing_the_configured_names(upstreams, oai):
     with pytest.raises(openai.NotFoundError) as caught:
         oai.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
     error = caught.value.body
@@ -28,17 +29,22 @@ def test_an_unknown_model_is_a_404_listing_the_configured_names(upstreams, oai, 
     assert error["param"] == "model"
     assert "configured models: offline, sonnet, haiku, gpt" in error["message"]
     assert "local" in error["message"]
+    nothing_stored()
 
+
+def test_an_unlisted_model_on_the_anthropic_wire_goes_upstream_unchanged(upstreams, claude):
+    """The Anthropic wire passes a name the configuration does not list to its own
+    upstream, unchanged; the upstream's refusal comes back as it came."""
+    upstreams.messages.enqueue(error(404, "not_found_error", "model: nope"))
     with pytest.raises(anthropic.NotFoundError) as caught:
         claude.messages.create(
             model="nope", max_tokens=5, messages=[{"role": "user", "content": "x"}]
         )
     assert caught.value.body == {
         "type": "error",
-        "error": {"type": "not_found_error", "message": caught.value.body["error"]["message"]},
+        "error": {"type": "not_found_error", "message": "model: nope"},
     }
-    assert "unknown model 'nope'" in caught.value.body["error"]["message"]
-    nothing_stored()
+    assert upstreams.messages.requests[-1].body["model"] == "nope"
 
 
 def test_a_missing_upstream_key_names_the_variable(upstreams, oai, claude, monkeypatch):
@@ -86,7 +92,7 @@ def test_a_missing_upstream_key_names_the_variable(upstreams, oai, claude, monke
             {
                 "model": "local",
                 "max_tokens": 5,
-                "messages": [{"role": "user", "content": [{"type": "video"}]}],
+                "messages": [{"role": "user", "content": [{"text": "a block without a type"}]}],
             },
             "messages.0.content.0.type",
         ),

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from mcpserver.connect import claude_hooks, merge, proxy
+from mcpserver.connect import claude_hooks, claude_proxy, merge, proxy
 from mcpserver.connect.agents import AGENTS, SCOPES
-from mcpserver.connect.config_files import ConfigFileError, Merged, json_text
+from mcpserver.connect.config_files import ConfigFileError, Merged, json_text, read_json
 from mcpserver.connect.credentials import CredentialsError, owner_and_token
 from mcpserver.connect.target import ServerTarget, base_url_of, passed_env
 from mcpserver.server import SERVER_NAME
@@ -23,7 +23,10 @@ class Command(BaseCommand):
         "Streamable HTTP to URL/mcp/ with the user's API token (--token, or one issued for "
         "--user). For claude-code also its SessionStart and PreCompact hooks (lcm_hook). "
         "--write backs the file up first (NAME.lcm-backup-TIME), changes only this entry "
-        "and the hooks, and does nothing when they are already there."
+        "and the hooks, and does nothing when they are already there. claude-code --proxy "
+        "--url URL: instead, Claude Code's model calls go through URL/anthropic (its "
+        "settings' env: ANTHROPIC_BASE_URL and an X-LCM-Token line in "
+        "ANTHROPIC_CUSTOM_HEADERS, merged; --remove takes them out again; docs/agents.md)."
     )
 
     def add_arguments(self, parser):
@@ -52,10 +55,11 @@ class Command(BaseCommand):
         parser.add_argument("--write", action="store_true", help="Merge into the files.")
         parser.add_argument(
             "--proxy", action="store_true",
-            help="codex, opencode: also send the agent's model calls through this server's "
-            "drop-in (needs --url): Codex gets a [model_providers.lcm] table and "
-            "model_provider = \"lcm\"; OpenCode's openai provider gets the drop-in's baseURL "
-            "and the X-LCM-Token header (docs/drop-in.md). Written at once.",
+            help="Also send the agent's model calls through this server's drop-in (needs "
+            "--url). claude-code: ANTHROPIC_BASE_URL and an X-LCM-Token header in its settings' "
+            "env (printed; --write merges). codex: a [model_providers.lcm] table and "
+            "model_provider = \"lcm\"; opencode: the openai provider's baseURL and the "
+            "X-LCM-Token header (both written at once). docs/agents.md.",
         )  # fmt: skip
         parser.add_argument(
             "--remove", action="store_true",
@@ -68,9 +72,10 @@ class Command(BaseCommand):
         )  # fmt: skip
 
     def handle(self, *args, **options):
-        if options["proxy"]:
-            self._proxy(options)
-            return
+        if options["proxy"] or options["remove"]:
+            if options["agent"] == "claude-code":
+                return self._claude_code_proxy(options)
+            return self._proxy(options)
         agent = AGENTS[options["agent"]]
         project = Path(options["project_dir"]).expanduser().resolve()
         path = Path(options["config"]).expanduser() if options["config"] else None
@@ -97,8 +102,8 @@ class Command(BaseCommand):
 
     def _proxy(self, options) -> None:
         name = options["agent"]
-        if name not in ("codex", "opencode"):
-            raise CommandError("--proxy is for codex and opencode (claude-code: docs/drop-in.md)")
+        if name not in ("codex", "opencode") or not options["proxy"]:
+            raise CommandError("--proxy [--remove] is for claude-code, codex and opencode")
         agent = AGENTS[name]
         project = Path(options["project_dir"]).expanduser().resolve()
         path = Path(options["config"]).expanduser() if options["config"] else None
@@ -119,6 +124,46 @@ class Command(BaseCommand):
             else:
                 options_entry = proxy.opencode_options(target.base_url, target.token)
                 self._report(proxy.opencode_merge(path, options_entry, new_file=agent.new_file))
+        except (ConfigFileError, ValueError) as error:
+            raise CommandError(str(error)) from None
+
+    def _claude_code_proxy(self, options) -> None:
+        """claude-code --proxy: the env entries in its settings file (user or project)."""
+        if not options["proxy"]:
+            raise CommandError("--remove goes with --proxy: --proxy --remove")
+        project = Path(options["project_dir"]).expanduser().resolve()
+        settings = (
+            Path(options["hooks_settings"]).expanduser() if options["hooks_settings"] else None
+        )
+        settings = settings or claude_hooks.settings_path(options["scope"], project)
+        if options["remove"]:
+            change = claude_proxy.remove_proxy
+            self.stdout.write(f"# claude-code: proxy entries out of {settings}\n")
+        else:
+            if not options["url"]:
+                raise CommandError(
+                    "--proxy needs --url URL (this server, e.g. http://127.0.0.1:8000)"
+                )
+            try:
+                kept = claude_proxy.token_of(read_json(settings))
+            except ConfigFileError as error:
+                raise CommandError(str(error)) from None
+            existing = {"headers": {"Authorization": f"Bearer {kept}"}} if kept else None
+            target = self._target(options, existing=existing)
+            base = target.base_url
+            preview: dict = {}
+            claude_proxy.merge_proxy(preview, base_url=base, token="<token>")
+            self.stdout.write(f"# claude-code: proxy in {settings}\n")
+            self.stdout.write(json_text(preview))
+
+            def change(data):
+                claude_proxy.merge_proxy(data, base_url=base, token=target.token)
+
+        if not options["write"]:
+            self.stdout.write("# (printed only: --write merges it into the file above)")
+            return
+        try:
+            self._report(merge.update_json(settings, change))
         except (ConfigFileError, ValueError) as error:
             raise CommandError(str(error)) from None
 
