@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Iterator
 
 from django.db import close_old_connections
@@ -106,14 +107,18 @@ def serve(request, wire, prepared, headers: dict, answer_id: str, retry) -> Http
             replaced=replaced,
             mark=_marks_wanted(prepared, replaced),
         )
+        call = upstream.Forward(url, call_headers, body)
+        started = time.perf_counter()
         try:
-            response = upstream.forward(upstream.Forward(url, call_headers, body))
+            response = upstream.forward(call)
         except ProviderError as error:
             return error_response(wire, upstream_error(error))
+        receipt = _receipt_writer(prepared, wire, call, started, compacted=replaced is not None)
         if response.status_code < 400:
             break
         content = response.read()
         response.close()
+        receipt({"status": "failed", "error": str(response.status_code)})
         limit = _too_long_limit(response.status_code, content)
         if limit is None or attempt == RETRIES_TOO_LONG:
             return _relayed_whole(response, content, headers)
@@ -122,11 +127,12 @@ def serve(request, wire, prepared, headers: dict, answer_id: str, retry) -> Http
         headers["X-LCM-Tokens-Sent"] = str(replaced.tokens)
     if "text/event-stream" in response.headers.get("content-type", ""):
         close_old_connections()  # no database connection is held while the stream runs
-        result = StreamingHttpResponse(relay.served(request, _relay(response, prepared, answer_id)))
+        relayed = _relay(response, prepared, answer_id, receipt)
+        result = StreamingHttpResponse(relay.served(request, relayed))
     else:
         content = response.read()
         response.close()
-        _store_whole(prepared, content)
+        receipt(_facts(_store_whole(prepared, content)))
         result = HttpResponse(content)
     _copy_headers(response, result, headers)
     return result
@@ -173,13 +179,43 @@ def _copy_headers(response, result: HttpResponse, headers: dict) -> None:
         result[name] = value
 
 
-def _store_whole(prepared, content: bytes) -> None:
+def _receipt_writer(prepared, wire, call, started: float, *, compacted: bool):
+    """What writes this call's receipt once its outcome is known (dropin/upstream.py)."""
+
+    def write(facts: dict) -> None:
+        upstream.forwarded_receipt(
+            thread=prepared.thread,
+            wire=wire.NAME,
+            call=call,
+            model=prepared.spec.model_id,
+            facts=facts,
+            started=started,
+            compacted=compacted,
+        )
+
+    return write
+
+
+def _facts(answer) -> dict:
+    """A receipt's account of what came back (docs/receipts.md)."""
+    if answer is None:
+        return {"status": "completed"}
+    outcome = answer.outcome or {}
+    return {
+        "status": outcome.get("status") or "completed",
+        "stop": outcome.get("reason"),
+        "usage": dict(answer.usage or {}),
+    }
+
+
+def _store_whole(prepared, content: bytes):
+    """The answer stored; returned (None when the body is not a message)."""
     try:
         raw = json.loads(content)
     except ValueError:
-        return
+        return None
     if not isinstance(raw, dict) or raw.get("type") != "message":
-        return
+        return None
     answer = response_from_message(prepared.spec, {}, raw)
     services.answer_store(
         place=prepared.place,
@@ -187,9 +223,10 @@ def _store_whole(prepared, content: bytes) -> None:
         status=answer.outcome["status"],
         raw=raw.get("content") or None,
     )
+    return answer
 
 
-def _relay(response, prepared, answer_id: str) -> Iterator[bytes]:
+def _relay(response, prepared, answer_id: str, receipt) -> Iterator[bytes]:
     """The upstream's bytes as they come; each event journaled; the answer stored at the
     end (marked incomplete when the stream or the client went away first)."""
     journal = relay.journal_for(answer_id, prepared.spec, prepared.place, wire="anthropic")
@@ -207,6 +244,7 @@ def _relay(response, prepared, answer_id: str) -> Iterator[bytes]:
         response.close()
         answer = response_from_raw_events(prepared.spec, {}, events)
         status = answer.outcome["status"] if ended else "incomplete"
+        receipt({**_facts(answer), "status": status})
         try:
             services.answer_store(
                 place=prepared.place,

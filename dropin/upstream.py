@@ -1,19 +1,20 @@
 """The one place the drop-in calls an upstream model: every model call a drop-in request
 makes (the answer, each step of the memory tool loop, a streamed answer) goes through
-`complete`, `stream` or (same-wire pass-through) `forward` here, so whatever must see every upstream call (receipts, metrics)
-hooks in this module and nowhere else.
+`complete`, `stream` or (same-wire pass-through) `forward` here, so whatever must see
+every upstream call (receipts, metrics) hooks in this module and nowhere else.
 
 Receipts (docs/receipts.md): the calls made inside `receipted(...)` leave a receipt naming
 the thread's stored items they were built from; the providers layer hands the receipts
 app the exact bytes sent. A wire that calls its upstream without the providers layer (a
-byte-for-byte pass-through) records with `receipts.recording.record_upstream_call` and the
-same `receipt_context(...)`.
+byte-for-byte pass-through, `forward`) records with `forwarded_receipt` below.
 
 No transaction or database connection is open while these run (dropin/pipeline.py)."""
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -24,7 +25,10 @@ from providers.base import ProviderRequest, ProviderResponse, StreamEvent
 from providers.calls import default_timeout
 from providers.errors import ProviderError
 from providers.registry import provider_for
-from receipts.context import call_context
+from receipts.context import CallContext, call_context
+from receipts.recording import record_upstream_call
+
+logger = logging.getLogger("lcm.dropin")
 
 
 def receipted(*, thread, sent, wire: str):
@@ -92,3 +96,29 @@ def forward(call: Forward) -> httpx.Response:
             status=502,
             provider="upstream",
         ) from None
+
+
+def forwarded_receipt(
+    *, thread, wire: str, call: Forward, model: str, facts: dict, started: float, compacted: bool
+) -> None:
+    """The receipt of a pass-through call: the exact bytes `call` sent (kept as the
+    receipt's template, so the replay is exact without naming items) and what came back
+    (`facts`: status, stop, usage). A receipt that cannot be written never fails the call."""
+    context = CallContext(
+        site="dropin",
+        conversation_id=thread.conversation_id,
+        source=f"thread:{thread.pk}",
+        notes={"wire": wire, "forwarded": True, "compacted": compacted},
+    )
+    try:
+        record_upstream_call(
+            context=context,
+            wire=wire,
+            model=model,
+            upstream=call.url.split("?", 1)[0],
+            body=call.body,
+            response=facts,
+            latency_ms=(time.perf_counter() - started) * 1000,
+        )
+    except Exception:
+        logger.exception("the receipt of a passed-through call could not be written")

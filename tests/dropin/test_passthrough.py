@@ -9,6 +9,7 @@ scripts/claude_code_e2e.py), sent as its bytes; the other requests go through th
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import httpx
@@ -278,3 +279,27 @@ def test_past_the_budget_the_prefix_grows_by_appending_between_cuts(upstreams, c
     # A head that moves on every request (the old behaviour) appends on none of them.
     assert appended >= len(pairs) / 2
     assert all(messages[-1]["content"].startswith("note ") for messages in sent)
+
+
+def test_a_passed_through_call_leaves_a_receipt_that_replays_its_bytes(
+    upstreams, live_server, caller
+):
+    from receipts.models import Receipt
+    from receipts.selectors import replay
+
+    upstreams.messages.enqueue(anthropic_stream([text_block("Hello!")]))
+    data, raw, headers = recorded("claude_code_oneshot.json")
+    headers["X-LCM-Token"] = caller[1]
+    post(live_server, data["path"], raw, headers)
+
+    thread = Thread.objects.get()
+    receipts = Receipt.objects.filter(conversation_id=thread.conversation_id)
+    for _ in range(50):  # a stream's receipt is written as its relay ends, just after the bytes
+        if receipts.exists():
+            break
+        time.sleep(0.1)
+    (receipt,) = receipts
+    rebuilt = replay(receipt)
+    assert rebuilt.body == upstreams.messages.requests[-1].raw == raw
+    assert rebuilt.exact
+    assert receipt.site == "dropin"
