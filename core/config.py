@@ -654,6 +654,16 @@ SETTINGS: tuple[Setting, ...] = (
         1,
     ),
     Setting(
+        "LCM_SEARCH_SPEAKER_WEIGHT",
+        float,
+        2.5,
+        "Hybrid search: when a question names exactly one of a transcript's speakers "
+        '("What games did Aqib play?"), that speaker\'s messages gain this much (z units '
+        "of the message ranking) over the other speakers' (0: off).",
+        0,
+        10,
+    ),
+    Setting(
         "LCM_SEARCH_PASSAGE_TOKENS",
         int,
         40,

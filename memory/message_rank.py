@@ -78,10 +78,12 @@ class RankParams:
     message_cap: float = LEXICAL_CAP  # the message term's z-score counts up to this too
     neighbour_floor: float = NEIGHBOUR_FLOOR
     long_message_weight: float = LONG_MESSAGE_WEIGHT
+    speaker_weight: float = 0.0  # memory.speaker_focus
 
     @classmethod
     def from_settings(cls) -> RankParams:
         return cls(
+            speaker_weight=settings.LCM_SEARCH_SPEAKER_WEIGHT,
             bm25_weight=settings.LCM_SEARCH_BM25_WEIGHT,
             neighbour_weight=settings.LCM_SEARCH_NEIGHBOUR_WEIGHT,
             message_weight=settings.LCM_SEARCH_MESSAGE_WEIGHT,

@@ -21,6 +21,8 @@ neighbours, one unit per message (docs/memory.md, "Recall").
 - Hybrid ranks messages (memory.message_rank, issue 34): each message by its best unit plus
   its whole-text BM25, the lexical leg scaled by its confidence and capped, neighbours
   lending only their semantic evidence.
+- A question naming one of a transcript's speakers prefers that speaker's messages
+  (memory.speaker_focus, LCM_SEARCH_SPEAKER_WEIGHT; issue 47, multi-hop).
 - One unit per message: only a message's best unit is returned (the caller widens it with
   the message, its neighbours or lcm_expand when its budget allows).
 - A question about the order of events (memory.event_order) is searched by its topic,
@@ -64,6 +66,7 @@ from memory.models import Chunk, EmbeddingNamespace
 from memory.namespaces import backend_for_namespace, search_namespace
 from memory.passages import passages_for
 from memory.retrieved_items import RetrievedItem, item_for_chunk
+from memory.speaker_focus import speaker_focus
 from memory.vectors.base import ScopeFilter
 from memory.vectors.numpy_exact import INDEX, UnitMatrix
 
@@ -202,7 +205,7 @@ def search_units(
     if rows.size == 0 or k <= 0:
         stats["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 2)
         return UnitSearch([], stats)
-    asked = _without_speakers(matrix, rows, query, mode)
+    asked, named = _without_speakers(matrix, rows, query, mode)
     order = _Order.of(asked) if mode != "full_text" else None
     if order is not None:
         asked = order.topic
@@ -215,7 +218,9 @@ def search_units(
     else:
         cosine = np.zeros(rows.size)
     if mode == "hybrid":
-        fused, picked = _hybrid(matrix, rows, local, n, terms, bm25, cosine, k, order=order)
+        fused, picked = _hybrid(
+            matrix, rows, local, n, terms, bm25, cosine, k, order=order, named=named
+        )
     elif order is not None:
         fused = cosine
         messages = message_groups(matrix, rows, n)
@@ -232,11 +237,13 @@ def search_units(
     return UnitSearch(hits, stats)
 
 
-def _without_speakers(matrix: UnitMatrix, rows: np.ndarray, query: str, mode: str) -> str:
-    """The question asked without the transcript's speakers it names ("What did Ana
-    adopt?"): every line of hers carries her name (a bonus for her lines measured no gain
-    and was dropped: docs/memory.md). Unchanged when it names none in scope, or would be
-    left empty."""
+def _without_speakers(
+    matrix: UnitMatrix, rows: np.ndarray, query: str, mode: str
+) -> tuple[str, set[int]]:
+    """(the question asked without the transcript's speakers it names, those speakers'
+    indexes in scope): "What did Ana adopt?" is asked as "What did adopt?", since every
+    line of hers carries her name; hybrid then prefers her lines (memory.speaker_focus).
+    The question unchanged when it names none in scope, or would be left empty."""
     named, asked = (
         speakers_named(query, matrix.speaker_names)
         if matrix.speaker_names and mode != "full_text"
@@ -247,7 +254,7 @@ def _without_speakers(matrix: UnitMatrix, rows: np.ndarray, query: str, mode: st
         named = named & present
         if not named:
             asked = query
-    return asked or query
+    return (asked or query), named
 
 
 def _hybrid(
@@ -261,11 +268,13 @@ def _hybrid(
     k: int,
     params: RankParams | None = None,
     order: _Order | None = None,
+    named: set[int] = frozenset(),
 ) -> tuple[np.ndarray, list[int]]:
     """(each unit's fused score, the positions of the best unit of the `k` best messages):
     messages ranked by all their evidence, the lexical leg scaled by its confidence
-    (memory.message_rank); for a question about the order of events, taken as `_in_order`
-    says."""
+    (memory.message_rank), the one speaker the question names preferred
+    (memory.speaker_focus); for a question about the order of events, taken as
+    `_in_order` says."""
     params = params or RankParams.from_settings()
     messages = message_groups(matrix, rows, n)
     whole, coverage = message_bm25(matrix, local, n, terms, messages)
@@ -284,6 +293,7 @@ def _hybrid(
         lent *= params.neighbour_weight
         fused += lent
     score = message_scores(fused, whole, messages, lexical, params, coverage)
+    score = speaker_focus(score, matrix, rows, messages, named, params.speaker_weight)
     if order is not None:
         return fused, _in_order(matrix, rows, messages, score, fused, k, order)
     return fused, top_messages(score, fused, messages, k)
