@@ -3,7 +3,9 @@
 - SessionStart runs `manage.py lcm_hook session-start` (a note that past sessions are
   searchable through the MCP tools, and the user's pinned facts);
 - PreCompact runs `manage.py lcm_hook pre-compact` (the transcript is caught up before
-  the agent compacts).
+  the agent compacts);
+- PostCompact runs `manage.py lcm_hook post-compact` (the repair of the compaction is
+  drawn and stored; the SessionStart with source `compact` that follows hands it back).
 
 Each is one matcher group `{"hooks": [{"type": "command", "command": ..., "timeout": s}]}`
 with no matcher (every source / trigger). Merging replaces our own group (found by its
@@ -19,7 +21,11 @@ from mcpserver.connect.target import ServerTarget
 from mcpserver.server import SERVER_NAME
 
 # Claude Code event -> (lcm_hook's event argument, timeout in seconds)
-EVENTS = {"SessionStart": ("session-start", 30), "PreCompact": ("pre-compact", 300)}
+EVENTS = {
+    "SessionStart": ("session-start", 30),
+    "PreCompact": ("pre-compact", 300),
+    "PostCompact": ("post-compact", 60),
+}
 
 
 def settings_path(scope: str, project: Path) -> Path:

@@ -70,11 +70,17 @@ def pins_within(texts: list[str], token_cap: int) -> tuple[list[str], int]:
     return kept, len(texts) - len(kept)
 
 
-def session_start_output(*, server_name: str, pins: list[str], token_cap: int) -> dict:
+def session_start_output(
+    *, server_name: str, pins: list[str], token_cap: int, repair: str = ""
+) -> dict:
+    """`repair`: what the product hands back after a compaction, or a hand-off
+    (mcpserver.hooks.repair), after the note and the pins."""
     context = NOTE.format(server=server_name)
     kept, left_out = pins_within(pins, token_cap)
     if kept:
         context += "\n\nPinned facts:\n" + "\n".join(f"- {text}" for text in kept)
     if left_out:
         context += f"\n({left_out} more pinned facts: memory_search or GET /api/v1/sessions/)"
+    if repair:
+        context += "\n\n" + repair
     return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}

@@ -1,5 +1,6 @@
-"""`manage.py lcm_hook session-start|pre-compact`: the commands Claude Code's hooks run
-(`lcm_connect claude-code --write` puts them in its settings; docs/capture.md)."""
+"""`manage.py lcm_hook session-start|pre-compact|post-compact`: the commands Claude Code's
+(and Codex's) hooks run (`lcm_connect claude-code --write` puts them in its settings;
+docs/capture.md)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import sys
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from mcpserver.hooks import pre_compact, session_start
+from mcpserver.hooks import pre_compact, repair, session_start
 from mcpserver.hooks.remote import Remote, RemoteError
 from mcpserver.server import SERVER_NAME
 
-EVENTS = ("session-start", "pre-compact")
+EVENTS = ("session-start", "pre-compact", "post-compact")
+AGENTS = ("claude-code", "codex")
 
 
 class Command(BaseCommand):
@@ -22,9 +24,15 @@ class Command(BaseCommand):
         "the hook JSON whose additionalContext tells the agent its past sessions are "
         "searchable through the MCP tools, with the user's pinned facts (within "
         "--pins-token-cap tokens). pre-compact imports the session's transcript_path (only "
-        "what is new) before the agent compacts. Local (--user: this server's database) or "
-        "remote (--server URL --token KEY: through the HTTP API). Never fails the agent: "
-        "problems go to stderr and the exit status is 0."
+        "what is new) before the agent compacts. After the agent compacted (session-start "
+        "with source compact or resume) the additionalContext also carries the repair: what "
+        "the agent's summary dropped that the work still needs, said as what happened, with "
+        "the ids lcm_expand takes (LCM_REPAIR_TOKEN_BUDGET tokens; LCM_REPAIR_ENABLED=false "
+        "turns it off); at startup in a project with a recent session, its hand-off "
+        "(LCM_HANDOFF_RECENT_HOURS). post-compact stores the repair ahead of session-start. "
+        "Local (--user: this server's database) or remote (--server URL --token KEY: through "
+        "the HTTP API; no repair). Never fails the agent: problems go to stderr and the exit "
+        "status is 0."
     )
 
     def add_arguments(self, parser):
@@ -41,6 +49,12 @@ class Command(BaseCommand):
             f"(default {session_start.DEFAULT_PINS_TOKEN_CAP}; 0: none).",
         )
         parser.add_argument(
+            "--agent",
+            choices=AGENTS,
+            default="claude-code",
+            help="The agent whose hook this is (the transcript's format; default claude-code).",
+        )
+        parser.add_argument(
             "--server-name",
             default=SERVER_NAME,
             help=f"The MCP server's name in the agent's config (default {SERVER_NAME}).",
@@ -54,7 +68,9 @@ class Command(BaseCommand):
         hook_input = _read_input(sys.stdin)
         try:
             if options["event"] == "session-start":
-                self._session_start(options)
+                self._session_start(options, hook_input)
+            elif options["event"] == "post-compact":
+                self._post_compact(options, hook_input)
             else:
                 self._pre_compact(options, hook_input)
         except (RemoteError, pre_compact.HookInputError, CommandError) as error:
@@ -71,9 +87,10 @@ class Command(BaseCommand):
     def _remote(self, options) -> Remote | None:
         return Remote(options["server"], options["token"]) if options["server"] else None
 
-    def _session_start(self, options) -> None:
+    def _session_start(self, options, hook_input: dict) -> None:
         remote, cap = self._remote(options), max(0, options["pins_token_cap"])
         pins: list[str] = []
+        handed_back = ""
         try:
             if cap:
                 pins = (
@@ -81,12 +98,36 @@ class Command(BaseCommand):
                     if remote
                     else session_start.local_pins(self._user(options))
                 )
+            if not remote:
+                handed_back = self._handed_back(options, hook_input)
         finally:
-            # The note goes out even when the pins could not be read.
+            # The note goes out even when the pins or the repair could not be read.
             output = session_start.session_start_output(
-                server_name=options["server_name"], pins=pins, token_cap=cap
+                server_name=options["server_name"], pins=pins, token_cap=cap, repair=handed_back
             )
             self.stdout.write(json.dumps(output))
+
+    def _handed_back(self, options, hook_input: dict) -> str:
+        source = hook_input.get("source")
+        user = self._user(options)
+        if source in ("compact", "resume"):
+            return repair.compaction_context(
+                user=user,
+                hook_input=hook_input,
+                agent=options["agent"],
+                event=f"SessionStart:{source}",
+            )
+        if source == "startup":
+            return repair.handoff_context(user=user, hook_input=hook_input)
+        return ""
+
+    def _post_compact(self, options, hook_input: dict) -> None:
+        if self._remote(options):
+            return  # the repair is drawn where the session is stored: locally only
+        text = repair.compaction_context(
+            user=self._user(options), hook_input=hook_input, agent=options["agent"], event=""
+        )
+        self.stderr.write(f"lcm: repair of the compaction: {len(text)} characters")
 
     def _pre_compact(self, options, hook_input: dict) -> None:
         path = pre_compact.transcript_of(hook_input)
