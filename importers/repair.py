@@ -15,6 +15,7 @@ hook for the same compaction hands back the same text.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 from django.conf import settings
@@ -89,6 +90,51 @@ def agent_compaction_repair(
     return row
 
 
+_TAGS = re.compile(r"</?summary>|<analysis>.*?</analysis>", re.S)
+
+
+def link_hook_compaction(
+    *, owner, session_id: str, summary: str, author: str, key: str, trigger: str = ""
+) -> bool:
+    """Link the agent's compaction from its hook (Claude Code's PostCompact gives the
+    summary; the agent writes it to its transcript only later): an agent-compaction summary
+    over the messages since its previous one, unless one already ends there. True when the
+    session now has it."""
+    from importers.report import ConversationResult
+    from importers.transcripts.agent_compactions import link_agent_compactions
+    from importers.transcripts.common import AgentCompaction
+
+    conversation = Conversation.objects.filter(owner=owner, session_id=session_id).first()
+    text = _TAGS.sub("", summary).strip()
+    if conversation is None or not text:
+        return False
+    previous = latest_agent_compaction(conversation=conversation)
+    after = 0
+    if previous is not None:
+        ids = SummaryMessage.objects.filter(summary=previous).values_list("message_id", flat=True)
+        after = (
+            Message.objects.filter(pk__in=list(ids))
+            .order_by("-seq")
+            .values_list("seq", flat=True)
+            .first()
+            or 0
+        )
+    covered = list(
+        conversation.messages.filter(seq__gt=after, external_id__isnull=False)
+        .order_by("seq")
+        .values_list("external_id", flat=True)
+    )
+    compaction = AgentCompaction(
+        summary=text,
+        covered=covered,
+        at_external_id=f"{author}:hook:{key}",
+        author=author,
+        metadata={"from": "PostCompact hook", **({"trigger": trigger} if trigger else {})},
+    )
+    link_agent_compactions(conversation.pk, [compaction], ConversationResult(session_id))
+    return latest_agent_compaction(conversation=conversation) is not None
+
+
 def latest_agent_compaction(*, conversation: Conversation) -> Summary | None:
     return (
         Summary.objects.filter(conversation=conversation, model__endswith=AGENT_COMPACTION)
@@ -107,13 +153,16 @@ def session_repair(*, owner, session_id: str) -> AgentCompactionRepair | None:
     return agent_compaction_repair(summary=summary) if summary is not None else None
 
 
-def delivered(repair: AgentCompactionRepair, event: str) -> None:
-    """Note that the repair reached the agent through `event` (compare-and-set free: an
-    append of one small record, the row's only change after it is written)."""
+def deliver_once(repair: AgentCompactionRepair, event: str) -> bool:
+    """Mark the repair as handed to the agent through `event`; False when it had been
+    already (two hooks at once: one of them wins)."""
     with transaction.atomic():
         row = AgentCompactionRepair.objects.select_for_update().get(pk=repair.pk)
-        row.deliveries = [*row.deliveries, {"event": event, "at": timezone.now().isoformat()}]
+        if row.deliveries:
+            return False
+        row.deliveries = [{"event": event, "at": timezone.now().isoformat()}]
         row.save(update_fields=["deliveries"])
+    return True
 
 
 def recent_session(

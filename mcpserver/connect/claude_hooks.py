@@ -4,8 +4,10 @@
   searchable through the MCP tools, and the user's pinned facts);
 - PreCompact runs `manage.py lcm_hook pre-compact` (the transcript is caught up before
   the agent compacts);
-- PostCompact runs `manage.py lcm_hook post-compact` (the repair of the compaction is
-  drawn and stored; the SessionStart with source `compact` that follows hands it back).
+- PostCompact runs `manage.py lcm_hook post-compact` (the compaction is linked from the
+  hook's `compact_summary` and its repair drawn and stored);
+- UserPromptSubmit runs `manage.py lcm_hook user-prompt-submit` (a repair not handed back
+  yet goes to the model with the next prompt; nothing otherwise).
 
 Each is one matcher group `{"hooks": [{"type": "command", "command": ..., "timeout": s}]}`
 with no matcher (every source / trigger). Merging replaces our own group (found by its
@@ -25,6 +27,7 @@ EVENTS = {
     "SessionStart": ("session-start", 30),
     "PreCompact": ("pre-compact", 300),
     "PostCompact": ("post-compact", 60),
+    "UserPromptSubmit": ("user-prompt-submit", 30),
 }
 
 

@@ -122,34 +122,70 @@ def context_of(out: str) -> str:
 
 
 @pytest.mark.django_db
-def test_after_the_agents_compaction_session_start_hands_back_what_its_summary_dropped(
+def test_after_the_agents_compaction_the_next_prompt_hands_back_what_its_summary_dropped(
     monkeypatch, tmp_path, user
 ):
-    transcript = write_jsonl(tmp_path / f"{SESSION}.jsonl", worked_session(THIN))
-    post = {**compact_input(transcript), "hook_event_name": "PostCompact", "trigger": "manual",
-            "compact_summary": THIN}  # fmt: skip
-    out, err = hook(monkeypatch, "post-compact", post, "--user", user.username)
-    assert out == "" and "repair of the compaction" in err
-    summary = Summary.objects.get(model__endswith="(agent compaction)")
-    stored = AgentCompactionRepair.objects.get(summary=summary)
-    assert stored.deliveries == [] and stored.tokens <= 1_500
+    """In Claude Code 2.1's order: PreCompact and SessionStart `compact` before the summary
+    is known, PostCompact with it, the transcript written after them, then the next prompt."""
+    records = worked_session(THIN)
+    before = [r for r in records if r["uuid"] not in ("s09", "u10")]
+    transcript = write_jsonl(tmp_path / f"{SESSION}.jsonl", before)
+    hook(monkeypatch, "pre-compact", {**compact_input(transcript), "hook_event_name": "PreCompact",
+         "trigger": "manual"}, "--user", user.username)  # fmt: skip
+    out, _ = hook(monkeypatch, "session-start", compact_input(transcript), "--user", user.username)
+    assert "left out" not in context_of(out)  # the summary is not known yet
 
-    out, err = hook(
-        monkeypatch, "session-start", compact_input(transcript), "--user", user.username
-    )
-    context = context_of(out)
-    assert err == ""
-    assert "lcm_grep" in context  # the note still comes first
-    assert f"summary_id={summary.pk}" in context and stored.text in context
+    post = {**compact_input(transcript), "hook_event_name": "PostCompact", "trigger": "manual",
+            "compact_summary": f"<summary>{THIN}</summary>"}  # fmt: skip
+    out, err = hook(monkeypatch, "post-compact", post, "--user", user.username)
+    assert out == "" and "tokens to hand back" in err
+    summary = Summary.objects.get(model__endswith="(agent compaction)")
+    assert summary.content == THIN
+    stored = AgentCompactionRepair.objects.get(summary=summary)
+    assert stored.deliveries == [] and 0 < stored.tokens <= 1_500
+
+    write_jsonl(transcript, records)  # the agent writes its compaction afterwards
+    prompt = {**compact_input(transcript), "hook_event_name": "UserPromptSubmit",
+              "prompt": "Where did we leave it?"}  # fmt: skip
+    out, err = hook(monkeypatch, "user-prompt-submit", prompt, "--user", user.username)
+    output = json.loads(out)["hookSpecificOutput"]
+    assert output["hookEventName"] == "UserPromptSubmit" and err == ""
+    context = output["additionalContext"]
+    assert context == stored.text
+    assert f"summary_id={summary.pk}" in context
     assert "cache.py" in context and "300" in context
     assert "AssertionError" in context and "fixed by editing cache.py" in context
     asked = next(line for line in context.splitlines() if "expire after 300 seconds" in line)
     assert asked.startswith(("- The user asked: ", "- The user said: ")) and "(msg:1)" in asked
     stored.refresh_from_db()
+    assert [d["event"] for d in stored.deliveries] == ["UserPromptSubmit"]
+    assert stored.measured["after"]["score"] > stored.measured["before"]["score"]
+
+    # handed back once; the transcript's own record of the compaction is the same one
+    out, _ = hook(monkeypatch, "user-prompt-submit", prompt, "--user", user.username)
+    assert out == ""
+    call_command("lcm_import", "claude-code", str(transcript), "--user", user.username,
+                 stdout=io.StringIO())  # fmt: skip
+    assert Summary.objects.filter(model__endswith="(agent compaction)").count() == 1
+    assert AgentCompactionRepair.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_compaction_found_in_the_transcript_is_handed_back_by_session_start(
+    monkeypatch, tmp_path, user
+):
+    """An agent that writes its compaction before SessionStart `compact` (or a resumed
+    session) gets the repair there."""
+    transcript = write_jsonl(tmp_path / f"{SESSION}.jsonl", worked_session(THIN))
+    out, err = hook(
+        monkeypatch, "session-start", compact_input(transcript), "--user", user.username
+    )
+    summary = Summary.objects.get(model__endswith="(agent compaction)")
+    stored = AgentCompactionRepair.objects.get(summary=summary)
+    context = context_of(out)
+    assert err == "" and "lcm_grep" in context  # the note still comes first
+    assert context.endswith(stored.text)
     assert [d["event"] for d in stored.deliveries] == ["SessionStart:compact"]
-    measured = stored.measured
-    assert measured["after"]["score"] > measured["before"]["score"]
-    assert AgentCompactionRepair.objects.count() == 1  # one per compaction, read again
 
 
 @pytest.mark.django_db
@@ -165,6 +201,9 @@ def test_no_repair_without_a_compaction_or_when_turned_off(monkeypatch, tmp_path
     out, _ = hook(monkeypatch, "session-start", compact_input(transcript), "--user", user.username)
     assert "left out" not in context_of(out)
     assert not AgentCompactionRepair.objects.exists()
+    out, _ = hook(monkeypatch, "user-prompt-submit", compact_input(transcript),
+                  "--user", user.username)  # fmt: skip
+    assert out == ""
 
 
 @pytest.mark.django_db

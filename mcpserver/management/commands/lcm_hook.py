@@ -1,5 +1,5 @@
-"""`manage.py lcm_hook session-start|pre-compact|post-compact`: the commands Claude Code's
-(and Codex's) hooks run (`lcm_connect claude-code --write` puts them in its settings;
+"""`manage.py lcm_hook session-start|pre-compact|post-compact|user-prompt-submit`: the
+commands Claude Code's (and Codex's) hooks run (`lcm_connect claude-code --write` puts them in its settings;
 docs/capture.md)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from mcpserver.hooks import pre_compact, repair, session_start
 from mcpserver.hooks.remote import Remote, RemoteError
 from mcpserver.server import SERVER_NAME
 
-EVENTS = ("session-start", "pre-compact", "post-compact")
+EVENTS = ("session-start", "pre-compact", "post-compact", "user-prompt-submit")
 AGENTS = ("claude-code", "codex")
 
 
@@ -29,7 +29,8 @@ class Command(BaseCommand):
         "the agent's summary dropped that the work still needs, said as what happened, with "
         "the ids lcm_expand takes (LCM_REPAIR_TOKEN_BUDGET tokens; LCM_REPAIR_ENABLED=false "
         "turns it off); at startup in a project with a recent session, its hand-off "
-        "(LCM_HANDOFF_RECENT_HOURS). post-compact stores the repair ahead of session-start. "
+        "(LCM_HANDOFF_RECENT_HOURS). post-compact links the compaction from its input and "
+        "stores the repair; user-prompt-submit hands back a repair not handed back yet. "
         "Local (--user: this server's database) or remote (--server URL --token KEY: through "
         "the HTTP API; no repair). Never fails the agent: problems go to stderr and the exit "
         "status is 0."
@@ -71,6 +72,8 @@ class Command(BaseCommand):
                 self._session_start(options, hook_input)
             elif options["event"] == "post-compact":
                 self._post_compact(options, hook_input)
+            elif options["event"] == "user-prompt-submit":
+                self._user_prompt_submit(options, hook_input)
             else:
                 self._pre_compact(options, hook_input)
         except (RemoteError, pre_compact.HookInputError, CommandError) as error:
@@ -111,11 +114,12 @@ class Command(BaseCommand):
         source = hook_input.get("source")
         user = self._user(options)
         if source in ("compact", "resume"):
-            return repair.compaction_context(
+            return repair.pending_context(
                 user=user,
                 hook_input=hook_input,
                 agent=options["agent"],
                 event=f"SessionStart:{source}",
+                fresh=True,
             )
         if source == "startup":
             return repair.handoff_context(user=user, hook_input=hook_input)
@@ -124,10 +128,32 @@ class Command(BaseCommand):
     def _post_compact(self, options, hook_input: dict) -> None:
         if self._remote(options):
             return  # the repair is drawn where the session is stored: locally only
-        text = repair.compaction_context(
-            user=self._user(options), hook_input=hook_input, agent=options["agent"], event=""
+        stored = repair.store_compaction(
+            user=self._user(options), hook_input=hook_input, agent=options["agent"]
         )
-        self.stderr.write(f"lcm: repair of the compaction: {len(text)} characters")
+        said = f"{stored.tokens} tokens to hand back" if stored else "no agent compaction found"
+        self.stderr.write(f"lcm: repair of the compaction: {said}")
+
+    def _user_prompt_submit(self, options, hook_input: dict) -> None:
+        """The repair of a compaction not handed back yet, as additionalContext; nothing
+        (no output) otherwise, so the prompt goes on as it was."""
+        if self._remote(options):
+            return
+        text = repair.pending_context(
+            user=self._user(options),
+            hook_input=hook_input,
+            agent=options["agent"],
+            event="UserPromptSubmit",
+            fresh=False,
+        )
+        if text:
+            output = {
+                "hookSpecificOutput": {
+                    "hookEventName": "UserPromptSubmit",
+                    "additionalContext": text,
+                }
+            }
+            self.stdout.write(json.dumps(output))
 
     def _pre_compact(self, options, hook_input: dict) -> None:
         path = pre_compact.transcript_of(hook_input)
