@@ -15,8 +15,9 @@ from compaction.models import SummaryFidelity
 from conversations.models import Conversation, Message, Summary, SummaryMessage
 from importers.models import AgentCompactionRepair, ImportedSummary
 
-# The import rows' `line` of a conversation that runs under another one.
-CHILD_LINES = ("subagent", "sidechain", "subtask")
+# The import rows' `line` of a conversation that runs under another one (its
+# `parent_session`): sub-agents, sidechains, sub-tasks, and the branches and forks of it.
+CHILD_LINES = ("subagent", "sidechain", "subtask", "branch", "fork")
 AGENT_COMPACTION = "(agent compaction)"
 _TITLE_CHARS = 120
 _DROPPED_SHOWN = 12  # per kind

@@ -13,6 +13,7 @@ from django.core.management import call_command
 
 from conversations.models import Summary
 from importers.models import AgentCompactionRepair
+from mcpserver.tools import mcp_tools
 from tests.importers.agent_sessions import SESSION, assistant, cc, write_jsonl
 
 
@@ -208,7 +209,7 @@ def test_no_repair_without_a_compaction_or_when_turned_off(monkeypatch, tmp_path
 
 @pytest.mark.django_db
 def test_a_new_session_in_the_project_gets_the_hand_off_of_the_recent_one(
-    monkeypatch, tmp_path, user, settings
+    monkeypatch, tmp_path, user, other_user, settings
 ):
     recent = datetime.now(UTC) - timedelta(minutes=30)
     transcript = write_jsonl(tmp_path / f"{SESSION}.jsonl", worked_session(THIN, recent))
@@ -226,3 +227,15 @@ def test_a_new_session_in_the_project_gets_the_hand_off_of_the_recent_one(
     settings.LCM_HANDOFF_RECENT_HOURS = 0
     out, _ = hook(monkeypatch, "session-start", start, "--user", user.username)
     assert "Hand-off" not in context_of(out)
+
+    # on demand, from any agent, through the MCP tool: the same hand-off
+    tool = mcp_tools()["lcm_handoff"]
+    given = json.loads(tool.run(user=user, arguments={"project": "/work/app"}).text)
+    assert given["session_id"] == SESSION and given["agent"] == "claude-code"
+    assert given["handoff"] == context.split("\n\n", 1)[1] and given["tokens"] <= 1_500
+    by_id = json.loads(tool.run(user=user, arguments={"session": SESSION}).text)
+    assert by_id["handoff"] == given["handoff"]
+    for arguments in ({"project": "/work/app"}, {"session": SESSION}, {"agent": "codex"}):
+        refused = tool.run(user=other_user if "agent" not in arguments else user,
+                           arguments=arguments)  # fmt: skip
+        assert refused.is_error and json.loads(refused.text)["code"] == "not_found"
