@@ -86,6 +86,8 @@ def _link_one(conversation_id: int, compaction: AgentCompaction, result: Convers
         locks.lock(locks.LockKind.COMPACTION, conversation_id)
         if Summary.objects.filter(pk=summary_id).exists():  # a concurrent import wrote it
             return
+        if _linked_already(conversation_id, max(row[1] for row in covered)):
+            return  # a concurrent hook (or import) linked the same compaction
         row = summary_create(summary, now=timezone.now())
         ImportedSummary.objects.create(
             summary=row,
