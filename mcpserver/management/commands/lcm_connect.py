@@ -21,7 +21,8 @@ class Command(BaseCommand):
         "tools, so it can search every session of every agent (docs/capture.md). stdio "
         "(default): the agent starts `manage.py lcm_mcp --user NAME` itself. --url: "
         "Streamable HTTP to URL/mcp/ with the user's API token (--token, or one issued for "
-        "--user). For claude-code also its SessionStart and PreCompact hooks (lcm_hook). "
+        "--user). For claude-code also its SessionStart, PreCompact, PostCompact and "
+        "UserPromptSubmit hooks (lcm_hook: notes, catch-up, the repair after its compaction). "
         "--write backs the file up first (NAME.lcm-backup-TIME), changes only this entry "
         "and the hooks, and does nothing when they are already there."
     )
