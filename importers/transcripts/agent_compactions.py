@@ -46,13 +46,7 @@ def _link_one(conversation_id: int, compaction: AgentCompaction, result: Convers
     )
     if Summary.objects.filter(pk=summary_id).exists():
         return  # linked by an earlier import
-    rows = {
-        row[0]: row
-        for row in Message.objects.filter(
-            conversation_id=conversation_id, external_id__in=compaction.covered
-        ).values_list("external_id", "pk", "created_at", "token_count")
-    }
-    covered = [rows[e] for e in dict.fromkeys(compaction.covered) if e in rows]
+    covered = _covered_rows(conversation_id, compaction)
     if covered and _linked_already(conversation_id, max(row[1] for row in covered)):
         return  # the same compaction, linked from the other side (hook or transcript)
     if not covered or not compaction.summary.strip():
@@ -101,6 +95,17 @@ def _link_one(conversation_id: int, compaction: AgentCompaction, result: Convers
         _record_fidelity(row, [r[1] for r in covered])
     result.counts["summaries"] += 1
     result.counts["summary_messages"] += len(covered)
+
+
+def _covered_rows(conversation_id: int, compaction: AgentCompaction) -> list[tuple]:
+    """(external id, pk, created_at, token_count) of the stored messages it covers, in order."""
+    rows = {
+        row[0]: row
+        for row in Message.objects.filter(
+            conversation_id=conversation_id, external_id__in=compaction.covered
+        ).values_list("external_id", "pk", "created_at", "token_count")
+    }
+    return [rows[e] for e in dict.fromkeys(compaction.covered) if e in rows]
 
 
 def _linked_already(conversation_id: int, last_message_id: int) -> bool:
