@@ -347,6 +347,27 @@ print(json.dumps({"conversation_id": conversation.pk, "agent_compactions": rows}
 """
 
 
+def _explorer_page(port: int, password: str, conversation_id: int) -> str:
+    """The session's page in the served explorer, signed in as the user."""
+    import http.cookiejar
+    import re
+    import urllib.parse
+
+    base = f"http://127.0.0.1:{port}"
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+    )
+    form = opener.open(f"{base}/accounts/login/", timeout=30).read().decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
+    data = urllib.parse.urlencode(
+        {"username": USER, "password": password, "csrfmiddlewaretoken": token}
+    ).encode()
+    request = urllib.request.Request(f"{base}/accounts/login/", data=data)
+    request.add_header("Referer", f"{base}/accounts/login/")
+    opener.open(request, timeout=30)
+    return opener.open(f"{base}/conversations/{conversation_id}/", timeout=60).read().decode()
+
+
 def run(args) -> int:
     scratch = Path(args.keep or tempfile.mkdtemp(prefix="lcm-repair-accept-"))
     project, config, home = scratch / "project", scratch / "claude-config", scratch / "home"
@@ -365,7 +386,8 @@ def run(args) -> int:
     if not env.get("LCM_DATABASE_URL"):
         print("note: LCM_DATABASE_URL is not set: the SQLite database in the scratch folder")
     _manage(env, "migrate", "-v0")
-    _manage(env, "lcm_create_user", USER, "--password", uuid.uuid4().hex)
+    password = uuid.uuid4().hex
+    _manage(env, "lcm_create_user", USER, "--password", password)
     connected = _manage(env, "lcm_connect", "claude-code", "--user", USER, "--write")
     hook_log = scratch / "hook-inputs.jsonl"
     _record_hook_inputs(config / "settings.json", hook_log)
@@ -395,6 +417,8 @@ def run(args) -> int:
             .strip()
             .splitlines()[-1]
         )
+        record["page"] = _explorer_page(args.serve_port, password, record["conversation_id"])
+        (scratch / "explorer-page.html").write_text(record["page"])
     finally:
         serve.terminate()
         serve.wait(timeout=30)
@@ -479,6 +503,11 @@ def _report(args, upstream, outcome, record, hook_log: Path, scratch: Path, conn
         "the session's record holds the agent compaction": bool(compactions),
         "with what it kept and dropped": any(row["kept"] for row in compactions),
         "and what was handed back, delivered by a hook": any(row["deliveries"] for row in repaired),
+        "the explorer's session page shows kept, dropped and handed back": all(
+            part in record.get("page", "")
+            for part in ("Kept by its summary", "Dropped", "Handed back", "delivered by")
+        )
+        and any(row["summary_id"] in record.get("page", "") for row in compactions),
     }
     print(f"scratch folder: {scratch}")
     print(
