@@ -308,6 +308,31 @@ SETTINGS: tuple[Setting, ...] = (
         "LCM_SUMMARY_CALL_WINDOW_SECONDS", int, 3600, "Window of the spend guard.", 1, 2_592_000
     ),
     Setting(
+        "LCM_REPAIR_ENABLED",
+        bool,
+        True,
+        "After a coding agent compacts its own session, its SessionStart hook hands back what "
+        "the agent's summary dropped (docs/capture.md, Repair); false turns it off.",
+    ),
+    Setting(
+        "LCM_REPAIR_TOKEN_BUDGET",
+        int,
+        1500,
+        "Most tokens of the repair handed back after an agent's compaction, and of a "
+        "session hand-off.",
+        100,
+        20_000,
+    ),
+    Setting(
+        "LCM_HANDOFF_RECENT_HOURS",
+        float,
+        12.0,
+        "A new agent session (SessionStart startup) gets the hand-off of the latest session "
+        "in its project that ended within this many hours (0: never).",
+        0,
+        8760,
+    ),
+    Setting(
         "LCM_CIRCUIT_BREAKER_FAILURES",
         int,
         5,

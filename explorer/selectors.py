@@ -31,6 +31,7 @@ from conversations.models import (
     SummaryParent,
 )
 from conversations.selectors import conversations_visible_to
+from explorer import agent_sessions
 from largefiles.models import LargeFile
 from largefiles.store import file_storage
 from retrieval.selectors import covering_summaries, summary_subtree
@@ -51,13 +52,20 @@ def _page_of(queryset: QuerySet, page: int) -> tuple[list, bool]:
     return rows[:LIST_PAGE], len(rows) > LIST_PAGE
 
 
-def conversation_list_page(*, user, query: str = "", page: int = 1) -> tuple[list, bool]:
-    """One page of the conversations the user may see, newest activity first.
+def conversation_list_page(
+    *, user, query: str = "", page: int = 1, agent: str = "", project: str = ""
+) -> tuple[list, bool]:
+    """One page of the conversations the user may see, newest activity first: agent
+    sessions as people know them (explorer.agent_sessions), their sub-agents under them,
+    filtered by agent and project.
 
-    Returns (rows, has_more). Two queries: the page with its context tokens, then
-    summaries by depth for just those conversations.
+    Returns (rows, has_more). Three queries: the page with its context tokens and session
+    facts, the page's sub-agents, then summaries by depth for just those conversations.
     """
-    queryset = conversations_visible_to(user).select_related("owner")
+    visible = conversations_visible_to(user)
+    queryset = agent_sessions.agent_filters(visible, agent=agent, project=project)
+    queryset = agent_sessions.with_session_facts(agent_sessions.top_level(queryset))
+    queryset = queryset.select_related("owner")
     if query:
         queryset = queryset.filter(Q(session_id__icontains=query) | Q(title__icontains=query))
     context_tokens = (
@@ -71,18 +79,29 @@ def conversation_list_page(*, user, query: str = "", page: int = 1) -> tuple[lis
         context_tokens=Coalesce(Subquery(context_tokens, output_field=IntegerField()), 0)
     ).order_by("-updated_at", "-pk")
     rows, has_more = _page_of(queryset, page)
+    agent_sessions.attach_children(rows, visible)
+    every = [*rows, *(child for row in rows for child in row.children)]
     depths: dict[int, dict[int, int]] = defaultdict(dict)
     if rows:
         for conversation_id, depth, n in (
-            Summary.objects.filter(conversation_id__in=[c.pk for c in rows])
+            Summary.objects.filter(conversation_id__in=[c.pk for c in every])
             .order_by()
             .values_list("conversation_id", "depth")
             .annotate(n=Count("id"))
         ):
             depths[conversation_id][depth] = n
-    for conversation in rows:
+    for conversation in every:
         conversation.summaries_by_depth = sorted(depths[conversation.pk].items())
     return rows, has_more
+
+
+def agent_choices(*, user) -> list[str]:
+    """The agents of the user's sessions, for the list's filter."""
+    return agent_sessions.agent_names(conversations_visible_to(user))
+
+
+def agent_compactions(conversation: Conversation) -> list[agent_sessions.AgentCompactionView]:
+    return agent_sessions.agent_compactions(conversation)
 
 
 # --- context bar and context list --------------------------------------------------------

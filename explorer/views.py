@@ -8,6 +8,7 @@ the page through Django's auto-escaping; the DAG data goes through `json_script`
 from __future__ import annotations
 
 import datetime as dt
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -69,11 +70,25 @@ def _context_panel(conversation: Conversation) -> dict:
 def conversation_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.get("q", "").replace("\x00", "").strip()[:255]
     page = _page_param(request)
-    rows, has_more = selectors.conversation_list_page(user=request.user, query=query, page=page)
+    agent = request.GET.get("agent", "").replace("\x00", "").strip()[:32]
+    project = request.GET.get("project", "").replace("\x00", "").strip()[:1000]
+    rows, has_more = selectors.conversation_list_page(
+        user=request.user, query=query, page=page, agent=agent, project=project
+    )
+    filters = urlencode({"q": query, "agent": agent, "project": project})
     return render(
         request,
         "explorer/conversation_list.html",
-        {"conversations": rows, "query": query, "page": page, "has_more": has_more},
+        {
+            "conversations": rows,
+            "query": query,
+            "agent": agent,
+            "project": project,
+            "agents": selectors.agent_choices(user=request.user),
+            "filters": filters,
+            "page": page,
+            "has_more": has_more,
+        },
     )
 
 
@@ -90,13 +105,21 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
     # message id -> covering context summary id, or None when the message is itself in
     # the context (absent: neither, only for a moment inside a compaction write).
     covering = covering_summaries(conversation_id=conversation.pk, message_ids=message_ids)
+    compactions = selectors.agent_compactions(conversation)
+    ends = {c.last_seq: c for c in compactions}
     for message in timeline.messages:
         message.covering_summary_id = covering.get(message.pk)
         message.in_context = message.pk in covering and covering[message.pk] is None
+        message.compaction_after = ends.get(message.seq)
     return render(
         request,
         "explorer/conversation_detail.html",
-        {**_context_panel(conversation), "timeline": timeline, "highlight_seq": seq},
+        {
+            **_context_panel(conversation),
+            "timeline": timeline,
+            "highlight_seq": seq,
+            "agent_compactions": compactions,
+        },
     )
 
 

@@ -88,6 +88,39 @@ class ImportedSummary(models.Model):
         return str(self.summary_id)
 
 
+class AgentCompactionRepair(models.Model):
+    """What this product handed back to a coding agent after the agent compacted its own
+    session (docs/capture.md, "Repair after the agent's compaction"): the addendum beside
+    the agent compaction's summary (an `ImportedSummary` of kind `agent_compaction`), what
+    the agent's summary kept and dropped of the span's handles and relation probes, and
+    what the two keep together. One per agent compaction; written once."""
+
+    summary = models.OneToOneField(
+        Summary, primary_key=True, on_delete=models.PROTECT, related_name="agent_repair"
+    )
+    text = models.TextField(blank=True, default="")  # "" when the summary lost nothing
+    tokens = models.IntegerField(default=0)
+    budget = models.IntegerField()
+    # [{"kind", "text", "refs"}]: each line of the addendum, in order
+    items = models.JSONField(default=list, blank=True)
+    # {"before", "after", "relations_before", "relations_after", "left_out"}
+    measured = models.JSONField(default=dict, blank=True)
+    path = models.CharField(max_length=32, default="deterministic")  # or model / model_replaced
+    created_at = models.DateTimeField(auto_now_add=True)
+    # [{"event": "SessionStart:compact", "at": iso time}]: when it reached the agent
+    deliveries = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(tokens__gte=0) & Q(budget__gte=0), name="agent_repair_sizes_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"repair of {self.summary_id} ({self.tokens} tokens)"
+
+
 class ImportedFile(models.Model):
     """A large file of a source; `missing` when its bytes were not found at import."""
 

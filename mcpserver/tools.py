@@ -6,7 +6,8 @@ An MCP client is not inside a conversation the way a model turn is, so each LCM 
 takes an optional `conversation_id`: lcm_grep searches every conversation of the user
 without it, and lcm_expand_query then finds its summaries across all of them.
 
-The session tools (memory_search, pin_fact, send_turn) are in `session_tools.py`.
+The session tools (memory_search, pin_fact, send_turn) are in `session_tools.py`, the
+hand-off (lcm_handoff) in `handoff_tools.py`.
 Adding a family of tools is one entry in `TOOL_FAMILIES`: a function returning
 `McpTool`s (mcpserver.mcp_tool).
 """
@@ -18,6 +19,7 @@ import copy
 from conversations.selectors import conversation_get_for_user
 from core.api.errors import LcmError
 from core.tool_result import ToolResult
+from mcpserver.handoff_tools import handoff_tools
 from mcpserver.mcp_tool import McpTool
 from mcpserver.receipt_tools import receipt_tools
 from mcpserver.session_tools import session_tools
@@ -61,7 +63,7 @@ def lcm_tools() -> list[McpTool]:
 
 
 # One entry per family of tools, in listing order.
-TOOL_FAMILIES = (lcm_tools, session_tools, receipt_tools)
+TOOL_FAMILIES = (lcm_tools, session_tools, receipt_tools, handoff_tools)
 
 
 def mcp_tools() -> dict[str, McpTool]:

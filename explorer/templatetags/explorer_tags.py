@@ -24,6 +24,21 @@ def pretty_json(value) -> str:
         return str(value)
 
 
+# Terminal control sequences (colours, cursor moves, window titles) in hook and shell output:
+# CSI, OSC (ended by BEL or ST) and the two-character escapes, and stray BEL/BS characters.
+_TERMINAL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x07\x08]"
+)
+
+
+@register.filter
+def plain_terminal(value) -> str:
+    """Text as a terminal would show it, without the escape codes that colour it."""
+    if not isinstance(value, str):
+        return value
+    return _TERMINAL.sub("", value) if "\x1b" in value or "\x07" in value else value
+
+
 _FILE_ID = re.compile(r"file_[0-9a-f]{16}")
 
 

@@ -17,12 +17,13 @@ re-import writes nothing twice.
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from compaction import fidelity
 from compaction.store import NewSummary, summary_create, summary_id_for
 from compaction.summarizers import SourceItem
-from conversations.models import Message, Summary, SummaryKind, SummaryLevel
+from conversations.models import Message, Summary, SummaryKind, SummaryLevel, SummaryMessage
 from core import locks
 from core.token_estimate import estimate
 from importers.models import ImportedSummary
@@ -45,13 +46,9 @@ def _link_one(conversation_id: int, compaction: AgentCompaction, result: Convers
     )
     if Summary.objects.filter(pk=summary_id).exists():
         return  # linked by an earlier import
-    rows = {
-        row[0]: row
-        for row in Message.objects.filter(
-            conversation_id=conversation_id, external_id__in=compaction.covered
-        ).values_list("external_id", "pk", "created_at", "token_count")
-    }
-    covered = [rows[e] for e in dict.fromkeys(compaction.covered) if e in rows]
+    covered = _covered_rows(conversation_id, compaction)
+    if covered and _linked_already(conversation_id, max(row[1] for row in covered)):
+        return  # the same compaction, linked from the other side (hook or transcript)
     if not covered or not compaction.summary.strip():
         result.problem(
             "agent_compaction_not_linked",
@@ -83,6 +80,8 @@ def _link_one(conversation_id: int, compaction: AgentCompaction, result: Convers
         locks.lock(locks.LockKind.COMPACTION, conversation_id)
         if Summary.objects.filter(pk=summary_id).exists():  # a concurrent import wrote it
             return
+        if _linked_already(conversation_id, max(row[1] for row in covered)):
+            return  # a concurrent hook (or import) linked the same compaction
         row = summary_create(summary, now=timezone.now())
         ImportedSummary.objects.create(
             summary=row,
@@ -96,6 +95,29 @@ def _link_one(conversation_id: int, compaction: AgentCompaction, result: Convers
         _record_fidelity(row, [r[1] for r in covered])
     result.counts["summaries"] += 1
     result.counts["summary_messages"] += len(covered)
+
+
+def _covered_rows(conversation_id: int, compaction: AgentCompaction) -> list[tuple]:
+    """(external id, pk, created_at, token_count) of the stored messages it covers, in order."""
+    rows = {
+        row[0]: row
+        for row in Message.objects.filter(
+            conversation_id=conversation_id, external_id__in=compaction.covered
+        ).values_list("external_id", "pk", "created_at", "token_count")
+    }
+    return [rows[e] for e in dict.fromkeys(compaction.covered) if e in rows]
+
+
+def _linked_already(conversation_id: int, last_message_id: int) -> bool:
+    """Whether an agent compaction already ends at that message: the agent's PostCompact
+    hook links its compaction from the hook input before the agent writes it to its
+    transcript, and the transcript's import then finds it there (and the other way round)."""
+    linked = Summary.objects.filter(
+        conversation_id=conversation_id, model__endswith="(agent compaction)"
+    ).values_list("pk", flat=True)
+    ends = SummaryMessage.objects.filter(summary_id__in=list(linked)).values("summary_id")
+    ends = ends.annotate(last=Max("message_id"))
+    return any(row["last"] == last_message_id for row in ends)
 
 
 def _record_fidelity(row: Summary, message_ids: list[int]) -> None:

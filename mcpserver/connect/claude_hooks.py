@@ -1,9 +1,15 @@
 """Claude Code's hooks for this server, in its settings file (`hooks` key):
 
 - SessionStart runs `mcpserver/hooks/client.py session-start` (a note that past sessions
-  are searchable through the MCP tools, and the user's pinned facts);
+  are searchable through the MCP tools, the user's pinned facts, and at startup the
+  hand-off of the project's recent session);
 - PreCompact runs `mcpserver/hooks/client.py pre-compact` (the transcript is caught up,
-  through the hook spool).
+  through the hook spool);
+- PostCompact runs `mcpserver/hooks/client.py post-compact` (the compaction is linked from
+  the hook's `compact_summary` and its repair drawn, in a detached process);
+- UserPromptSubmit runs `mcpserver/hooks/client.py user-prompt-submit` (a repair not handed
+  back yet goes to the model with the next prompt; nothing otherwise, without starting
+  Django).
 
 The client is standard-library Python run as a file: it answers within 2 s whatever happens
 (mcpserver/hooks/client.py), so the timeouts here are only a backstop.
@@ -23,7 +29,12 @@ from mcpserver.connect.target import ServerTarget
 from mcpserver.server import SERVER_NAME
 
 # Claude Code event -> (the hook client's event argument, timeout in seconds)
-EVENTS = {"SessionStart": ("session-start", 10), "PreCompact": ("pre-compact", 10)}
+EVENTS = {
+    "SessionStart": ("session-start", 10),
+    "PreCompact": ("pre-compact", 10),
+    "PostCompact": ("post-compact", 10),
+    "UserPromptSubmit": ("user-prompt-submit", 10),
+}
 CLIENT = Path(__file__).resolve().parents[1] / "hooks" / "client.py"
 
 

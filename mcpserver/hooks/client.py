@@ -36,7 +36,7 @@ from pathlib import Path
 DEADLINE_SECONDS = 1.6
 UPLOAD_TIMEOUT_SECONDS = 120  # the detached replay's upload of one transcript
 MANAGE_PY = Path(__file__).resolve().parents[2] / "manage.py"
-EVENTS = ("session-start", "pre-compact", "replay")
+EVENTS = ("session-start", "pre-compact", "post-compact", "user-prompt-submit", "replay")
 REPLAY_LOG = "replay.log"  # in the spool: what the detached deliveries said
 REPLAY_LOG_BYTES = 256 * 1024  # then it starts again
 SERVER_NAME = "lcm"
@@ -114,6 +114,40 @@ def cache_write(path: Path, *, answer: dict | None, started_at: float, reason: s
     temporary.write_text(json.dumps(entry), encoding="utf-8")
     temporary.chmod(0o600)
     temporary.rename(path)
+
+
+def repair_note_path(owner: str, session_id: str, directory: Path | None = None) -> Path:
+    """Where `lcm_hook post-compact` leaves a compaction's repair for the session's next
+    prompt (read here without starting Django)."""
+    name = "".join(c if c.isalnum() else "-" for c in f"{owner}-{session_id}")
+    return (directory or spool_dir()) / f"repair-{name}.note"
+
+
+def repair_note_write(owner: str, session_id: str, text: str, directory: Path | None) -> None:
+    path = repair_note_path(owner, session_id, directory)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.chmod(0o600)
+    temporary.rename(path)
+
+
+def repair_note_take(owner: str, session_id: str, directory: Path | None) -> str:
+    """The note's text, once (the file goes: two prompts at once, one of them gets it)."""
+    path = repair_note_path(owner, session_id, directory)
+    taken = path.with_suffix(f".{os.getpid()}.taken")
+    try:
+        path.rename(taken)
+        text = taken.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    taken.unlink(missing_ok=True)
+    return text
+
+
+def prompt_context(text: str) -> dict:
+    """UserPromptSubmit's answer: `text` for the model, beside the prompt."""
+    return {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": text}}
 
 
 def _cached(path: Path, reason: str) -> dict:
@@ -239,6 +273,40 @@ class Hook:
         except ValueError:
             return _cached(cache, "an answer that is not JSON")
 
+    # -- post-compact and user-prompt-submit: the repair (docs/capture.md, "Repair") ----
+
+    def post_compact(self) -> dict:
+        """Local: `lcm_hook post-compact` links the compaction and leaves its repair for
+        the next prompt, detached (it outlives this hook). Remote: no repair."""
+        if self.options.server:
+            return {}
+        command = self.manage("post-compact")
+        if self.options.spool:
+            command += ["--spool", str(self.options.spool)]
+        with _log(self.options.spool) as log:
+            child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=log,
+                                     start_new_session=True)  # fmt: skip
+        child.stdin.write(json.dumps(self.hook_input).encode())
+        child.stdin.close()
+        return {}
+
+    def user_prompt_submit(self) -> dict:
+        """A repair left by post-compact goes with this prompt; a detached `lcm_hook
+        user-prompt-submit` then marks it handed back. Nothing otherwise (no Django)."""
+        session = self.hook_input.get("session_id")
+        if self.options.server or not isinstance(session, str):
+            return {}
+        text = repair_note_take(self.owner, session, self.options.spool)
+        if not text:
+            return {}
+        with _log(self.options.spool) as log:
+            child = subprocess.Popen(self.manage("user-prompt-submit"), stdin=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, stderr=log,
+                                     start_new_session=True)  # fmt: skip
+        child.stdin.write(json.dumps(self.hook_input).encode())
+        child.stdin.close()
+        return prompt_context(text)
+
     # -- pre-compact and the spool -----------------------------------------------------
 
     def pre_compact(self) -> dict:
@@ -300,8 +368,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="lcm hook",
         description="Claude Code's hooks for LCM: session-start (the memory note and pinned "
-        "facts), pre-compact (the transcript caught up, through a spool), replay (deliver the "
-        "spool). Answers within --deadline seconds and exits 0 whatever happens.",
+        "facts), pre-compact (the transcript caught up, through a spool), post-compact (the "
+        "compaction's repair drawn, detached), user-prompt-submit (the repair handed back "
+        "once), replay (deliver the spool). Answers within --deadline seconds and exits 0 "
+        "whatever happens.",
     )
     parser.add_argument("event", choices=EVENTS)
     parser.add_argument("--user", help="Local: the user who owns it all (this checkout's DB).")
@@ -349,7 +419,12 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.run(command, check=False).returncode
     hook = Hook(options, read_input(sys.stdin), started)
     try:
-        answer = hook.session_start() if options.event == "session-start" else hook.pre_compact()
+        answer = {
+            "session-start": hook.session_start,
+            "pre-compact": hook.pre_compact,
+            "post-compact": hook.post_compact,
+            "user-prompt-submit": hook.user_prompt_submit,
+        }[options.event]()
     except Unreachable as error:
         sys.stderr.write(f"lcm: {options.event}: {error}\n")
         answer = unavailable(options.event, options.server_name, str(error))

@@ -55,20 +55,34 @@ def pins_within(texts: list[str], token_cap: int) -> tuple[list[str], int]:
     return kept, len(texts) - len(kept)
 
 
-def session_start_output(*, server_name: str, pins: list[str], token_cap: int) -> dict:
+def session_start_output(
+    *, server_name: str, pins: list[str], token_cap: int, repair: str = ""
+) -> dict:
+    """`repair`: what the product hands back after a compaction, or a hand-off
+    (mcpserver.hooks.repair), after the note and the pins."""
     context = NOTE.format(server=server_name)
     kept, left_out = pins_within(pins, token_cap)
     if kept:
         context += "\n\nPinned facts:\n" + "\n".join(f"- {text}" for text in kept)
     if left_out:
         context += f"\n({left_out} more pinned facts: memory_search or GET /api/v1/sessions/)"
+    if repair:
+        context += "\n\n" + repair
     return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
 
 
 def session_start_answer(
-    *, user, hook_input: dict, server_name: str, token_cap: int = DEFAULT_PINS_TOKEN_CAP
+    *,
+    user,
+    hook_input: dict,
+    server_name: str,
+    token_cap: int = DEFAULT_PINS_TOKEN_CAP,
+    repair: str = "",
 ) -> dict:
     """The SessionStart answer for `user`. `hook_input` is Claude Code's (session_id,
-    source: startup, resume, clear or compact, cwd) for what adds to the answer."""
+    source: startup, resume, clear or compact, cwd) for what adds to the answer; `repair`:
+    what is handed back (mcpserver/hooks/repair.py), after the note and the pins."""
     pins = local_pins(user) if user is not None and token_cap > 0 else []
-    return session_start_output(server_name=server_name, pins=pins, token_cap=max(0, token_cap))
+    return session_start_output(
+        server_name=server_name, pins=pins, token_cap=max(0, token_cap), repair=repair
+    )

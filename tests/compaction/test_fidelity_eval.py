@@ -41,3 +41,30 @@ def test_lcm_eval_fidelity_measures_each_method_beside_the_agent_summary(tmp_pat
     assert agent.path == "agent"  # the import measured the agent's own summary like ours
     cell = next(c for c in cells if c["method"] == "agent summary")
     assert agent.score == cell["score"]
+
+
+@pytest.mark.django_db
+def test_lcm_eval_fidelity_repair_measures_the_agent_summary_alone_and_with_the_addendum(
+    tmp_path, capsys
+):
+    path = tmp_path / "session.jsonl"
+    records = claude_code_session(rounds=24, session_id="repair-eval", compactions=1)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    out = tmp_path / "figures.json"
+
+    call_command("lcm_eval", "fidelity", "--repair", str(path), "--budget", "400",
+                 "--json", str(out))  # fmt: skip
+
+    rows = {row["method"]: row for row in json.loads(out.read_text())}
+    assert set(rows) == {"agent summary", "agent + addendum", "lcm compacted", "lcm summary"}
+    alone, repaired = rows["agent summary"], rows["agent + addendum"]
+    assert not alone["stand_in"]  # the file holds the agent's own summary
+    assert 0 < repaired["addendum_tokens"] <= 400
+    assert repaired["score"] >= alone["score"]
+    assert repaired["relations"]["score"] >= alone["relations"]["score"]
+    assert repaired["tokens"] == alone["tokens"] + repaired["addendum_tokens"] or (
+        abs(repaired["tokens"] - alone["tokens"] - repaired["addendum_tokens"]) <= 2
+    )
+    printed = capsys.readouterr().out
+    assert "pooled over every span (addendum budget 400 tokens)" in printed
+    assert "still missed by agent + addendum, by kind:" in printed

@@ -222,8 +222,9 @@ def test_conversation_page_query_count_does_not_grow_with_the_conversation(
     for conversation in (small, big):
         # session, user, conversation, its owner, covering (1 CTE), the assembler's
         # context items and included messages (2), context page (1), timeline messages +
-        # parts (2), the chat branch it backs, for the link to the console (1)
-        with django_assert_num_queries(11):
+        # parts (2), the chat branch it backs, for the link to the console (1), its agent
+        # compactions (1)
+        with django_assert_num_queries(12):
             assert client.get(f"/conversations/{conversation.pk}/").status_code == 200
 
 
@@ -284,8 +285,9 @@ def test_the_list_query_count_does_not_grow_with_conversations(
     client.get("/")
     for _ in range(5):
         make_conversation(messages=2)
-    # session, user, the page of conversations with context tokens, summaries by depth
-    with django_assert_num_queries(4):
+    # session, user, the page of conversations with context tokens and session facts, its
+    # sub-agents, summaries by depth, the agents for the filter
+    with django_assert_num_queries(6):
         assert client.get("/").status_code == 200
 
 

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.process(portable=True)
 LCM_TOOL_NAMES = ["lcm_describe", "lcm_grep", "lcm_expand", "lcm_expand_query"]
 SESSION_TOOL_NAMES = ["memory_search", "pin_fact", "send_turn"]
 RECEIPT_TOOL_NAMES = ["lcm_receipt"]
+HANDOFF_TOOL_NAMES = ["lcm_handoff"]
 ERROR_KEYS = {"code", "message", "extra"}
 
 
@@ -47,7 +48,9 @@ async def _exercise(session: ClientSession, world: McpWorld) -> None:
     """List the tools, call each one, and check another user's ids are not found."""
     await session.initialize()
     listed = (await session.list_tools()).tools
-    assert [t.name for t in listed] == LCM_TOOL_NAMES + SESSION_TOOL_NAMES + RECEIPT_TOOL_NAMES
+    assert [t.name for t in listed] == (
+        LCM_TOOL_NAMES + SESSION_TOOL_NAMES + RECEIPT_TOOL_NAMES + HANDOFF_TOOL_NAMES
+    )
     by_name = {t.name: t for t in listed}
     for definition in TOOL_DEFINITIONS:
         tool = by_name[definition["name"]]

@@ -63,6 +63,22 @@ class Command(BaseCommand):
             "that composes its answer from the request (benchmarks/recording_upstream.py).",
         )
         parser.add_argument(
+            "--repair",
+            action="store_true",
+            help="fidelity: the repair after an agent's own compaction instead: handles and "
+            "relation probes kept by the agent's summary alone (a careless model's stand-in "
+            "where the file holds none), by the summary plus the addendum the hooks hand back, "
+            "and by the product's own compaction and summary at the same total size, with the "
+            "addendum's token cost and the kinds that still miss (docs/benchmarks.md).",
+        )
+        parser.add_argument(
+            "--budget",
+            type=int,
+            default=None,
+            help="fidelity --repair: the addendum's token budget (default "
+            "LCM_REPAIR_TOKEN_BUDGET).",
+        )
+        parser.add_argument(
             "--format", choices=sorted(recall_eval.LOADERS), help="recall: the dataset layout."
         )
         parser.add_argument(
@@ -96,6 +112,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
+        if options["task"] == "fidelity" and options["repair"]:
+            self._repair(options["path"], options["budget"], options["json"])
+            return
         if options["task"] == "fidelity":
             self._fidelity(options["path"], options["size"], options["json"], options["model"])
             return
@@ -208,6 +227,45 @@ class Command(BaseCommand):
                 json.dumps([cell.as_dict() for cell in evaluation.cells], indent=2)
             )
 
+    def _repair(self, given: list[str], budget: int | None, json_path: str | None) -> None:
+        from benchmarks import repair_eval
+
+        missing = [p for p in given if not p.isdigit() and not Path(p).exists()]
+        if missing:
+            raise CommandError(f"{', '.join(missing)} does not exist")
+        evaluation = repair_eval.run(given, budget=budget)
+        if not evaluation.rows:
+            raise CommandError("no session file or conversation found")
+        write = self.stdout.write
+        write("| file | span | method | tokens | addendum | handles kept | relations held |")
+        write("|---|---|---|---:|---:|---:|---:|")
+        for row in evaluation.rows:
+            method = row.method + (" (stand-in)" if row.stand_in and "agent" in row.method else "")
+            write(
+                f"| `{row.file}` | {row.span} | {method} | {row.tokens:,} | "
+                f"{row.addendum_tokens or '—'} | {_share(row.fidelity.score)} | "
+                f"{_share(row.relations.score)} |"
+            )
+        write(f"\npooled over every span (addendum budget {evaluation.budget:,} tokens):")
+        for method in repair_eval.METHODS:
+            handles, relations = evaluation.pooled(method)
+            write(f"  {method}: handles {_share(handles)}, relation probes {_share(relations)}")
+        costs = evaluation.addendum_costs()
+        write(
+            f"addendum tokens: mean {sum(costs) / len(costs):,.0f}, max {max(costs):,}, "
+            f"{sum(c > evaluation.budget for c in costs)} over the budget"
+        )
+        kinds = evaluation.by_kind("agent + addendum")
+        short = {k: v for k, v in kinds.items() if v[1] and v[0] < v[1]}
+        write(
+            "still missed by agent + addendum, by kind: "
+            + (", ".join(f"{k} {v[0]}/{v[1]}" for k, v in short.items()) or "none")
+        )
+        if json_path:
+            Path(json_path).write_text(
+                json.dumps([row.as_dict() for row in evaluation.rows], indent=2)
+            )
+
     def _fidelity_report(self, fidelity, evaluation, drawn, rules: str, upstream) -> None:
         write = self.stdout.write
         write(fidelity.HEADER)
@@ -235,3 +293,7 @@ class Command(BaseCommand):
             "per 1,000 source tokens; the deterministic summaries: "
             f"{evaluation.summary_ms_per_thousand_messages():.0f} ms per 1,000 messages"
         )
+
+
+def _share(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"

@@ -1,7 +1,7 @@
-"""`manage.py lcm_hook session-start|pre-compact|replay`: Claude Code's hooks on this
-server's database. The hooks in Claude Code's settings run the light client
-(mcpserver/hooks/client.py), which calls this command within its deadline
-(docs/capture.md, "Claude Code hooks")."""
+"""`manage.py lcm_hook session-start|pre-compact|post-compact|user-prompt-submit|replay`:
+Claude Code's (and Codex's) hooks on this server's database. The hooks in the agent's
+settings run the light client (mcpserver/hooks/client.py), which calls this command within
+its deadline, or detached (docs/capture.md, "Claude Code hooks" and "Repair")."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from mcpserver.hooks import client, pre_compact, session_start
+from mcpserver.hooks import client, pre_compact, repair, session_start
 from mcpserver.hooks.client import SERVER_NAME
 
-EVENTS = ("session-start", "pre-compact", "replay")
+EVENTS = ("session-start", "pre-compact", "post-compact", "user-prompt-submit", "replay")
+AGENTS = ("claude-code", "codex")
 STARTED_AT = time.time()  # when this process began (its answer is as of then)
 
 
@@ -28,10 +29,16 @@ class Command(BaseCommand):
         "the hook JSON whose additionalContext tells the agent its past sessions are "
         "searchable through the MCP tools, with the user's pinned facts (within "
         "--pins-token-cap tokens). pre-compact imports the session's transcript_path (only "
-        "what is new). replay imports what the hook client spooled (--spool). Local "
-        "(--user: this server's database) or remote (--server URL --token KEY: the hook "
-        "client, through the HTTP API). Never fails the agent: problems go to stderr and "
-        "the exit status is 0."
+        "what is new). post-compact links the agent's compaction from its input, draws the "
+        "repair (what the agent's summary dropped that the work still needs, said as what "
+        "happened, with the ids lcm_expand takes; LCM_REPAIR_TOKEN_BUDGET tokens, "
+        "LCM_REPAIR_ENABLED=false turns it off) and leaves it in the spool for the next "
+        "prompt; user-prompt-submit hands back a repair not handed back yet. session-start "
+        "at startup in a project with a recent session adds its hand-off "
+        "(LCM_HANDOFF_RECENT_HOURS). replay imports what the hook client spooled (--spool). "
+        "Local (--user: this server's database) or remote (--server URL --token KEY: the hook "
+        "client, through the HTTP API; no repair). Never fails the agent: problems go to "
+        "stderr and the exit status is 0."
     )
 
     def add_arguments(self, parser):
@@ -59,8 +66,12 @@ class Command(BaseCommand):
         )  # fmt: skip
         parser.add_argument(
             "--spool", type=Path, default=None, metavar="DIR",
-            help="replay: the hook client's spool (default $LCM_HOOK_SPOOL, else "
-            "$XDG_STATE_HOME/lcm/hook-spool).",
+            help="replay, post-compact: the hook client's spool (default $LCM_HOOK_SPOOL, "
+            "else $XDG_STATE_HOME/lcm/hook-spool).",
+        )  # fmt: skip
+        parser.add_argument(
+            "--agent", choices=AGENTS, default="claude-code",
+            help="Whose hook this is (the transcript format of its compaction).",
         )  # fmt: skip
 
     def handle(self, *args, **options):
@@ -81,6 +92,10 @@ class Command(BaseCommand):
         try:
             if options["event"] == "session-start":
                 self._session_start(options, hook_input)
+            elif options["event"] == "post-compact":
+                self._post_compact(options, hook_input)
+            elif options["event"] == "user-prompt-submit":
+                self._user_prompt_submit(options, hook_input)
             else:
                 path = pre_compact.transcript_of(hook_input)
                 self.stderr.write(pre_compact.catch_up_locally(path=path, user=self._user(options)))
@@ -102,10 +117,15 @@ class Command(BaseCommand):
                 user = self._user(options)
         except CommandError as error:  # the note goes out even when the pins cannot be read
             self.stderr.write(f"lcm_hook session-start: {error}")
-        cache = options["cache"]
+        cache, handed_back = options["cache"], ""
         try:
+            handed_back = self._handed_back(options, hook_input)
             output = session_start.session_start_answer(
-                user=user, hook_input=hook_input, server_name=server_name, token_cap=cap
+                user=user,
+                hook_input=hook_input,
+                server_name=server_name,
+                token_cap=cap,
+                repair=handed_back,
             )
         except DatabaseError as error:  # the tools cannot answer either: say so, in one line
             self.stderr.write(f"lcm_hook session-start: {type(error).__name__}: {error}")
@@ -114,10 +134,54 @@ class Command(BaseCommand):
                 client.cache_write(cache, answer=None, reason="database unreachable",
                                    started_at=STARTED_AT)  # fmt: skip
         else:
-            if cache and hook_input.get("source") != "compact":  # what any session may reuse
+            # What any session may reuse: not a compaction's answer, nor a hand-off.
+            if cache and hook_input.get("source") != "compact" and not handed_back:
                 client.cache_write(cache, answer=output, started_at=STARTED_AT)
         with contextlib.suppress(BrokenPipeError):  # the hook answered from the cache, gone
             self.stdout.write(json.dumps(output))
+
+    def _handed_back(self, options, hook_input: dict) -> str:
+        """After a compaction or on resume: a repair not handed back yet; at startup: the
+        hand-off of the project's recent session."""
+        source = hook_input.get("source")
+        if source in ("compact", "resume"):
+            return repair.pending_context(
+                user=self._user(options),
+                hook_input=hook_input,
+                agent=options["agent"],
+                event=f"SessionStart:{source}",
+                fresh=True,
+            )
+        if source == "startup":
+            return repair.handoff_context(user=self._user(options), hook_input=hook_input)
+        return ""
+
+    def _post_compact(self, options, hook_input: dict) -> None:
+        """Link the compaction, draw its repair, and leave its text where the hook client
+        finds it with the next prompt (client.repair_note_path) without starting Django."""
+        user = self._user(options)
+        stored = repair.store_compaction(user=user, hook_input=hook_input, agent=options["agent"])
+        said = f"{stored.tokens} tokens to hand back" if stored else "no agent compaction found"
+        self.stderr.write(f"lcm: repair of the compaction: {said}")
+        text = repair.pending_text(user=user, hook_input=hook_input)
+        session = hook_input.get("session_id")
+        if text and isinstance(session, str):
+            owner = client.owner_key(user=options["user"], server=None)
+            client.repair_note_write(owner, session, text, options["spool"])
+
+    def _user_prompt_submit(self, options, hook_input: dict) -> None:
+        """The repair of a compaction not handed back yet, as additionalContext (marked
+        handed back); nothing otherwise, so the prompt goes on as it was."""
+        text = repair.pending_context(
+            user=self._user(options),
+            hook_input=hook_input,
+            agent=options["agent"],
+            event="UserPromptSubmit",
+            fresh=False,
+        )
+        if text:
+            with contextlib.suppress(BrokenPipeError):  # the client answered already, gone
+                self.stdout.write(json.dumps(client.prompt_context(text)))
 
     def _through_the_client(self, options) -> None:
         argv = [options["event"], "--server", options["server"], "--token", options["token"],
