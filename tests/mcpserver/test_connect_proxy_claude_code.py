@@ -60,8 +60,8 @@ def test_proxy_merges_the_env_entries_and_remove_takes_only_them_out(home, user)
     assert json.loads(settings.read_text()) == theirs
 
 
-def test_proxy_is_for_claude_code_and_needs_the_url(home, user):
-    with pytest.raises(CommandError, match="claude-code"):
-        connect("codex", "--proxy", "--url", "http://x", "--user", user.username)
+def test_proxy_is_for_the_three_agents_and_needs_the_url(home, user):
+    with pytest.raises(CommandError, match="claude-code, codex and opencode"):
+        connect("gemini", "--proxy", "--url", "http://x", "--user", user.username)
     with pytest.raises(CommandError, match="--url"):
         connect("claude-code", "--proxy", "--user", user.username)
