@@ -93,8 +93,8 @@ def _checkpoint(wire, prepared: Prepared, answer_id: str, headers: dict) -> Http
     conversation (dropin/checkpoint.py), without a model call; the answer is not stored (it
     is derived from what is)."""
     parsed = prepared.parsed
-    text = checkpoint.checkpoint_text(prepared.thread.conversation_id)
     trigger = parsed.options["checkpoint"] == "trigger"
+    text = checkpoint.checkpoint_text(prepared.thread.conversation_id, with_user_messages=trigger)
     response = checkpoint.answer(text, model=parsed.model, trigger=trigger)
     headers["X-LCM-Checkpoint"] = "true"
     if parsed.stream:

@@ -110,7 +110,10 @@ class Command(BaseCommand):
                 return
             if not options["url"]:
                 raise CommandError("--proxy needs --url: this server's URL")
-            target = self._target({**options, "agent": f"{name} proxy"}, existing=None)
+            target = self._target(
+                {**options, "agent": f"{name} proxy"},
+                existing=proxy.existing_token(name, path),
+            )
             if name == "codex":
                 entry = proxy.codex_provider(
                     target.base_url, target.token, forward_key=options["forward_key"]
