@@ -18,7 +18,7 @@ from django.db import close_old_connections
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
 from core.ids import new_id
-from dropin import checkpoint, inbound, relay, services, upstream
+from dropin import checkpoint, inbound, relay, services, stored_responses, upstream
 from dropin import tools as dropin_tools
 from dropin.errors import DropinError, broken
 from dropin.memory_loop import memory_loop
@@ -85,6 +85,9 @@ def serve(request, wire: Wire) -> HttpResponse:
     services.answer_store(
         place=prepared.place, blocks=response.blocks, status=response.outcome["status"]
     )
+    if hasattr(wire, "remember") and not broken(response):  # the wire keeps its answers
+        answer = wire.response_body(parsed, response, answer_id)
+        wire.remember(parsed, conversation_id=prepared.thread.conversation_id, answer=answer)
     return _answered(wire, parsed, response, answer_id, headers)
 
 
@@ -113,7 +116,10 @@ def prepare(request, wire: Wire) -> Prepared:
     messages in the thread it continues, and decide what the upstream is sent (nothing is
     stored before every check passed)."""
     user = inbound.caller(request)
-    parsed: DropinRequest = wire.parse(inbound.json_body(request))
+    body = inbound.json_body(request)
+    if hasattr(wire, "resolve"):  # a stateful wire: the body continues a stored answer
+        body = wire.resolve(body, user=user)
+    parsed: DropinRequest = wire.parse(body)
     spec = model_spec(parsed.model)
     key = inbound.conversation_key(request)
     if key is None and hasattr(wire, "session_key"):  # the agent's own session id
@@ -307,6 +313,18 @@ def count_tokens(request, wire) -> HttpResponse:
         return error_response(wire, error)
     tokens = services.request_tokens(parsed.system, parsed.messages, parsed.tools)
     return JsonResponse({"input_tokens": tokens})
+
+
+def stored_response(request, wire, response_id: str) -> HttpResponse:
+    """`GET` / `DELETE` of an answer a stateful wire kept (the Responses wire's store)."""
+    try:
+        user = inbound.caller(request)
+        if request.method == "DELETE":
+            stored_responses.delete(user=user, response_id=response_id)
+            return JsonResponse({"id": response_id, "object": "response", "deleted": True})
+        return JsonResponse(stored_responses.get(user=user, response_id=response_id).body)
+    except DropinError as error:
+        return error_response(wire, error)
 
 
 def models_list(request, wire) -> HttpResponse:

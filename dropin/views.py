@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.http import HttpResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dropin import pipeline
 from dropin.wires import anthropic, openai_chat, openai_responses
@@ -26,6 +26,12 @@ def chat_completions(request) -> HttpResponse:
 @require_POST
 def responses(request) -> HttpResponse:
     return pipeline.serve(request, openai_responses)
+
+
+@csrf_exempt
+@require_http_methods(["GET", "DELETE"])
+def response_detail(request, response_id: str) -> HttpResponse:
+    return pipeline.stored_response(request, openai_responses, response_id)
 
 
 @require_GET
