@@ -30,6 +30,12 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# The fake upstream's prompt cache counts tokens with the product's estimator (settings).
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "lcmsite.settings")
+os.environ.setdefault("LCM_DATA_DIR", tempfile.mkdtemp(prefix="lcm-responses-bench-client-"))
+import django  # noqa: E402
+
+django.setup()
 
 from scripts.responses_clis import MODEL, _manage, _wait_up  # noqa: E402
 from tests.support.fake_http import RecordedRequest, Scripted  # noqa: E402
