@@ -33,8 +33,9 @@ logger = logging.getLogger("lcm.dropin")
 
 PROMPT_MARK = "CONTEXT CHECKPOINT COMPACTION"
 ITEM_PREFIX = "lcm-checkpoint:"
-# The checkpoint's bound: the agent keeps it as its whole history from then on.
-CHECKPOINT_TOKENS = 6000
+# The checkpoint's bound: the agent keeps it beside its own user messages from then on, so
+# it must leave the agent well under the limit that made it compact.
+CHECKPOINT_TOKENS = 2000
 HEADING = (
     "Checkpoint of this session from the LCM context server (conversation {id}). Nothing was "
     "lost: every earlier message is stored; the summaries below name their ids (sum_...), and "
@@ -56,9 +57,11 @@ def decode_item(content) -> str | None:
         return None
 
 
-def checkpoint_text(conversation_id: int) -> str:
+def checkpoint_text(conversation_id: int, *, with_user_messages: bool) -> str:
     """Compact the conversation now (a run already holding it is waited for by nobody: its
-    summaries are used as they are), then its context within CHECKPOINT_TOKENS as text."""
+    summaries are used as they are), then its context within CHECKPOINT_TOKENS as text.
+    Codex keeps its user messages beside a checkpoint prompt's answer (so they are left
+    out), not beside a `compaction` item (which stands for everything)."""
     try:
         compact_conversation(conversation_id=conversation_id, mode="full", reason="manual")
     except LcmError as error:  # another run holds it: what is stored already serves
@@ -74,10 +77,23 @@ def checkpoint_text(conversation_id: int) -> str:
     summaries = list(assembled.output.get("summaries") or [])
     if summaries:
         parts.append("Summaries of the earlier work (oldest first):\n" + "\n".join(summaries))
-    recent = [_line(m) for m in assembled.output.get("messages") or []]
-    if recent:
-        parts.append("The newest messages:\n" + "\n".join(line for line in recent if line))
+    # The agent keeps its user messages itself: the work in between is what it drops.
+    recent = [
+        _line(m)
+        for m in assembled.output.get("messages") or []
+        if with_user_messages or m.get("role") != "user" or _has_results(m)
+    ]
+    if any(recent):
+        parts.append("The newest work:\n" + "\n".join(line for line in recent if line))
     return "\n\n".join(parts)
+
+
+def _has_results(message: dict) -> bool:
+    """A user turn made of tool results (what the commands printed), not the user's words."""
+    content = message.get("content") or []
+    return message.get("role") == "user" and any(
+        isinstance(block, dict) and block.get("type") == "tool_result" for block in content
+    )
 
 
 def _line(message: dict) -> str:

@@ -59,3 +59,28 @@ class Thread(models.Model):
 
     def __str__(self) -> str:
         return f"drop-in thread {self.key} (conversation {self.conversation_id})"
+
+
+class StoredResponse(models.Model):
+    """A Responses-wire answer given with `store` on (the API's default): what
+    `GET /openai/v1/responses/{id}` returns, and the history `previous_response_id`
+    continues (`input`: every item the answer followed, `previous_response_id` already
+    resolved; the answer's own items are in `body["output"]`). Its messages are ordinary
+    messages of `conversation`, as any drop-in request's."""
+
+    id = models.CharField(primary_key=True, max_length=64)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="dropin_responses"
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="dropin_responses"
+    )
+    input = models.JSONField()
+    body = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner", "created_at"])]
+
+    def __str__(self) -> str:
+        return self.id

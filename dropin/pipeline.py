@@ -18,7 +18,7 @@ from django.db import close_old_connections
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
 from core.ids import new_id
-from dropin import checkpoint, forward, inbound, relay, services, upstream
+from dropin import checkpoint, forward, inbound, relay, services, stored_responses, upstream
 from dropin import tools as dropin_tools
 from dropin.errors import DropinError, broken, error_response, upstream_error
 from dropin.memory_loop import memory_loop
@@ -96,6 +96,9 @@ def serve(request, wire: Wire) -> HttpResponse:
     services.answer_store(
         place=prepared.place, blocks=response.blocks, status=response.outcome["status"]
     )
+    if hasattr(wire, "remember") and not broken(response):  # the wire keeps its answers
+        answer = wire.response_body(parsed, response, answer_id)
+        wire.remember(parsed, conversation_id=prepared.thread.conversation_id, answer=answer)
     return _answered(wire, parsed, response, answer_id, headers)
 
 
@@ -104,8 +107,8 @@ def _checkpoint(wire, prepared: Prepared, answer_id: str, headers: dict) -> Http
     conversation (dropin/checkpoint.py), without a model call; the answer is not stored (it
     is derived from what is)."""
     parsed = prepared.parsed
-    text = checkpoint.checkpoint_text(prepared.thread.conversation_id)
     trigger = parsed.options["checkpoint"] == "trigger"
+    text = checkpoint.checkpoint_text(prepared.thread.conversation_id, with_user_messages=trigger)
     response = checkpoint.answer(text, model=parsed.model, trigger=trigger)
     headers["X-LCM-Checkpoint"] = "true"
     if parsed.stream:
@@ -125,6 +128,8 @@ def prepare(request, wire: Wire) -> Prepared:
     stored before every check passed)."""
     caller = inbound.caller(request)
     body = inbound.json_body(request)
+    if hasattr(wire, "resolve"):  # a stateful wire: the body continues a stored answer
+        body = wire.resolve(body, user=caller.user)
     parsed: DropinRequest = wire.parse(body)
     passthrough = getattr(wire, "PASSTHROUGH", None)
     spec = model_spec(parsed.model, passthrough, max_tokens=parsed.max_tokens)
@@ -356,6 +361,18 @@ def count_tokens(request, wire: Wire) -> HttpResponse:
 def base_probe(request) -> HttpResponse:
     """`HEAD` (or `GET`) on a wire's base URL: Claude Code checks it on start."""
     return HttpResponse(b"" if request.method == "HEAD" else b"ok", content_type="text/plain")
+
+
+def stored_response(request, wire, response_id: str) -> HttpResponse:
+    """`GET` / `DELETE` of an answer a stateful wire kept (the Responses wire's store)."""
+    try:
+        user = inbound.caller(request).user
+        if request.method == "DELETE":
+            stored_responses.delete(user=user, response_id=response_id)
+            return JsonResponse({"id": response_id, "object": "response", "deleted": True})
+        return JsonResponse(stored_responses.get(user=user, response_id=response_id).body)
+    except DropinError as error:
+        return error_response(wire, error)
 
 
 def models_list(request, wire) -> HttpResponse:

@@ -52,6 +52,8 @@ def relayed(wire, parsed, first, events, *, place, model, answer_id: str) -> Ite
             )
             stored = True
             yield from writer.finish(finished)
+            if hasattr(writer, "remember"):  # a wire that keeps its answers
+                writer.remember(place.conversation_id)
     finally:
         if finished is None:  # the client went away: keep what came, marked incomplete
             events.close()

@@ -29,6 +29,12 @@ def responses(request) -> HttpResponse:
     return pipeline.serve(request, openai_responses)
 
 
+@csrf_exempt
+@require_http_methods(["GET", "DELETE"])
+def response_detail(request, response_id: str) -> HttpResponse:
+    return pipeline.stored_response(request, openai_responses, response_id)
+
+
 @require_GET
 def openai_models(request) -> HttpResponse:
     return pipeline.models_list(request, openai_chat)

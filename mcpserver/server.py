@@ -50,6 +50,21 @@ def _version() -> str:
         return ""
 
 
+def _tools_result() -> types.ListToolsResult:
+    return types.ListToolsResult(
+        tools=[
+            types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
+            for t in mcp_tools().values()
+        ]
+    )
+
+
+def listed_tools(result: types.ListToolsResult | None = None) -> list[dict]:
+    """The tools list as the wire carries it (what stdio's early answer replays)."""
+    dumped = (result or _tools_result()).model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped["tools"]
+
+
 def build_server(
     *,
     user_id_for: Callable[[Any], int],
@@ -59,15 +74,9 @@ def build_server(
     each tools list as sent (stdio keeps it for its next start's early answer)."""
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
-        result = types.ListToolsResult(
-            tools=[
-                types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
-                for t in mcp_tools().values()
-            ]
-        )
+        result = _tools_result()
         if on_tools_listed is not None:
-            dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-            on_tools_listed(dumped["tools"])
+            on_tools_listed(listed_tools(result))
         return result
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:

@@ -84,14 +84,16 @@ def _run(
     return done
 
 
-def codex_scenarios(base_url: str, work: Path, env_extra: dict, headers: str = "") -> dict:
-    """name -> (exit codes, the session directory)."""
+def codex_scenarios(base_url: str, work: Path, env_extra: dict, configure=None) -> dict:
+    """name -> exit code. `configure(codex_home, extra_toml)` writes the config (default:
+    a provider straight at `base_url`)."""
+    configure = configure or (lambda home, extra="": _codex_config(home, base_url, extra=extra))
     codex = _cli("codex")
     results = {}
     home = work / "codex-home"
     cwd = work / "codex-work"
     cwd.mkdir(parents=True, exist_ok=True)
-    _codex_config(home, base_url, headers=headers)
+    configure(home)
     env = {**os.environ, "CODEX_HOME": str(home), KEY_ENV: "sk-upstream-test", **env_extra}
     base = [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
     results["codex one-shot"] = _run([*base, "say hello"], env=env, cwd=cwd).returncode
@@ -109,7 +111,7 @@ def codex_scenarios(base_url: str, work: Path, env_extra: dict, headers: str = "
     results["codex resume"] = _run(resume, env=env, cwd=cwd).returncode
     # A small auto-compact limit: the second turn's history passes it, Codex compacts.
     small = work / "codex-small"
-    _codex_config(small, base_url, extra="model_auto_compact_token_limit = 12000", headers=headers)
+    configure(small, "model_auto_compact_token_limit = 14000")
     env_small = {**env, "CODEX_HOME": str(small)}
     long_prompt = "\n".join(f"RUN: echo compaction-marker-{i} {'x' * 2000}" for i in range(4))
     results["codex compaction"] = _run([*base, long_prompt], env=env_small, cwd=cwd).returncode
@@ -234,6 +236,124 @@ def _keep(out: Path) -> None:
     print("kept in", KEPT, sorted(seen))
 
 
+def _manage(env: dict, *args: str) -> str:
+    return subprocess.check_output(
+        [sys.executable, str(ROOT / "manage.py"), *args], env=env, cwd=ROOT, text=True
+    )
+
+
+def _wait_up(url: str, seconds: float = 120) -> None:
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except urllib.error.HTTPError:
+            return  # answering
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit(f"the served app did not answer at {url}")
+
+
+DROPIN = "/openai/v1"
+STORE_REPORT = """
+from conversations.models import Conversation, Message
+from dropin.models import Thread
+print("conversations", Conversation.objects.count(), "messages", Message.objects.count())
+for t in Thread.objects.order_by("pk"):
+    print(" thread", t.key, "conversation", t.conversation_id, "messages", t.message_count,
+          "parent", t.parent_id, "active", t.active)
+"""
+
+
+def _first_turn_tools(work: Path, env: dict) -> dict:
+    """A new `codex exec` whose first turn calls lcm_grep (its MCP entry by lcm_connect)."""
+    codex = _cli("codex")
+    cwd = work / "codex-work"
+    run_env = {**env, "CODEX_HOME": str(work / "codex-home"), KEY_ENV: "sk-upstream-test"}
+    prompt = 'TOOL: lcm_grep {"pattern": "lcm-marker-one"}'
+    argv = [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+    return {"codex first turn lcm tools": _run([*argv, prompt], env=run_env, cwd=cwd).returncode}
+
+
+def _report_tools(requests) -> None:
+    """Whether the first turn offered the lcm tools, and what the lcm_grep call returned."""
+    for request in requests:
+        body = request.body
+        text = json.dumps(body.get("input"))
+        if "TOOL: lcm_grep" not in text:
+            continue
+        names = sorted(agent_upstream._tools(body))
+        lcm = [n for n in names if "lcm" in n]
+        print(f"  lcm tools offered: {lcm or 'none'} (of {len(names)})")
+        outputs = [i for i in body["input"] if i.get("type") == "function_call_output"]
+        if outputs:
+            print("  lcm_grep output:", json.dumps(outputs[-1]["output"])[:300])
+
+
+def through(port: int, context_limit: int) -> int:
+    """The CLIs through the served app (`lcm_serve`), set up by `lcm_connect --proxy`, the
+    scripted upstream behind it as the `gpt` model (MODEL is its id, so the CLIs' model name
+    finds it); then what the store holds."""
+    work = Path(tempfile.mkdtemp(prefix="lcm-responses-through-"))
+    url = f"http://127.0.0.1:{port}"
+    with FakeResponsesAPI(respond=agent_upstream.answer) as api:
+        env = {
+            **os.environ,
+            "LCM_DATA_DIR": str(work / "data"),
+            "OPENAI_API_KEY": "sk-server-held",
+            "OPENAI_BASE_URL": api.base_url,
+            "LCM_MODEL_GPT_MODEL_ID": MODEL,
+            "LCM_MODEL_GPT_CONTEXT_LIMIT": str(context_limit),
+        }
+        _manage(env, "migrate", "-v0")
+        token = _manage(env, "lcm_create_user", "ann").split()[-1]
+        server = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "lcm_serve", "--port", str(port), "--no-demo"],
+            env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            _wait_up(url + "/openai/v1/models")
+
+            def configure(home: Path, extra: str = "") -> None:
+                """Set up by lcm_connect once; another CODEX_HOME gets a copy (a second
+                --proxy for the same user would rotate the first one's token)."""
+                first = work / "codex-home" / "config.toml"
+                home.mkdir(parents=True, exist_ok=True)
+                if first.exists():
+                    (home / "config.toml").write_text(f"{extra}\n" + first.read_text())
+                    return
+                (home / "config.toml").write_text(f'model = "{MODEL}"\n{extra}\n')
+                connect_env = {**env, "CODEX_HOME": str(home)}
+                _manage(
+                    connect_env, "lcm_connect", "codex", "--proxy", "--url", url, "--user", "ann"
+                )
+                _manage(connect_env, "lcm_connect", "codex", "--user", "ann", "--write")
+
+            results = codex_scenarios(url, work, {}, configure=configure)
+            results |= _first_turn_tools(work, env)
+            results |= opencode_scenarios(url + DROPIN, work, {}, headers={"X-LCM-Token": token})
+            print(json.dumps(results, indent=1))
+            print(f"{len(api.requests)} upstream requests")
+            _report_tools(api.requests)
+            for needle in (
+                "lcm-marker-one", "lcm_patched_file.txt", "compaction-marker-2",
+                "lcm-marker-two", "opencode_patched_file.txt",
+            ):  # fmt: skip
+                found = json.loads(_manage(env, "lcm", "--user", "ann", "grep", needle))
+                print(f"grep {needle!r}: {len(found.get('results', []))} matches")
+            print(_manage(env, "shell", "-c", STORE_REPORT))
+        finally:
+            os.killpg(server.pid, 15)
+            server.wait(30)
+    print("work dir:", work)
+    return 0 if not any(results.values()) else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -242,7 +362,12 @@ def main() -> int:
     rec = sub.add_parser("record", help="the CLIs straight at the scripted upstream, recorded")
     rec.add_argument("--out", type=Path, default=None)
     rec.add_argument("--keep", action="store_true", help="write the set kept under tests/")
+    run = sub.add_parser("through", help="the CLIs through the served app (lcm_serve)")
+    run.add_argument("--port", type=int, default=8111)
+    run.add_argument("--context-limit", type=int, default=400_000)
     args = parser.parse_args()
+    if args.command == "through":
+        return through(args.port, args.context_limit)
     if args.command == "record":
         return record(args.out or Path(tempfile.mkdtemp(prefix="lcm-cli-requests-")), args.keep)
     return 2

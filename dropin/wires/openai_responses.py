@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 
 from core.sse import sse_frame
-from dropin import checkpoint
+from dropin import checkpoint, stored_responses
 from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
 from providers import blocks as b
@@ -249,6 +249,20 @@ def _tools(tools) -> list[dict]:
     return out
 
 
+def resolve(body: dict, *, user) -> dict:
+    """`previous_response_id` continued from the product's store (dropin/stored_responses.py)."""
+    return stored_responses.resolve(body, user=user)
+
+
+def remember(request: DropinRequest, *, conversation_id: int, answer: dict) -> None:
+    from conversations.models import Conversation
+
+    owner_id = Conversation.objects.values_list("owner_id", flat=True).get(pk=conversation_id)
+    stored_responses.remember(
+        request, conversation_id=conversation_id, owner_id=owner_id, answer=answer
+    )
+
+
 def session_key(request: DropinRequest, *, owner: int) -> str | None:
     """The conversation an agent's session names: its `prompt_cache_key` (Codex: the
     session id, also in its session-id header; OpenCode: its session id, absent on its
@@ -449,6 +463,7 @@ class StreamWriter:
         self.relaying = False  # the upstream speaks this wire: its events go out as they are
         self.ended = False  # a relayed terminal or error event went out
         self.upstream_id: str | None = None
+        self.final: dict | None = None  # the completed response object, as the client got it
         self.started = False
         self.sequence = 0
         self.open: dict | None = None  # the item being streamed (translated answers)
@@ -469,6 +484,8 @@ class StreamWriter:
         self.relaying = True
         self.ended = self.ended or event.event_type in _ENDS
         response = event.payload.get("response")
+        if event.event_type == "response.completed" and isinstance(response, dict):
+            self.final = {**response, "id": self.answer_id}
         if self.upstream_id is None and isinstance(response, dict):
             self.upstream_id = response.get("id")
         data = event.data
@@ -604,7 +621,12 @@ class StreamWriter:
             usage=usage(response),
         )
         kind = "response.completed" if status == "completed" else "response.incomplete"
+        self.final = final if status == "completed" else None
         yield self._emit(kind, response=final)
+
+    def remember(self, conversation_id: int) -> None:
+        if self.final is not None:
+            remember(self.request, conversation_id=conversation_id, answer=self.final)
 
     def error(self, error: DropinError) -> Iterator[bytes]:
         body = error_body(error)["error"]

@@ -20,6 +20,7 @@ from pathlib import Path
 import tomlkit
 
 from mcpserver.connect.config_files import (
+    ConfigFileError,
     Merged,
     json_text,
     old_text,
@@ -73,6 +74,22 @@ def codex_merge(path: Path, entry: dict) -> Merged:
 def _select(document) -> None:
     """`model_provider = "lcm"` (tomlkit places a new top-level key before the tables)."""
     document["model_provider"] = PROVIDER
+
+
+def existing_token(agent: str, path: Path) -> dict | None:
+    """The token an earlier --proxy wrote, as an entry `owner_and_token` reuses (so running
+    the command again does not revoke it)."""
+    try:
+        if agent == "codex":
+            entry = (read_toml(path).get("model_providers") or {}).get(PROVIDER)
+            headers = entry.unwrap().get("http_headers") if entry is not None else None
+        else:
+            options = ((read_json(path).get("provider") or {}).get("openai") or {}).get("options")
+            headers = (options or {}).get("headers")
+    except ConfigFileError:
+        return None
+    token = (headers or {}).get(TOKEN_HEADER) if isinstance(headers, dict) else None
+    return {"headers": {"Authorization": f"Bearer {token}"}} if token else None
 
 
 def codex_remove(path: Path) -> Merged:

@@ -281,7 +281,7 @@ def test_a_codex_compaction_request_is_answered_from_the_products_compaction(ups
 
     assert len(upstreams.responses.requests) == 1  # no model call for the checkpoint
     assert f"conversation {conversation_id}" in final.output_text
-    assert "teapot" in final.output_text
+    assert "ok" in final.output_text  # the work since the user spoke
     assert final.usage.input_tokens < 2000
     assert stored(conversation_id) == before  # the prompt is answered, not stored
 
@@ -312,3 +312,44 @@ def test_a_resumed_codex_session_stores_nothing_twice(upstreams, oai):
     contents = [content for _, content in stored(int(ids.pop()))]
     assert contents == ["first", "one", "second", "two", "third", "three"]
     assert raw3.headers["x-lcm-conversation"] == raw.headers["x-lcm-conversation"]
+
+
+def test_stored_answers_are_retrieved_continued_and_deleted_through_the_sdk(upstreams, oai):
+    import openai
+
+    upstreams.responses.enqueue(
+        responses_stream([message_item("the capital is Paris")]),
+        responses_object("about 2.1 million"),
+    )
+    with oai.responses.stream(model="gpt", input="capital of France?") as stream:
+        first = stream.get_final_response()
+    again = oai.responses.retrieve(first.id)
+    assert again.id == first.id and again.output_text == "the capital is Paris"
+
+    second = oai.responses.create(
+        model="gpt", input="its population?", previous_response_id=first.id
+    )
+    sent = upstreams.responses.requests[1].body
+    assert "previous_response_id" not in sent
+    texts = [
+        item["content"] if isinstance(item["content"], str) else item["content"][0]["text"]
+        for item in sent["input"]
+    ]
+    assert texts == ["capital of France?", "the capital is Paris", "its population?"]
+    assert oai.responses.retrieve(second.id).output_text == "about 2.1 million"
+    assert Thread.objects.count() == 1
+
+    oai.responses.delete(first.id)
+    with pytest.raises(openai.NotFoundError):
+        oai.responses.retrieve(first.id)
+    with pytest.raises(openai.NotFoundError):
+        oai.responses.create(model="gpt", input="x", previous_response_id="resp_nope")
+
+
+def test_an_answer_with_store_false_is_not_kept(upstreams, oai):
+    import openai
+
+    upstreams.responses.enqueue(responses_object("ephemeral"))
+    answer = oai.responses.create(model="gpt", input="hi", store=False)
+    with pytest.raises(openai.NotFoundError):
+        oai.responses.retrieve(answer.id)

@@ -101,3 +101,13 @@ def test_proxy_needs_a_url_and_a_proxy_capable_agent(home):
         connect("codex", "--proxy", "--user", "ann")
     with pytest.raises(CommandError, match="codex and opencode"):
         connect("gemini", "--proxy", "--url", "http://h:1", "--user", "ann")
+
+
+def test_running_codex_proxy_again_keeps_its_live_token(home):
+    config = home / ".codex" / "config.toml"
+    connect("codex", "--proxy", "--url", "http://h:1", "--user", "ann")
+    first = tomllib.loads(config.read_text())["model_providers"]["lcm"]["http_headers"]
+    out = connect("codex", "--proxy", "--url", "http://h:1", "--user", "ann")
+    again = tomllib.loads(config.read_text())["model_providers"]["lcm"]["http_headers"]
+    assert again == first and token_authenticate(first["X-LCM-Token"]) is not None
+    assert "already up to date" in out

@@ -11,7 +11,8 @@ from mcpserver.connect.agents import AGENTS, SCOPES
 from mcpserver.connect.config_files import ConfigFileError, Merged, json_text, read_json
 from mcpserver.connect.credentials import CredentialsError, owner_and_token
 from mcpserver.connect.target import ServerTarget, base_url_of, passed_env
-from mcpserver.server import SERVER_NAME
+from mcpserver.server import SERVER_NAME, listed_tools
+from mcpserver.stdio_front import remember_tools
 
 
 class Command(BaseCommand):
@@ -91,6 +92,9 @@ class Command(BaseCommand):
         if not options["write"]:
             self.stdout.write("# (printed only: --write merges it into the files above)")
             return
+        if target.transport == "stdio":
+            # The list `lcm_mcp` answers an agent's first tools/list with, before it loads.
+            remember_tools(listed_tools())
         try:
             self._report(merge.merge_entry(agent, path, options["name"], entry))
             if hooks is not None:
@@ -116,7 +120,10 @@ class Command(BaseCommand):
                 return
             if not options["url"]:
                 raise CommandError("--proxy needs --url: this server's URL")
-            target = self._target({**options, "agent": f"{name} proxy"}, existing=None)
+            target = self._target(
+                {**options, "agent": f"{name} proxy"},
+                existing=proxy.existing_token(name, path),
+            )
             if name == "codex":
                 entry = proxy.codex_provider(
                     target.base_url, target.token, forward_key=options["forward_key"]

@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from mcp.server.stdio import stdio_server
 
-from mcpserver.server import build_server
+from mcpserver.server import build_server, listed_tools
 from mcpserver.stdio_front import remember_tools
 
 
@@ -32,6 +32,9 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=name, is_active=True).first()
         if user is None:
             raise CommandError(f"no active user named {name!r}")
+        # Kept for the next start's early tools/list, even if this one is stopped before an
+        # agent asks (Codex ends a short `exec` before a slow start would answer).
+        remember_tools(listed_tools())
         server = build_server(user_id_for=lambda ctx: user.pk, on_tools_listed=remember_tools)
 
         async def serve() -> None:
