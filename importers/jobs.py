@@ -68,10 +68,12 @@ def import_job_create(
 def _enqueue(job_id: int) -> None:
     from django_q.tasks import async_task
 
+    sync = bool(settings.Q_CLUSTER.get("sync", False))
+    # Named: queued from inside the urgent cluster it would otherwise run there
+    # (core/job_queues.py).
+    queue = {} if sync else {"cluster": settings.LCM_QUEUE_NAME}
     # An import may outlast the cluster-wide timeout (sized for compaction passes).
-    async_task(
-        TASK, job_id, sync=bool(settings.Q_CLUSTER.get("sync", False)), timeout=IMPORT_TIMEOUT
-    )
+    async_task(TASK, job_id, sync=sync, timeout=IMPORT_TIMEOUT, **queue)
 
 
 def import_job_run(*, job_id: int) -> ImportJob | None:

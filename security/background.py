@@ -13,5 +13,8 @@ def enqueue(task: str, job_id: str) -> None:
     from django_q.tasks import async_task
 
     sync = bool(settings.Q_CLUSTER.get("sync", False))
+    # Named: queued from inside the urgent cluster it would otherwise run there
+    # (core/job_queues.py).
+    queue = {} if sync else {"cluster": settings.LCM_QUEUE_NAME}
     with transaction.atomic():  # django-q's ORM broker: see compaction.services._enqueue
-        async_task(task, job_id, sync=sync, timeout=JOB_TIMEOUT)
+        async_task(task, job_id, sync=sync, timeout=JOB_TIMEOUT, **queue)

@@ -119,7 +119,10 @@ class Command(BaseCommand):
             self.stderr.write(f"lcm_hook session-start: {error}")
         cache, handed_back = options["cache"], ""
         try:
-            handed_back = self._handed_back(options, hook_input)
+            try:
+                handed_back = self._handed_back(options, hook_input)
+            except CommandError as error:  # no repair or hand-off: the note still goes out
+                self.stderr.write(f"lcm_hook session-start: {error}")
             output = session_start.session_start_answer(
                 user=user,
                 hook_input=hook_input,
