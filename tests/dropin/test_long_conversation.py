@@ -1,4 +1,4 @@
-"""A stateless client (resending the whole history every time) holds a 200-turn
+"""A stateless client (resending the whole history every time) holds a 120-turn
 conversation (500 with --slow, docs/testing.md) through each wire with a model whose
 context limit is 8,000 tokens, served by the fake Chat Completions upstream: every upstream
 request stays within the limit, every message is stored exactly once, a fact of turn 3 is
@@ -17,7 +17,7 @@ from retrieval.grep import GrepRequest, grep_for_user
 from tests.support import suite
 from tests.support.fake_chat_completions_api import chat_completion, tool_call
 
-TURNS = suite.count(ci=200, slow_count=500)  # the cost grows with its square
+TURNS = suite.count(ci=120, slow_count=500)  # the cost grows with its square
 LIMIT = 8000
 FACT = "The vault code is PELICAN-4471."
 

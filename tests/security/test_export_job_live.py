@@ -19,6 +19,7 @@ from conversations.inputs import parse_message
 from conversations.services import messages_append
 from security.export_jobs import run_export
 from tests.factories import ConversationFactory, UserFactory
+from tests.support import suite
 from tests.support.tokens import issue_token
 from tests.turns.live import LiveServer
 
@@ -31,16 +32,20 @@ def export_archive_folder():
     test process that builds them here (no per-test folder)."""
 
 
+MESSAGES = suite.count(ci=150, slow_count=600)
+
+
 def test_an_export_answers_at_once_and_its_job_stores_the_archive():
     owner = UserFactory(username="exporter")
     conversation = ConversationFactory(owner=owner)
-    # ~5 MB of incompressible text in 600 messages: seconds of reading and deflating.
-    for start in range(0, 600, 200):
+    # ~1.2 MB of incompressible text in 150 messages (~5 MB in 600 with --slow): seconds
+    # of reading and deflating, while the request answers at once.
+    for start in range(0, MESSAGES, 50):
         messages_append(
             conversation_id=conversation.pk,
             messages=[
                 parse_message({"role": "user", "content": secrets.token_hex(4000)})
-                for _ in range(start, start + 200)
+                for _ in range(start, start + 50)
             ],
         )
     headers = {"Authorization": f"Token {issue_token(owner)}"}
@@ -64,7 +69,7 @@ def test_an_export_answers_at_once_and_its_job_stores_the_archive():
 
         done = client.get(server.url + job["url"]).json()
         assert (done["state"], built.state) == ("done", "done")
-        assert done["progress"]["done"] == done["progress"]["total"] > 600
+        assert done["progress"]["done"] == done["progress"]["total"] > MESSAGES
         download = client.get(server.url + done["download"])
     assert download.status_code == 200
     assert download.headers["content-type"] == "application/zip"
@@ -72,7 +77,7 @@ def test_an_export_answers_at_once_and_its_job_stores_the_archive():
     archive = zipfile.ZipFile(io.BytesIO(download.content))
     assert archive.testzip() is None
     manifest = json.loads(archive.read("manifest.json"))
-    assert manifest["tables"]["conversations.Message"]["rows"] == 600
-    assert done["manifest"]["tables"]["conversations.Message"]["rows"] == 600
+    assert manifest["tables"]["conversations.Message"]["rows"] == MESSAGES
+    assert done["manifest"]["tables"]["conversations.Message"]["rows"] == MESSAGES
     transcript = archive.read(f"transcripts/{conversation.pk}.jsonl").decode().splitlines()
-    assert len(transcript) == 600
+    assert len(transcript) == MESSAGES
