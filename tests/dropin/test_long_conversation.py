@@ -25,7 +25,12 @@ FACT = "The vault code is PELICAN-4471."
 def question(i: int) -> str:
     if i == 3:
         return f"Please remember this for later. {FACT} Now tell me about turn {i}."
-    return f"Turn {i}: tell me one more thing about the history of bridges, sailing and maps."
+    # Long enough that the history passes the 8,000-token window within the CI count.
+    return (
+        f"Turn {i}: tell me one more thing about the history of bridges, sailing and maps, "
+        "and how the harbours, lighthouses, tide tables and coastal charts of each century "
+        "changed the way merchants, pilgrims and fishermen planned their long voyages."
+    )
 
 
 def upstream_answer(sizes: list[int]):

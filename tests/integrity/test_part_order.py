@@ -111,7 +111,9 @@ def test_postgres_heap_order_after_updates_does_not_leak_into_any_reader(user, s
             "FROM conversations_messagepart GROUP BY message_id) s "
             "WHERE o <> ARRAY[0, 1, 2]::integer[]"
         )
-        assert cursor.fetchone()[0] == count  # the heap holds them as 1, 2, 0
+        # The heap holds (nearly) every message's parts as 1, 2, 0: a rewritten version may
+        # land back in its page's free space when other writers run at the same time.
+        assert cursor.fetchone()[0] >= count * 3 // 4
 
         problems = part_order.readers_out_of_order(Scope(conversation.pk), sample=count)
 
