@@ -43,6 +43,10 @@ def test_every_operation_answers_as_the_schema_says(contract_server, tmp_path):
             f"Authorization: Token {contract_server.token}",
             "--checks",
             "all",
+            # A retention policy's DELETE leaves the effective policy for the GET after it
+            # (tests/contract/schemathesis.toml): not a deleted resource still served.
+            "--exclude-checks",
+            "use_after_free",
             "--phases",
             "examples,coverage,fuzzing,stateful",
             "--max-examples",
