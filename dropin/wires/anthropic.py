@@ -10,6 +10,7 @@ from core.sse import sse_frame
 from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
 from dropin.wires import Passthrough
+from dropin.wires.outcome import answer_end
 from providers import blocks as b
 from providers.anthropic_wire import our_block
 from providers.base import ProviderResponse, TextDelta, ToolCallDelta, ToolCallStart
@@ -197,17 +198,17 @@ def _tools(tools) -> list[dict]:
 # answer -------------------------------------------------------------------------------------
 
 
+STOP_REASONS = {
+    "tool": "tool_use",
+    "length": "max_tokens",
+    "refusal": "refusal",
+    "stop_sequence": "stop_sequence",
+    "end": "end_turn",
+}
+
+
 def stop_reason(response: ProviderResponse) -> str:
-    status, reason = response.outcome["status"], response.outcome.get("reason")
-    if status == "paused" and any(block["type"] == "tool_use" for block in response.blocks):
-        return "tool_use"
-    if status == "incomplete" and reason in ("max_tokens", "length"):
-        return "max_tokens"
-    if response.outcome.get("code") == "refusal":
-        return "refusal"
-    if reason == "stop_sequence":
-        return "stop_sequence"
-    return "end_turn"
+    return STOP_REASONS[answer_end(response)]
 
 
 def wire_content(blocks: list[dict]) -> list[dict]:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from core.sse import sse_frame
 from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
+from dropin.wires.outcome import answer_end
 from providers import blocks as b
 from providers.base import ProviderResponse, TextDelta, ToolCallDelta, ToolCallStart
 from providers.config import models
@@ -216,15 +217,17 @@ def _tools(tools) -> list[dict]:
 # answer -------------------------------------------------------------------------------------
 
 
+FINISH_REASONS = {
+    "tool": "tool_calls",
+    "length": "length",
+    "refusal": "content_filter",
+    "stop_sequence": "stop",
+    "end": "stop",
+}
+
+
 def finish_reason(response: ProviderResponse) -> str:
-    status, reason = response.outcome["status"], response.outcome.get("reason")
-    if status == "paused" and any(block["type"] == "tool_use" for block in response.blocks):
-        return "tool_calls"
-    if status == "incomplete" and reason in ("max_tokens", "length"):
-        return "length"
-    if response.outcome.get("code") == "refusal":
-        return "content_filter"
-    return "stop"
+    return FINISH_REASONS[answer_end(response)]
 
 
 def _usage(response: ProviderResponse) -> dict:
