@@ -263,3 +263,86 @@ def test_a_stored_answer_keeps_the_upstreams_id_and_is_found_by_it(upstreams, oa
     assert second.output_text == "continued"
     sent = upstreams.responses.requests[-1].body
     assert "previous_response_id" not in sent and len(sent["input"]) == 3
+
+
+# after the agent's compaction ---------------------------------------------------------------
+
+CODEX_COMPACTION_PROMPT = (
+    "You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary for "
+    "another LLM that will resume the task."
+)
+# Codex 0.171 (core/templates/compact/summary_prefix.md) puts this before the summary it keeps.
+SUMMARY_PREFIX = (
+    "Another language model started to solve this problem and produced a summary of its "
+    "thinking process. You also have access to the state of the tools that were used by that "
+    "language model. Use this to build on the work that has already been done and avoid "
+    "duplicating work. Here is the summary produced by the other language model, use the "
+    "information in this summary to assist with your own analysis:"
+)
+ENVIRONMENT = user("<environment_context>\n  <cwd>/work</cwd>\n</environment_context>")
+
+
+def _turn(oai, history: list[dict], answer) -> tuple[object, list[dict]]:
+    raw = oai.responses.with_raw_response.create(
+        model="gpt", input=history, store=False, prompt_cache_key="sess-after"
+    )
+    return raw, [*history, *[item.model_dump(exclude_none=True) for item in raw.parse().output]]
+
+
+def test_the_request_after_codexs_checkpoint_continues_the_conversation_storing_nothing_twice(
+    upstreams, oai
+):
+    from conversations.models import Summary, SummaryMessage
+
+    upstreams.responses.enqueue(
+        responses_object(output=[function_call_item("exec_command", {"cmd": "ls"}, "call_a")]),
+        responses_object("the file list is a.txt"),
+        responses_object("continuing after the checkpoint"),
+        responses_object("and on"),
+    )
+    prompt = user("list the files, remember the word teapot")
+    raw, history = _turn(oai, [SYSTEM, ENVIRONMENT, prompt], None)
+    history.append({"type": "function_call_output", "call_id": "call_a", "output": "a.txt\n"})
+    raw, history = _turn(oai, history, None)
+    conversation_id = int(raw.headers["x-lcm-conversation-id"])
+    before = list(
+        Message.objects.filter(conversation_id=conversation_id).values_list("pk", flat=True)
+    )
+    with oai.responses.stream(
+        model="gpt",
+        input=[*history, user(CODEX_COMPACTION_PROMPT)],
+        store=False,
+        prompt_cache_key="sess-after",
+    ) as stream:
+        checkpoint = stream.get_final_response().output_text
+
+    # Codex's history from now on: its prompt, its user messages, the checkpoint.
+    kept = [SYSTEM, ENVIRONMENT, prompt, user(f"{SUMMARY_PREFIX}\n{checkpoint}")]
+    after, history = _turn(oai, [*kept, user("go on")], None)
+    assert after.headers["x-lcm-conversation-id"] == str(conversation_id)
+    assert after.headers["x-lcm-forked"] == "false"
+    assert upstreams.responses.requests[-1].body["input"] == [*kept, user("go on")]
+    again, _ = _turn(oai, [*history, user("and again")], None)
+    assert again.headers["x-lcm-conversation-id"] == str(conversation_id)
+    assert again.headers["x-lcm-forked"] == "false"
+
+    assert Thread.objects.count() == 1
+    messages = Message.objects.filter(conversation_id=conversation_id).order_by("seq")
+    texts = [m.content for m in messages]
+    assert sum("remember the word teapot" in text for text in texts) == 1  # never twice
+    new = [m for m in messages if m.pk not in before]
+    assert new[0].content.startswith(SUMMARY_PREFIX) and "go on" in new[0].content
+    assert [m.content for m in new[1:]] == [
+        "continuing after the checkpoint",
+        "and again",
+        "and on",
+    ]
+    # The checkpoint, stored as Codex's compaction over the messages it replaced.
+    (compaction,) = Summary.objects.filter(
+        conversation_id=conversation_id, model="codex (agent compaction)"
+    )
+    assert checkpoint in compaction.content
+    covered = set(
+        SummaryMessage.objects.filter(summary=compaction).values_list("message_id", flat=True)
+    )
+    assert covered == set(before)
