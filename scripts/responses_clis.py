@@ -330,7 +330,9 @@ def through(port: int, context_limit: int, out: Path | None = None) -> int:
                     (home / "config.toml").write_text(f"{extra}\n" + first.read_text())
                     return
                 (home / "config.toml").write_text(f'model = "{MODEL}"\n{extra}\n')
-                connect_env = {**env, "CODEX_HOME": str(home)}
+                # `codex` on PATH: lcm_connect writes its catalog without tool search.
+                path = f"{Path(_cli('codex')).parent}{os.pathsep}{env.get('PATH', '')}"
+                connect_env = {**env, "CODEX_HOME": str(home), "PATH": path}
                 _manage(
                     connect_env, "lcm_connect", "codex", "--proxy", "--url", url, "--user", "ann"
                 )
