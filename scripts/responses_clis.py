@@ -276,7 +276,7 @@ def _first_turn_tools(work: Path, env: dict) -> dict:
     codex = _cli("codex")
     cwd = work / "codex-work"
     run_env = {**env, "CODEX_HOME": str(work / "codex-home"), KEY_ENV: "sk-upstream-test"}
-    prompt = 'TOOL: lcm_grep {"pattern": "lcm-marker-one"}'
+    prompt = 'TOOL: lcm_grep {"query": "lcm-marker-one"}'
     argv = [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
     return {"codex first turn lcm tools": _run([*argv, prompt], env=run_env, cwd=cwd).returncode}
 
