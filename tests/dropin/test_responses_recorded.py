@@ -57,6 +57,9 @@ def test_the_recordings_cover_each_kind_of_request():
         "codex-apply-patch-round",
         "codex-resume",
         "codex-compaction",
+        "codex-before-compaction",
+        "codex-after-compaction",
+        "codex-first-lcm-tools",
         "opencode-title",
         "opencode-first",
         "opencode-tool-round",
@@ -164,3 +167,13 @@ def test_codexs_request_after_the_products_checkpoint_continues_the_conversation
     assert response.headers["x-lcm-conversation-id"] == str(conversation_id)
     assert response.headers["x-lcm-forked"] == "false"
     assert Message.objects.filter(conversation_id=conversation_id).count() == len(messages) + 2
+
+
+def test_codexs_first_turn_offers_the_lcm_tools_with_lcm_connects_catalog():
+    """Codex set up by `lcm_connect codex --write` (its catalog without tool search): the
+    first request of a new `codex exec` lists the lcm tools, not `tool_search`."""
+    body = json.loads((DATA / "codex-first-lcm-tools.json").read_text())["body"]
+    namespace = next(tool for tool in body["tools"] if tool.get("name") == "mcp__lcm")
+    assert "lcm_grep" in {tool["name"] for tool in namespace["tools"]}
+    assert "tool_search" not in {tool["type"] for tool in body["tools"]}
+    assert "lcm_grep" in {tool["name"] for tool in openai_responses.parse(body).tools}
