@@ -43,6 +43,22 @@ HEADING = (
 )
 
 
+def continued_at(messages: list[dict], conversation_id: int) -> tuple[int, int] | None:
+    """Where a request continues past this conversation's checkpoint: (the message, the
+    block in it) of the newest checkpoint text the product gave it, which the agent keeps
+    in place of the history it dropped (Codex: its kept user messages, then the checkpoint
+    after its summary prefix, all one user message here); None when there is none."""
+    mark = HEADING.format(id=conversation_id).split(")", 1)[0] + ")"
+    for position in range(len(messages) - 1, -1, -1):
+        message = messages[position]
+        if message["role"] != "user":
+            continue
+        for index, block in enumerate(message["blocks"]):
+            if block.get("type") == "text" and mark in block.get("text", ""):
+                return position, index
+    return None
+
+
 def encode_item(text: str) -> str:
     return ITEM_PREFIX + base64.b64encode(text.encode()).decode()
 

@@ -9,8 +9,13 @@ Credentials (docs/drop-in.md): with `X-LCM-Token` the client's own `x-api-key` o
 `Authorization` goes upstream unchanged; else the server's key replaces the LCM token the
 SDK sent. No credential is stored, journaled or logged.
 
-An upstream answer `prompt is too long` is never passed on: the request is sent again
-with a budget below the limit the upstream named (at most twice more)."""
+Every wire that passes requests through (dropin/wires/: Anthropic Messages, OpenAI
+Responses) goes through here; the wire's module gives the bytes sent (`forward_body`) and
+reads a whole answer (`answer_from_body`); a stateful wire keeps the answer (`remember`).
+
+An upstream answer `prompt is too long` (Anthropic) or `context_length_exceeded` (OpenAI)
+is never passed on: the request is sent again with a budget below the limit the upstream
+named (at most twice more)."""
 
 from __future__ import annotations
 
@@ -26,7 +31,6 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
 from dropin import relay, services, upstream
 from dropin.errors import DropinError, error_response, upstream_error
-from providers.anthropic import response_from_message
 from providers.caching import anthropic_min_tokens
 from providers.config import require_key
 from providers.errors import MissingKey, ProviderError
@@ -57,6 +61,9 @@ _RESPONSE_NOT_RELAYED = frozenset(
     {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"}
 )
 _TOO_LONG = re.compile(r"prompt is too long(?::\s*(\d+)\s*tokens\s*>\s*(\d+))?", re.I)
+# OpenAI's wording (code `context_length_exceeded`): "maximum context length is N tokens"
+# or "exceeds the context window of this model".
+_CONTEXT_LIMIT = re.compile(r"maximum context length is (\d+) tokens", re.I)
 RETRIES_TOO_LONG = 2
 
 
@@ -71,7 +78,8 @@ def headers_for(request, passthrough, spec, *, own_credentials: bool) -> list[tu
         headers.append((name, value))
     if not own_credentials:
         try:
-            headers.append((passthrough.key_header, require_key(spec)))
+            key = require_key(spec)
+            headers.append((passthrough.key_header, passthrough.key_prefix + key))
         except MissingKey as error:
             raise DropinError(
                 400, "invalid_request", error.message, param="model", code="missing_api_key"
@@ -127,12 +135,12 @@ def serve(request, wire, prepared, headers: dict, answer_id: str, retry) -> Http
         headers["X-LCM-Tokens-Sent"] = str(replaced.tokens)
     if "text/event-stream" in response.headers.get("content-type", ""):
         close_old_connections()  # no database connection is held while the stream runs
-        relayed = _relay(response, prepared, answer_id, receipt)
+        relayed = _relay(response, prepared, wire, answer_id, receipt)
         result = StreamingHttpResponse(relay.served(request, relayed))
     else:
         content = response.read()
         response.close()
-        receipt(_facts(_store_whole(prepared, content)))
+        receipt(_facts(_store_whole(prepared, wire, content)))
         result = HttpResponse(content)
     _copy_headers(response, result, headers)
     return result
@@ -150,15 +158,20 @@ def _marks_wanted(prepared, replaced) -> bool:
 
 
 def _too_long_limit(status: int, content: bytes) -> int | None:
-    """The upstream's token limit when it answered `prompt is too long` (a budget of 80%
-    of what it sent when it named no limit: -1 asks the caller to shrink by itself)."""
-    if status != 400 or b"too long" not in content:
+    """The upstream's token limit when it answered that the input is too long (Anthropic's
+    `prompt is too long`, OpenAI's `context_length_exceeded`); -1 when it named no limit
+    (the caller then shrinks to 80% of what it sent)."""
+    if status != 400 or not (b"too long" in content or b"context_length_exceeded" in content):
         return None
     try:
-        message = json.loads(content)["error"]["message"]
-    except (ValueError, KeyError, TypeError):
+        error = json.loads(content)["error"]
+        message = str(error.get("message") or "")
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    match = _TOO_LONG.search(str(message))
+    if error.get("code") == "context_length_exceeded":
+        match = _CONTEXT_LIMIT.search(message)
+        return int(match.group(1)) if match else -1
+    match = _TOO_LONG.search(message)
     if match is None:
         return None
     return int(match.group(2)) if match.group(2) else -1
@@ -208,28 +221,43 @@ def _facts(answer) -> dict:
     }
 
 
-def _store_whole(prepared, content: bytes):
-    """The answer stored; returned (None when the body is not a message)."""
+def _store_whole(prepared, wire, content: bytes):
+    """The answer stored (and kept, on a stateful wire); returned (None when the body is
+    not an answer, e.g. an error)."""
     try:
         raw = json.loads(content)
     except ValueError:
         return None
-    if not isinstance(raw, dict) or raw.get("type") != "message":
+    if not isinstance(raw, dict):
         return None
-    answer = response_from_message(prepared.spec, {}, raw)
-    services.answer_store(
-        place=prepared.place,
-        blocks=answer.blocks,
-        status=answer.outcome["status"],
-        raw=raw.get("content") or None,
-    )
+    answer = wire.answer_from_body(prepared.spec, raw)
+    if answer is not None:
+        _stored(prepared, wire, answer, answer.outcome["status"])
     return answer
 
 
-def _relay(response, prepared, answer_id: str, receipt) -> Iterator[bytes]:
+def _stored(prepared, wire, answer, status: str) -> None:
+    """The answer appended to the thread: from the upstream's own content blocks when it
+    spoke them (Anthropic's, verbatim), else from our blocks; a completed answer on a
+    stateful wire is kept under its id (the Responses wire's store)."""
+    services.answer_store(
+        place=prepared.place,
+        blocks=answer.blocks,
+        status=status,
+        raw=(answer.raw_response or {}).get("content") or None,
+    )
+    if hasattr(wire, "remember") and status == "completed" and answer.raw_response:
+        wire.remember(
+            prepared.parsed,
+            conversation_id=prepared.thread.conversation_id,
+            answer=answer.raw_response,
+        )
+
+
+def _relay(response, prepared, wire, answer_id: str, receipt) -> Iterator[bytes]:
     """The upstream's bytes as they come; each event journaled; the answer stored at the
     end (marked incomplete when the stream or the client went away first)."""
-    journal = relay.journal_for(answer_id, prepared.spec, prepared.place, wire="anthropic")
+    journal = relay.journal_for(answer_id, prepared.spec, prepared.place, wire=wire.NAME)
     decoder = SseDecoder()
     events: list[tuple[str, dict]] = []
     ended = False
@@ -246,12 +274,7 @@ def _relay(response, prepared, answer_id: str, receipt) -> Iterator[bytes]:
         status = answer.outcome["status"] if ended else "incomplete"
         receipt({**_facts(answer), "status": status})
         try:
-            services.answer_store(
-                place=prepared.place,
-                blocks=answer.blocks,
-                status=status,
-                raw=(answer.raw_response or {}).get("content") or None,
-            )
+            _stored(prepared, wire, answer, status)
             journal.close()
             journal.path.unlink(missing_ok=True)
         except Exception:

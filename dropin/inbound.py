@@ -16,6 +16,7 @@ from dropin.errors import DropinError
 KEY_HEADER = "X-LCM-Conversation"
 TOKEN_HEADER = "X-LCM-Token"
 MAX_KEY_LENGTH = 200
+_CREDENTIAL_HEADERS = ("Authorization", "x-api-key")
 
 
 def json_body(request) -> dict:
@@ -45,14 +46,15 @@ def _too_large() -> DropinError:
 @dataclass(frozen=True)
 class Caller:
     user: object
-    # True when the LCM user was named by X-LCM-Token: the client's own x-api-key or
-    # Authorization is its upstream credential, forwarded unchanged (docs/drop-in.md).
+    # True when the LCM user was named by X-LCM-Token and the client sent an x-api-key or
+    # Authorization: its own upstream credential, forwarded unchanged (docs/drop-in.md).
     own_credentials: bool = False
 
 
 def caller(request) -> Caller:
-    """Who calls: `X-LCM-Token: <LCM token>` (the client's key is then its upstream
-    credential), else the SDK's key is the LCM token (server-held upstream keys)."""
+    """Who calls: `X-LCM-Token: <LCM token>` (the client's key, when it sends one, is then
+    its upstream credential), else the SDK's key is the LCM token (server-held upstream
+    keys)."""
     token = request.headers.get(TOKEN_HEADER)
     if token is not None:
         if not settings.LCM_DROPIN_CLIENT_CREDENTIALS:
@@ -67,7 +69,10 @@ def caller(request) -> Caller:
             raise DropinError(
                 401, "authentication", f"invalid {TOKEN_HEADER}", code="invalid_api_key"
             )
-        return Caller(user, own_credentials=True)
+        # Its own upstream credential, when it sent one; else the server's key (Codex with
+        # no `env_key` sends none).
+        own = any(request.headers.get(name) for name in _CREDENTIAL_HEADERS)
+        return Caller(user, own_credentials=own)
     user = user_for_key(key_from_headers(request.headers))
     if user is None:
         raise DropinError(

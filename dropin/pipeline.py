@@ -65,6 +65,9 @@ def serve(request, wire: Wire) -> HttpResponse:
     headers = _headers(prepared)
     answer_id = wire.ID_PREFIX + new_id().lower()
     headers["X-LCM-Server-Ms"] = f"{(time.perf_counter() - started) * 1000:.2f}"
+    parsed = prepared.parsed
+    if parsed.options.get("checkpoint"):
+        return _checkpoint(wire, prepared, answer_id, headers)
     if prepared.forwarded:
         return forward.serve(
             request,
@@ -75,9 +78,6 @@ def serve(request, wire: Wire) -> HttpResponse:
             lambda limit, sent: _smaller(prepared, limit, sent),
         )
     provider_request = _provider_request(prepared)
-    parsed = prepared.parsed
-    if parsed.options.get("checkpoint"):
-        return _checkpoint(wire, prepared, answer_id, headers)
     with upstream.receipted(thread=prepared.thread, sent=prepared.upstream, wire=wire.NAME):
         if parsed.stream and not prepared.extra_tools:
             return _streamed(request, wire, prepared, provider_request, headers, answer_id)
@@ -150,9 +150,11 @@ def prepare(request, wire: Wire) -> Prepared:
     place = services.AnswerPlace.of(thread, plan)
     if forwarded:
         budget = services.input_budget(spec, parsed)
-        replaced = services.forwarded_context(
-            thread=thread, request=parsed, plan=plan, budget=budget
-        )
+        replaced = None  # a checkpoint is answered without the upstream
+        if not parsed.options.get("checkpoint"):
+            replaced = services.forwarded_context(
+                thread=thread, request=parsed, plan=plan, budget=budget
+            )
         return Prepared(
             caller, parsed, spec, [], plan, thread, place, None, body, True, replaced, wire
         )
@@ -216,21 +218,11 @@ def _provider_request(prepared: Prepared) -> ProviderRequest:
         messages=for_translation(sent.messages),
         tools=parsed.tools + prepared.extra_tools,
         max_output_tokens=services.max_output(spec, parsed),
-        options=_upstream_options(prepared),
+        options=parsed.options,
         purpose="turn",
         conversation_id=prepared.thread.conversation_id,
         cache=services.upstream_cache(spec, sent),
     )
-
-
-def _upstream_options(prepared: Prepared) -> dict:
-    """The request's options, as its wire completes them for the upstream (the Responses
-    wire: the client's body for a Responses upstream, its input the assembled context when
-    there is one)."""
-    sent, wire = prepared.upstream, prepared.wire
-    if not hasattr(wire, "upstream_options"):
-        return prepared.parsed.options
-    return wire.upstream_options(prepared.parsed, sent.messages, sent.system, sent.compacted)
 
 
 def _headers(prepared: Prepared) -> dict[str, str]:

@@ -30,9 +30,10 @@ def _spec(model: str, wire: str | None):
     if wire is None:
         return model_get(model)
     from dropin.upstream_specs import spec_for
-    from dropin.wires import anthropic
+    from dropin.wires import anthropic, openai_responses
 
-    return spec_for(model, anthropic.PASSTHROUGH)
+    passthrough = {w.NAME: w.PASSTHROUGH for w in (anthropic, openai_responses)}[wire]
+    return spec_for(model, passthrough)
 
 
 def recover_journals() -> int:

@@ -24,7 +24,6 @@ logger = logging.getLogger("lcm.dropin")
 def relayed(wire, parsed, first, events, *, place, model, answer_id: str) -> Iterator[bytes]:
     """The wire's stream bytes for the upstream `events` (`first` already read)."""
     writer = wire.StreamWriter(parsed, answer_id)
-    relays_raw = hasattr(writer, "raw")
     journal = journal_for(answer_id, model, place)
     collected: list = []
     finished = None
@@ -41,8 +40,6 @@ def relayed(wire, parsed, first, events, *, place, model, answer_id: str) -> Ite
                 break
             if isinstance(event, RawEvent):
                 journal.write(event.event_type, event.payload)
-                if relays_raw:  # a wire that relays its own upstream's events as they came
-                    yield from writer.raw(event)
                 continue
             collected.append(event)
             yield from writer.event(event)

@@ -18,6 +18,9 @@ class DropinRequest:
     options: dict = field(default_factory=dict)  # tool_choice, stop_sequences
     # The agent's own session id when the client sends one (Claude Code: metadata.user_id).
     session: str | None = None
+    # The client's JSON body, for a wire that reads more of it later (the Responses wire:
+    # its answer's echoed fields, the stored response's input, the agent's session).
+    body: dict | None = None
     # The whole request's token estimate, computed once (dropin.services.request_total).
     total_tokens: int | None = None
 

@@ -34,6 +34,7 @@ from conversations.services import conversation_create, messages_append
 from core.api.errors import InvalidInput
 from core.ids import new_id
 from core.token_estimate import estimate
+from dropin import agent_compaction, checkpoint
 from dropin.errors import DropinError
 from dropin.models import Thread
 from dropin.requests import DropinRequest
@@ -124,9 +125,16 @@ class Plan:
     key: str  # the conversation key the answer carries
     keyed: bool = False  # named by X-LCM-Conversation (a fork takes the key over)
     forks: bool = False  # the request's history differs from the thread's: a new branch
+    # The request continues past the checkpoint the product gave the agent (its history
+    # replaced by it): (message, block) where the checkpoint text is; no fork.
+    checkpoint_at: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
-        self.forks = self.thread is not None and self.shared < self.thread.message_count
+        self.forks = (
+            self.thread is not None
+            and self.shared < self.thread.message_count
+            and self.checkpoint_at is None
+        )
 
 
 def identity_system(request: DropinRequest) -> str:
@@ -153,7 +161,8 @@ def thread_plan(*, user, request: DropinRequest, key: str | None) -> Plan:
             raise DropinError(
                 404, "not_found", f"no conversation {key!r}", param="X-LCM-Conversation"
             )
-        return Plan(hashes, thread, _shared(thread, hashes), key, keyed=True)
+        plan = Plan(hashes, thread, _shared(thread, hashes), key, keyed=True)
+        return _past_checkpoint(plan, request) if plan.forks else plan
     # No key: the caller's thread whose stored history is a prefix of the request (the
     # longest such), found by its head hash in one indexed lookup (the whole request, when
     # a request whose upstream call failed is sent again).
@@ -175,6 +184,16 @@ def thread_plan(*, user, request: DropinRequest, key: str | None) -> Plan:
             if count > shared:
                 best, shared = candidate, count
     return Plan(hashes, best, shared, key)
+
+
+def _past_checkpoint(plan: Plan, request: DropinRequest) -> Plan:
+    """A keyed thread whose agent replaced its history by the product's checkpoint
+    continues (from the checkpoint on), instead of forking a branch that would store the
+    agent's kept messages again."""
+    at = checkpoint.continued_at(request.messages, plan.thread.conversation_id)
+    if at is None:
+        return plan
+    return Plan(plan.hashes, plan.thread, at[0], plan.key, keyed=True, checkpoint_at=at)
 
 
 def _session_plan(user, request: DropinRequest, hashes: list[str]) -> Plan | None:
@@ -340,8 +359,43 @@ def thread_commit(*, user, plan: Plan, request: DropinRequest, spec: ModelSpec) 
         thread, start = child, 0
     else:
         start = plan.shared
+    if plan.checkpoint_at is not None:
+        _past_checkpoint_append(thread, request, plan)
+        return thread
     _append(thread, request.messages, plan.hashes, start)
     return thread
+
+
+def _past_checkpoint_append(thread: Thread, request: DropinRequest, plan: Plan) -> None:
+    """The messages from the checkpoint on appended (the one that carries it from the
+    checkpoint's block on: the agent's kept user messages before it are stored already),
+    the checkpoint linked as the agent's compaction over what it replaced, and the thread
+    following the agent's new history (its chain hashes are the request's)."""
+    position, block = plan.checkpoint_at
+    messages = request.messages
+    first = {**messages[position], "blocks": messages[position]["blocks"][block:]}
+    names = tool_names_of(messages)
+    inputs = [message_input(first, plan.hashes[position + 1], tool_names=names)]
+    inputs += [
+        message_input(messages[i], plan.hashes[i + 1], tool_names=names)
+        for i in range(position + 1, len(messages))
+    ]
+    messages_append(conversation_id=thread.conversation_id, messages=inputs)
+    agent_compaction.checkpoint_link(
+        conversation_id=thread.conversation_id,
+        at_external_id=inputs[0].external_id,
+        text=b.rendered_text(first["blocks"]),
+        author="codex",  # the agent whose checkpoint requests the product answers
+    )
+    # Compare-and-set on the head it replaces: a concurrent request that moved it wins.
+    Thread.objects.filter(pk=thread.pk, head_hash=thread.head_hash).update(
+        message_count=len(messages),
+        head_hash=plan.hashes[-1],
+        root_hash=plan.hashes[1],
+        forward_cut=None,
+        updated_at=timezone.now(),
+    )
+    thread.message_count, thread.head_hash = len(messages), plan.hashes[-1]
 
 
 def thread_for(*, user, request: DropinRequest, key: str | None, spec: ModelSpec):

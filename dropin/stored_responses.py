@@ -13,8 +13,6 @@ from dropin.errors import DropinError, invalid
 from dropin.models import StoredResponse
 from dropin.requests import DropinRequest
 
-BODY_OPTION = "responses_body"
-
 
 def _not_found(response_id: str, param: str | None = None) -> DropinError:
     return DropinError(
@@ -55,12 +53,14 @@ def resolve(body: dict, *, user) -> dict:
 
 
 def remember(request: DropinRequest, *, conversation_id: int, owner_id: int, answer: dict):
-    body = request.options.get(BODY_OPTION) or {}
+    body = request.body or {}
     if body.get("store", True) is False or not answer.get("id"):
         return
     items = body.get("input")
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
+    if StoredResponse.objects.filter(pk=answer["id"]).exclude(owner_id=owner_id).exists():
+        return  # an id another user's answer holds is never taken over
     with transaction.atomic():
         StoredResponse.objects.update_or_create(
             pk=answer["id"],

@@ -78,50 +78,6 @@ _KNOWN = _TERMINAL | {
 }
 
 
-PASSTHROUGH = "responses_body"  # a Responses client's own body (dropin/wires/openai_responses.py)
-# What the upstream is never sent from a client's body: the product answers these itself.
-_NOT_PASSED = ("stream", "previous_response_id")
-_SDK_PARAMS = frozenset(
-    [
-        "model",
-        "input",
-        "instructions",
-        "max_output_tokens",
-        "truncation",
-        "store",
-        "parallel_tool_calls",
-        "tools",
-        "tool_choice",
-        "include",
-        "prompt_cache_key",
-        "reasoning",
-        "text",
-        "metadata",
-        "temperature",
-        "top_p",
-        "user",
-        "service_level",
-        "service_tier",
-        "background",
-        "max_tool_calls",
-        "prompt",
-        "safety_identifier",
-        "stream_options",
-        "top_logprobs",
-        "conversation",
-    ]
-)
-
-
-def passthrough_params(spec: ModelSpec, body: dict) -> dict:
-    """A Responses client's body sent on unchanged: only `model` is the configured one's
-    id, and what the product answers itself (previous_response_id: it is the store) is
-    left out."""
-    params = {k: v for k, v in body.items() if k not in _NOT_PASSED}
-    params["model"] = spec.model_id
-    return params
-
-
 def make_client(**kwargs) -> openai.OpenAI:
     """An OpenAI client with the SDK's retries off (providers/sdk_adapter.py)."""
     return make_sdk_client(openai, **kwargs)
@@ -133,9 +89,6 @@ class OpenAIProvider(SdkAdapter):
     error_field = "code"
 
     def build_params(self, request: ProviderRequest) -> dict:
-        body = request.options.get(PASSTHROUGH)
-        if body is not None:
-            return passthrough_params(self.spec, body)
         config = engine_config().openai
         options = request.options
         store = bool(options.get("store", config.store))
@@ -163,13 +116,6 @@ class OpenAIProvider(SdkAdapter):
         return params
 
     def create(self, client, params: dict, *, stream: bool):
-        known = {k: params[k] for k in ("model", "input") if k in params}
-        extra = {k: v for k, v in params.items() if k not in known and k != "stream"}
-        if extra.keys() - _SDK_PARAMS:
-            # A client's body passed through: fields this SDK does not name ride as they
-            # are (extra_body), so nothing is dropped or renamed on the way.
-            known["extra_body"] = extra
-            params = known
         if stream:
             return client.responses.create(**params, stream=True, timeout=self.timeout)
         return client.responses.create(**params, timeout=self.timeout)

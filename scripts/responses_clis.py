@@ -8,10 +8,10 @@ tests/dropin/data/responses_clis/.
     scripts/responses_clis.py record [--out DIR] [--keep]
         the CLIs straight at the scripted upstream; every request saved as JSON in DIR
         (default: a temp dir); with --keep, the sanitized set is written to the tests' data.
-    scripts/responses_clis.py through --lcm URL --token TOKEN --upstream-port PORT
-        the CLIs at the product's drop-in (URL ends in /openai/v1), which calls the scripted
-        upstream on PORT (the served app's model `gpt` must have OPENAI_BASE_URL pointing
-        there); prints what each scenario showed and exits non-zero on a failure.
+    scripts/responses_clis.py through [--port 8111] [--context-limit N] [--out DIR]
+        the CLIs through the served app (`lcm_serve` on PORT, set up by `lcm_connect
+        --proxy`), the scripted upstream behind it; prints what each scenario showed and
+        exits non-zero on a failure; with --out, what the upstream received is saved.
 
 Each scenario runs in its own CODEX_HOME / HOME and working directory: a one-shot, a
 multi-turn run with shell commands and a patch, a resume, and a run whose small auto-compact
@@ -200,6 +200,8 @@ def _kind(record: dict) -> str | None:
             return "codex-compaction"
         if meta.get("history_initialization") == "cold_resume":
             return "codex-resume"
+        if "Another language model started" in json.dumps(body.get("input")):
+            return "codex-after-compaction"  # its summary prefix before the checkpoint
         if "custom_tool_call_output" in types:
             return "codex-apply-patch-round"
         if "function_call_output" in types:
@@ -274,7 +276,7 @@ def _first_turn_tools(work: Path, env: dict) -> dict:
     codex = _cli("codex")
     cwd = work / "codex-work"
     run_env = {**env, "CODEX_HOME": str(work / "codex-home"), KEY_ENV: "sk-upstream-test"}
-    prompt = 'TOOL: lcm_grep {"pattern": "lcm-marker-one"}'
+    prompt = 'TOOL: lcm_grep {"query": "lcm-marker-one"}'
     argv = [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
     return {"codex first turn lcm tools": _run([*argv, prompt], env=run_env, cwd=cwd).returncode}
 
@@ -294,7 +296,7 @@ def _report_tools(requests) -> None:
             print("  lcm_grep output:", json.dumps(outputs[-1]["output"])[:300])
 
 
-def through(port: int, context_limit: int) -> int:
+def through(port: int, context_limit: int, out: Path | None = None) -> int:
     """The CLIs through the served app (`lcm_serve`), set up by `lcm_connect --proxy`, the
     scripted upstream behind it as the `gpt` model (MODEL is its id, so the CLIs' model name
     finds it); then what the store holds."""
@@ -328,7 +330,9 @@ def through(port: int, context_limit: int) -> int:
                     (home / "config.toml").write_text(f"{extra}\n" + first.read_text())
                     return
                 (home / "config.toml").write_text(f'model = "{MODEL}"\n{extra}\n')
-                connect_env = {**env, "CODEX_HOME": str(home)}
+                # `codex` on PATH: lcm_connect writes its catalog without tool search.
+                path = f"{Path(_cli('codex')).parent}{os.pathsep}{env.get('PATH', '')}"
+                connect_env = {**env, "CODEX_HOME": str(home), "PATH": path}
                 _manage(
                     connect_env, "lcm_connect", "codex", "--proxy", "--url", url, "--user", "ann"
                 )
@@ -339,6 +343,12 @@ def through(port: int, context_limit: int) -> int:
             results |= opencode_scenarios(url + DROPIN, work, {}, headers={"X-LCM-Token": token})
             print(json.dumps(results, indent=1))
             print(f"{len(api.requests)} upstream requests")
+            if out is not None:  # what the upstream received: the CLIs' bytes, passed through
+                out.mkdir(parents=True, exist_ok=True)
+                for index, request in enumerate(api.requests):
+                    (out / f"{index:02d}.json").write_text(
+                        json.dumps(sanitized(agent_upstream.dumps(request), work), indent=1)
+                    )
             _report_tools(api.requests)
             for needle in (
                 "lcm-marker-one", "lcm_patched_file.txt", "compaction-marker-2",
@@ -365,9 +375,10 @@ def main() -> int:
     run = sub.add_parser("through", help="the CLIs through the served app (lcm_serve)")
     run.add_argument("--port", type=int, default=8111)
     run.add_argument("--context-limit", type=int, default=400_000)
+    run.add_argument("--out", type=Path, default=None, help="save what the upstream received")
     args = parser.parse_args()
     if args.command == "through":
-        return through(args.port, args.context_limit)
+        return through(args.port, args.context_limit, args.out)
     if args.command == "record":
         return record(args.out or Path(tempfile.mkdtemp(prefix="lcm-cli-requests-")), args.keep)
     return 2

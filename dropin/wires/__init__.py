@@ -10,13 +10,16 @@ a wire only through this interface, so a new wire is one new module here plus on
   `error(DropinError)`, each yielding the wire's stream bytes;
 - `error_body(error: DropinError) -> dict`: the wire's error shape.
 
-Optional, for a wire whose upstream may speak it too (the Responses wire):
-- `upstream_options(parsed, messages, system, compacted) -> dict`: the options the upstream
-  call gets (the client's own body, to be passed through);
-- `StreamWriter.raw(raw_event)`: the upstream's own events, relayed as they came.
+Optional, for a wire whose own upstream gets the client's request as it came
+(dropin/forward.py, the same-wire pass-through): `PASSTHROUGH` (a `Passthrough`),
+`forward_body(body, raw, *, model_id, replaced, mark=False) -> bytes` (the bytes sent:
+the client's own but for what the server replaces on purpose) and
+`answer_from_body(spec, raw: dict) -> ProviderResponse | None` (a whole answer read for
+storing; a streamed one is read by the provider's own stream reader, providers/replay.py).
 
-Optional: `PASSTHROUGH` (a `Passthrough`) and `forward_body(...)`, for a wire whose own
-upstream gets the client's request as it came (dropin/forward.py).
+Optional, for a stateful wire (the Responses wire): `resolve(body, user=)` (the body
+continuing a stored answer), `remember(parsed, conversation_id=, answer=)` (an answer
+kept), `session_key(parsed, owner=)` (the conversation an agent's session names).
 
 `Wire` below states the same as a typing Protocol (modules satisfy it structurally).
 """
@@ -55,3 +58,4 @@ class Passthrough:
     base_url_env: str
     default_base_url: str
     key_header: str  # where a server-held key goes
+    key_prefix: str = ""  # before the key in that header ("Bearer ")

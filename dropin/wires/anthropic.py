@@ -12,6 +12,7 @@ from dropin.requests import DropinRequest, merge_consecutive
 from dropin.wires import Passthrough
 from dropin.wires.outcome import answer_end
 from providers import blocks as b
+from providers.anthropic import response_from_message
 from providers.anthropic_wire import our_block
 from providers.base import ProviderResponse, TextDelta, ToolCallDelta, ToolCallStart
 
@@ -384,6 +385,13 @@ def forward_body(body: dict, raw: bytes, *, model_id: str, replaced, mark: bool 
     if marking:
         _mark_prefix(sent)
     return json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def answer_from_body(spec, raw: dict) -> ProviderResponse | None:
+    """A whole passed-through answer read (None when the body is not a message)."""
+    if raw.get("type") != "message":
+        return None
+    return response_from_message(spec, {}, raw)
 
 
 def has_cache_marks(body: dict) -> bool:

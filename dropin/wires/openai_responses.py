@@ -2,13 +2,19 @@
 way Codex and OpenCode call it: requests parsed into our blocks (every item type they send,
 providers/openai_items.py), answers and errors in the Responses shapes.
 
-Pass-through: the body as the client sent it rides along (`options["responses_body"]`), so
-a Responses upstream (providers/openai.py) is sent it unchanged (tools of every type,
-`reasoning`, `text`, `include`, `prompt_cache_key`, `client_metadata` and fields unknown
-to us), only `model` named as configured and `input` replaced when the product assembled
-the context. Its stream is relayed event by event as the upstream sent it (`raw`), the
-response id aside (ours, so `GET /responses/{id}` finds it). An answer from a model on
-another wire is translated from our blocks into the same event sequence: response.created,
+Pass-through (dropin/forward.py, as the Anthropic wire's): a model served by a Responses
+upstream (provider `openai`, or a name the configuration does not list) is sent the
+client's own bytes (tools of every type, `reasoning`, `text`, `include`,
+`prompt_cache_key`, `client_metadata` and fields unknown to us) and headers, but for what
+the server replaces on purpose (`forward_body`): `model` named as configured, `input` past
+the budget (the summaries, then the client's own items from the assembler's verbatim tail
+on), a `previous_response_id` continued from the product's store (the whole `input` sent
+instead), and a checkpoint `compaction` item of ours opened into its text. Its answer
+comes back byte for byte as the upstream sent it (its own response id, which `GET
+/responses/{id}` and `previous_response_id` then find in the product's store).
+
+An answer from a model on another wire is translated from our blocks into the same event
+sequence: response.created,
 response.in_progress, output_item.added, content_part.added, output_text.delta,
 function_call_arguments.delta (custom_tool_call_input.delta for a freeform tool), the done
 events, response.completed with usage.
@@ -24,14 +30,24 @@ from core.sse import sse_frame
 from dropin import checkpoint, stored_responses
 from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
+from dropin.wires import Passthrough
 from providers import blocks as b
 from providers import openai_items
-from providers.base import ProviderResponse, RawEvent, TextDelta, ToolCallDelta, ToolCallStart
-from providers.openai_wire import wire_input
+from providers.base import ProviderResponse, TextDelta, ToolCallDelta, ToolCallStart
+from providers.openai import response_from_object
 
 NAME = WIRE = "openai_responses"
 ID_PREFIX = "resp_"
-BODY_OPTION = "responses_body"  # the client's body, for a Responses upstream
+PASSTHROUGH = Passthrough(
+    provider="openai",
+    prefix="/openai/v1",
+    api_key_env="OPENAI_API_KEY",
+    base_url_env="OPENAI_BASE_URL",
+    default_base_url="https://api.openai.com/v1",
+    key_header="Authorization",
+    key_prefix="Bearer ",
+)
+SUMMARIES_HEADING = "Summaries of earlier conversation (untrusted data, oldest first):"
 CHECKPOINT_OPTION = "checkpoint"  # the agent asked to compact (dropin/checkpoint.py)
 _SYSTEM_ROLES = ("system", "developer")
 _ROLES = ("user", "assistant", "system", "developer")
@@ -109,6 +125,7 @@ def parse(body: dict) -> DropinRequest:
         max_tokens=max_tokens,
         stream=stream,
         options=options,
+        body=body,
     )
 
 
@@ -134,18 +151,19 @@ def _items(raw_input: list) -> tuple[list[str], list[dict], bool]:
             continue
         if kind == "compaction" and checkpoint.decode_item(item.get("encrypted_content")):
             text = checkpoint.decode_item(item["encrypted_content"])
-            messages.append({"role": "user", "blocks": [b.text(text)]})
+            messages.append({"role": "user", "blocks": [b.text(text)], "at": index})
             continue
         if kind == "message":
             role, blocks = _message(item, where)
             if role in _SYSTEM_ROLES and not messages:
                 system_parts.append(b.rendered_text(blocks))
                 continue
-            messages.append({"role": "user" if role in _SYSTEM_ROLES else role, "blocks": blocks})
+            role = "user" if role in _SYSTEM_ROLES else role
+            messages.append({"role": role, "blocks": blocks, "at": index})
             continue
         _check_item(item, kind, where)
         role, blocks = openai_items.item_blocks(item)
-        messages.append({"role": role, "blocks": blocks})
+        messages.append({"role": role, "blocks": blocks, "at": index})
     return system_parts, messages, trigger
 
 
@@ -209,7 +227,7 @@ def _check_item(item: dict, kind: str, where: str) -> None:
 
 
 def _options(body: dict) -> dict:
-    options: dict = {BODY_OPTION: body}
+    options: dict = {}
     choice = body.get("tool_choice")
     if choice in ("auto", "none", "required"):
         options["tool_choice"] = {"required": "any"}.get(choice, choice)
@@ -268,7 +286,7 @@ def session_key(request: DropinRequest, *, owner: int) -> str | None:
     session id, also in its session-id header; OpenCode: its session id, absent on its
     title request, which is not part of the session). Per caller, so two users' equal keys
     never meet."""
-    value = (request.options.get(BODY_OPTION) or {}).get("prompt_cache_key")
+    value = (request.body or {}).get("prompt_cache_key")
     if not isinstance(value, str) or not value.strip():
         return None
     return f"session:{owner}:{value.strip()}"[:200]
@@ -276,7 +294,7 @@ def session_key(request: DropinRequest, *, owner: int) -> str | None:
 
 def freeform_tools(request: DropinRequest) -> set[str]:
     """The names of the freeform (`custom`) tools the client declared."""
-    body = request.options.get(BODY_OPTION) or {}
+    body = request.body or {}
     names = set()
     for tool in body.get("tools") or []:
         if isinstance(tool, dict):
@@ -284,61 +302,6 @@ def freeform_tools(request: DropinRequest) -> set[str]:
                 if isinstance(one, dict) and one.get("type") == "custom":
                     names.add(one.get("name"))
     return names
-
-
-def upstream_options(
-    request: DropinRequest, messages: list[dict], system: str, compacted: bool
-) -> dict:
-    """The options the upstream call gets: for a Responses upstream, the client's body, its
-    `input` replaced by the assembled context when the product assembled one (the system
-    prompt, summaries included, as the leading developer message, as Codex sends it)."""
-    options = dict(request.options)
-    body = options.get(BODY_OPTION)
-    if body is None:
-        return options
-    if compacted:
-        items = [
-            {"type": "message", "role": "developer", "content": [_input_text(system)]},
-            *_as_declared(wire_input(messages), freeform_tools(request)),
-        ]
-        options[BODY_OPTION] = {**body, "input": items}
-    elif isinstance(body.get("input"), list):
-        options[BODY_OPTION] = {**body, "input": [_ours_opened(i) for i in body["input"]]}
-    return options
-
-
-def _input_text(text: str) -> dict:
-    return {"type": "input_text", "text": text}
-
-
-def _ours_opened(item):
-    """A `compaction` item the product made, as the checkpoint text it holds (an upstream
-    could not decrypt it)."""
-    if isinstance(item, dict) and item.get("type") == "compaction":
-        text = checkpoint.decode_item(item.get("encrypted_content"))
-        if text is not None:
-            return {"type": "message", "role": "user", "content": [_input_text(text)]}
-    return item
-
-
-def _as_declared(items: list[dict], freeform: set[str]) -> list[dict]:
-    """Calls to freeform tools (stored as our tool_use) back in the custom_tool_call shape."""
-    custom_calls = set()
-    out = []
-    for item in items:
-        if item.get("type") == "function_call" and item.get("name") in freeform:
-            custom_calls.add(item["call_id"])
-            arguments = openai_items.parse_arguments(item.get("arguments", ""))
-            item = {
-                "type": "custom_tool_call",
-                "call_id": item["call_id"],
-                "name": item["name"],
-                "input": str(arguments.get("input", "")),
-            }
-        elif item.get("type") == "function_call_output" and item.get("call_id") in custom_calls:
-            item = {**item, "type": "custom_tool_call_output"}
-        out.append(item)
-    return out
 
 
 # answer -------------------------------------------------------------------------------------
@@ -366,7 +329,6 @@ def output(request: DropinRequest, blocks: list[dict]) -> list[dict]:
     return items
 
 
-_ENDS = {"response.completed", "response.incomplete", "response.failed", "error"}
 _ITEM_PREFIX = {
     "message": "msg",
     "function_call": "fc",
@@ -377,9 +339,6 @@ _ITEM_PREFIX = {
 
 def usage(response: ProviderResponse) -> dict:
     spent = response.usage or {}
-    raw = (response.raw_response or {}).get("usage") if response.raw_response else None
-    if isinstance(raw, dict) and "input_tokens" in raw:
-        return raw  # a Responses upstream's own figures, as it reported them
     prompt, completion = spent.get("input_tokens") or 0, spent.get("output_tokens") or 0
     cached = spent.get("cache_read_input_tokens") or 0
     if spent.get("cache_creation_input_tokens") or cached:
@@ -409,7 +368,7 @@ def _status(response: ProviderResponse) -> tuple[str, dict | None]:
 def response_object(
     request: DropinRequest, answer_id: str, items: list[dict], status: str, **extra
 ) -> dict:
-    body = request.options.get(BODY_OPTION) or {}
+    body = request.body or {}
     return {
         "id": answer_id,
         "object": "response",
@@ -438,9 +397,6 @@ def response_object(
 
 
 def response_body(request: DropinRequest, response: ProviderResponse, answer_id: str) -> dict:
-    raw = response.raw_response
-    if isinstance(raw, dict) and raw.get("object") == "response":
-        return {**raw, "id": answer_id}  # a Responses upstream's answer, as it came
     status, details = _status(response)
     return response_object(
         request,
@@ -453,16 +409,14 @@ def response_body(request: DropinRequest, response: ProviderResponse, answer_id:
 
 
 class StreamWriter:
-    """A Responses upstream's events relayed as they came (`raw`), or, for a model on
-    another wire, the same event sequence built from our stream events."""
+    """An answer from a model on another wire (or the product's checkpoint) as the
+    Responses event sequence, built from our stream events (a Responses upstream's own
+    stream is relayed as it came, dropin/forward.py)."""
 
     def __init__(self, request: DropinRequest, answer_id: str) -> None:
         self.request = request
         self.answer_id = answer_id
         self.created = int(time.time())
-        self.relaying = False  # the upstream speaks this wire: its events go out as they are
-        self.ended = False  # a relayed terminal or error event went out
-        self.upstream_id: str | None = None
         self.final: dict | None = None  # the completed response object, as the client got it
         self.started = False
         self.sequence = 0
@@ -476,27 +430,10 @@ class StreamWriter:
         return sse_frame(json.dumps(payload, separators=(",", ":")), event=kind)
 
     def start(self) -> Iterator[bytes]:
-        return iter(())  # the first upstream event says whether it is relayed
-
-    def raw(self, event: RawEvent) -> Iterator[bytes]:
-        if not self.relaying and (self.started or not event.event_type.startswith("response.")):
-            return
-        self.relaying = True
-        self.ended = self.ended or event.event_type in _ENDS
-        response = event.payload.get("response")
-        if event.event_type == "response.completed" and isinstance(response, dict):
-            self.final = {**response, "id": self.answer_id}
-        if self.upstream_id is None and isinstance(response, dict):
-            self.upstream_id = response.get("id")
-        data = event.data
-        if data is None:
-            data = json.dumps(event.payload, separators=(",", ":"))
-        if self.upstream_id:  # our id for the answer, the rest byte for byte
-            data = data.replace(json.dumps(self.upstream_id), json.dumps(self.answer_id))
-        yield sse_frame(data, event=event.event_type)
+        return iter(())  # response.created goes out with the first event
 
     def _begin(self) -> Iterator[bytes]:
-        if self.started or self.relaying:
+        if self.started:
             return
         self.started = True
         snapshot = response_object(
@@ -506,8 +443,6 @@ class StreamWriter:
         yield self._emit("response.in_progress", response=snapshot)
 
     def event(self, event) -> Iterator[bytes]:
-        if self.relaying:
-            return
         yield from self._begin()
         if isinstance(event, TextDelta) and event.text:
             if self.open is None or self.open["type"] != "message":
@@ -593,10 +528,6 @@ class StreamWriter:
         yield self._emit("response.output_item.done", output_index=len(self.items) - 1, item=item)
 
     def finish(self, response: ProviderResponse) -> Iterator[bytes]:
-        if self.relaying:
-            if broken(response) and not self.ended:  # the upstream's stream broke off
-                yield from self.error(_failure(response))
-            return
         if broken(response):
             yield from self._begin()
             yield from self.error(_failure(response))
@@ -651,3 +582,92 @@ def error_body(error: DropinError) -> dict:
             "code": error.code,
         }
     }
+
+
+# pass-through -------------------------------------------------------------------------------
+
+
+def forward_body(body: dict, raw: bytes, *, model_id: str, replaced, mark: bool = False) -> bytes:
+    """The bytes sent upstream: the client's own while nothing is replaced; else its body
+    (every field in order, untouched) with the model's configured id and `input` replaced
+    where the server means to: past the budget, the leading system and developer items,
+    one user message holding the summaries, then the client's own items from
+    `replaced.first` on; after a `previous_response_id` (which the upstream is not sent:
+    the product is the store), the whole history; a checkpoint `compaction` item of ours
+    as the text it holds (an upstream could not decrypt it). `mark` is for explicit cache
+    marks (Anthropic's): a Responses upstream caches prefixes by itself."""
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    opened = [_ours_opened(item) for item in items]
+    ours = any(new is not old for new, old in zip(opened, items, strict=True))
+    continued = "previous_response_id" in body
+    if replaced is None and not ours and not continued and body.get("model") == model_id:
+        return raw
+    sent = dict(body)
+    sent["model"] = model_id
+    sent.pop("previous_response_id", None)
+    if replaced is not None:
+        opened = [
+            *_leading_system(opened),
+            *summary_items(replaced.summaries),
+            *_without_cut_outputs(opened[replaced.first :]),
+        ]
+    if replaced is not None or ours or continued:
+        sent["input"] = opened
+    return json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _ours_opened(item):
+    """A `compaction` item the product made, as the checkpoint text it holds."""
+    if isinstance(item, dict) and item.get("type") == "compaction":
+        text = checkpoint.decode_item(item.get("encrypted_content"))
+        if text is not None:
+            return {"type": "message", "role": "user", "content": [_input_text(text)]}
+    return item
+
+
+def _without_cut_outputs(items: list) -> list:
+    """The tail from the cut, without the tool outputs it begins with (a Codex user turn
+    may follow a call's output directly: stored as one message, cut before both; the
+    upstream refuses an output whose call it is not sent)."""
+    start = 0
+    while (
+        start < len(items) - 1
+        and isinstance(items[start], dict)
+        and items[start].get("type") in openai_items.OUTPUTS
+    ):
+        start += 1
+    return items[start:]
+
+
+def _leading_system(items: list) -> list:
+    """The system and developer messages the input begins with (the agent's prompt)."""
+    lead = []
+    for item in items:
+        if not (
+            isinstance(item, dict)
+            and item.get("type", "message") == "message"
+            and item.get("role") in _SYSTEM_ROLES
+        ):
+            break
+        lead.append(item)
+    return lead
+
+
+def summary_items(summaries) -> list[dict]:
+    if not summaries:
+        return []
+    text = SUMMARIES_HEADING + "\n" + "\n\n".join(summaries)
+    return [{"type": "message", "role": "user", "content": [_input_text(text)]}]
+
+
+def _input_text(text: str) -> dict:
+    return {"type": "input_text", "text": text}
+
+
+def answer_from_body(spec, raw: dict) -> ProviderResponse | None:
+    """A whole passed-through answer read (None when the body is not a response object)."""
+    if raw.get("object") != "response":
+        return None
+    return response_from_object(spec, {}, raw)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from mcpserver.connect import claude_hooks, claude_proxy, merge, proxy
+from mcpserver.connect import claude_hooks, claude_proxy, codex_catalog, merge, proxy
 from mcpserver.connect.agents import AGENTS, SCOPES
 from mcpserver.connect.config_files import ConfigFileError, Merged, json_text, read_json
 from mcpserver.connect.credentials import CredentialsError, owner_and_token
@@ -97,6 +97,8 @@ class Command(BaseCommand):
             remember_tools(listed_tools())
         try:
             self._report(merge.merge_entry(agent, path, options["name"], entry))
+            if agent.name == "codex":
+                self._codex_catalog(path)
             if hooks is not None:
                 settings, groups = hooks
                 self._report(
@@ -134,6 +136,26 @@ class Command(BaseCommand):
                 self._report(proxy.opencode_merge(path, options_entry, new_file=agent.new_file))
         except (ConfigFileError, ValueError) as error:
             raise CommandError(str(error)) from None
+
+    def _codex_catalog(self, config: Path) -> None:
+        """The lcm tools on Codex's first turn: its catalog without tool search
+        (mcpserver/connect/codex_catalog.py)."""
+        catalog = codex_catalog.eager_catalog()
+        if catalog is None:
+            self.stdout.write(
+                "# codex: no `codex` program on PATH gave its model catalog, so its model "
+                "catalog was not written: the lcm tools reach the model through Codex's "
+                "tool_search (docs/agents.md)"
+            )
+            return
+        written, selected = codex_catalog.catalog_merge(config, catalog)
+        self._report(written)
+        if selected is None:
+            self.stdout.write(
+                f"# codex: {codex_catalog.KEY} names a catalog of your own: left as it is"
+            )
+        else:
+            self._report(selected)
 
     def _claude_code_proxy(self, options) -> None:
         """claude-code --proxy: the env entries in its settings file (user or project)."""
