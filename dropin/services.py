@@ -574,95 +574,16 @@ class Replaced:
     tokens: int
 
 
-# A new cut leaves this share of the budget free, so the requests after it append to the
-# same prefix (cache-readable) until it is full again.
-CUT_FILL = 0.6
-
-
 def forwarded_context(
     *, thread: Thread, request: DropinRequest, plan: Plan, budget: int, force: bool = False
 ) -> Replaced | None:
-    """None while the client's request fits `budget` (and not `force`). Past it: the
-    summaries of the conversation's compacted part and the verbatim tail the assembler
-    keeps, as a cut in the client's own messages. The thread's cut is kept while the
-    request still fits with it (the upstream's prefix only grows); a new one is made, at
-    `CUT_FILL` of the budget, when it no longer fits (a compaction boundary)."""
-    if not force and request_total(request) <= budget:
-        return None
-    kept = None if force else _kept_cut(thread, request, plan, budget)
-    if kept is not None:
-        return kept
-    room = int(budget * CUT_FILL) - request_tokens(request.system, [], request.tools)
-    assembled = assemble_context(
-        conversation=Conversation(pk=thread.conversation_id),
-        token_budget=max(1, room),
-        fmt="anthropic",
-        describe_dropped=False,
-        split_summaries=True,
+    """The replaced messages past the budget (dropin/forward_context.py: the kept cut,
+    the low-water mark, the summaries' cache mark)."""
+    from dropin import forward_context  # it builds on this module
+
+    return forward_context.forwarded_context(
+        thread=thread, request=request, plan=plan, budget=budget, force=force
     )
-    summaries = tuple(assembled.output["summaries"])
-    first = _verbatim_start(thread, request, plan, assembled.items)
-    Thread.objects.filter(pk=thread.pk).update(
-        forward_cut={"first": plan.hashes[first + 1], "summaries": list(summaries)}
-    )
-    return _replaced(request, summaries, first)
-
-
-def _replaced(request: DropinRequest, summaries: tuple, first: int) -> Replaced:
-    kept = request.messages[first:]
-    tokens = request_tokens(request.system, kept, request.tools)
-    tokens += estimate("\n".join(summaries)) if summaries else 0
-    return Replaced(summaries, kept[0].get("at", first) if kept else 0, tokens)
-
-
-def _kept_cut(thread: Thread, request: DropinRequest, plan: Plan, budget: int):
-    cut = Thread.objects.filter(pk=thread.pk).values_list("forward_cut", flat=True).first()
-    if not cut or cut.get("first") not in plan.hashes:
-        return None
-    first = plan.hashes.index(cut["first"]) - 1
-    replaced = _replaced(request, tuple(cut.get("summaries") or ()), first)
-    return replaced if replaced.tokens <= budget else None
-
-
-def _verbatim_start(thread: Thread, request: DropinRequest, plan: Plan, items: list) -> int:
-    """The index (in the request's messages) of the first message of the trailing run of
-    verbatim messages the assembler kept; the tail is then moved forward to a message that
-    can begin a request (a user message that is not only tool results of cut calls)."""
-    run = []
-    for item in reversed(items):
-        if item["type"] != "message":
-            break
-        run.append(item["id"])
-    position = len(request.messages) - 1
-    if run:
-        external = (
-            Message.objects.filter(pk=run[-1]).values_list("external_id", flat=True).first() or ""
-        )
-        chain_hash = external.removeprefix(EXTERNAL_PREFIX)
-        if chain_hash in plan.hashes:
-            position = plan.hashes.index(chain_hash) - 1
-    return _first_startable(request.messages, max(0, position))
-
-
-def _first_startable(messages: list[dict], position: int) -> int:
-    """The first user message at or after `position` from which
-    every tool result answers a call sent too (the API refuses a result whose call is not
-    sent); the last message when none is. One backward pass: `open` holds the results
-    whose calls come earlier than the message looked at."""
-    startable = [False] * len(messages)
-    open_results: set[str] = set()
-    for index in range(len(messages) - 1, -1, -1):
-        for block in messages[index]["blocks"]:
-            if block.get("type") == "tool_result":
-                open_results.add(block["tool_use_id"])
-        for block in messages[index]["blocks"]:
-            if block.get("type") == "tool_use":
-                open_results.discard(block["id"])
-        startable[index] = not open_results and messages[index]["role"] == "user"
-    for index in range(position, len(messages)):
-        if startable[index]:
-            return index
-    return len(messages) - 1
 
 
 def counted_context(*, user, request: DropinRequest, spec: ModelSpec) -> Replaced | None:
