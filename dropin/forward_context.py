@@ -10,7 +10,8 @@ a compaction boundary, and rarely:
   message and the summaries' texts) while the request still fits the budget with it: from
   one request to the next the upstream's messages only grow at their end, and nothing sent
   is rewritten later (no moving head, no summary or reference swapped in afterwards).
-- **A new cut goes down to a low-water mark** (`LOW_WATER` of the budget), so the requests
+- **A new cut goes down to a low-water mark** (`LOW_WATER` of the room the system prompt
+  and the tools leave in the budget: Claude Code's own prefix is ~21k tokens), so the requests
   after it append to the same prefix for many turns before the next cut (hysteresis).
   Where the cut falls is bounded by the server's own estimate of what is sent (the
   assembler's window only proposes it), so a new cut is never over the budget it was made
@@ -31,12 +32,21 @@ from conversations.models import Conversation, Message
 from core.token_estimate import estimate
 from dropin.models import Thread
 from dropin.requests import DropinRequest
-from dropin.services import EXTERNAL_PREFIX, Plan, Replaced, request_tokens, request_total
+from dropin.services import (
+    EXTERNAL_PREFIX,
+    Plan,
+    Replaced,
+    input_budget,
+    request_tokens,
+    request_total,
+    thread_plan,
+)
+from providers.config import ModelSpec
 
-# A new cut leaves the request at this share of the budget: the requests after it grow
-# the same prefix (cache-readable) until the budget is full again. Lower: fewer cuts (each
-# one costs the messages' cache) but less verbatim history on average (the average is
-# (1 + LOW_WATER) / 2 of the budget).
+# A new cut fills this share of the room the system prompt and the tools leave in the
+# budget: the requests after it grow the same prefix (cache-readable) until the budget is
+# full again. Lower: fewer cuts (each one costs the messages' cache) but less verbatim
+# history on average ((1 + LOW_WATER) / 2 of the room).
 LOW_WATER = 0.5
 
 
@@ -56,9 +66,10 @@ def forwarded_context(
 
 def _new_cut(thread: Thread, request: DropinRequest, plan: Plan, budget: int) -> Replaced:
     """The summaries the conversation's context begins with (at most half the room), then
-    the newest of the client's messages that fit `LOW_WATER` of the budget with them."""
-    target = int(budget * LOW_WATER)
+    the newest of the client's messages that fit, with them, `LOW_WATER` of the room the
+    system prompt and the tools leave in the budget."""
     fixed = request_tokens(request.system, [], request.tools)
+    target = fixed + int(max(0, budget - fixed) * LOW_WATER)
     # The whole budget: the assembler's window keeps the newest items first, so a small one
     # would hold messages only; the summaries are what stands for the messages cut.
     assembled = assemble_context(
@@ -162,3 +173,15 @@ def first_startable(messages: list[dict], position: int) -> int:
         if startable[index]:
             return index
     return len(messages) - 1
+
+
+def counted_context(*, user, request: DropinRequest, spec: ModelSpec) -> Replaced | None:
+    """For `count_tokens` (reads only): the replaced messages the request would be sent
+    with, when it is past the budget and continues a stored thread."""
+    budget = input_budget(spec, request)
+    if request_total(request) <= budget:
+        return None
+    plan = thread_plan(user=user, request=request, key=None)
+    if plan.thread is None or plan.forks:
+        return None
+    return forwarded_context(thread=plan.thread, request=request, plan=plan, budget=budget)

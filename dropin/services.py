@@ -572,27 +572,3 @@ class Replaced:
     summaries: tuple[str, ...]
     first: int
     tokens: int
-
-
-def forwarded_context(
-    *, thread: Thread, request: DropinRequest, plan: Plan, budget: int, force: bool = False
-) -> Replaced | None:
-    """The replaced messages past the budget (dropin/forward_context.py: the kept cut,
-    the low-water mark, the summaries' cache mark)."""
-    from dropin import forward_context  # it builds on this module
-
-    return forward_context.forwarded_context(
-        thread=thread, request=request, plan=plan, budget=budget, force=force
-    )
-
-
-def counted_context(*, user, request: DropinRequest, spec: ModelSpec) -> Replaced | None:
-    """For `count_tokens` (reads only): the replaced messages the request would be sent
-    with, when it is past the budget and continues a stored thread."""
-    budget = input_budget(spec, request)
-    if request_total(request) <= budget:
-        return None
-    plan = thread_plan(user=user, request=request, key=None)
-    if plan.thread is None or plan.forks:
-        return None
-    return forwarded_context(thread=plan.thread, request=request, plan=plan, budget=budget)
