@@ -54,8 +54,9 @@ def forwarded_context(
     *, thread: Thread, request: DropinRequest, plan: Plan, budget: int, force: bool = False
 ) -> Replaced | None:
     """None while the client's request fits `budget` (and not `force`). Past it: the
-    thread's kept cut while the request fits with it; else a new cut at `LOW_WATER` of the
-    budget (a compaction boundary), kept for the requests after it."""
+    thread's kept cut while the request fits with it; else a new cut (a compaction
+    boundary) at `LOW_WATER` of the room, or where the conversation's summaries end when
+    that sends less, kept for the requests after it."""
     if not force and request_total(request) <= budget:
         return None
     kept = None if force else _kept_cut(thread, request, plan, budget)
