@@ -59,6 +59,7 @@ BENCH_MODULES = [
     "benchmarks.retention",
     "benchmarks.cost",
     "benchmarks.cache_served",
+    "benchmarks.claude_code_replay",
     "benchmarks.dropin",
     "benchmarks.secrets",
     "benchmarks.receipts",

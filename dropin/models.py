@@ -41,7 +41,7 @@ class Thread(models.Model):
     # A passed-through request past the budget sends summaries, then the client's messages
     # from one of them on: {"first": that message's chain hash, "summaries": [...]}. Kept
     # while requests still fit with it, so the upstream's prefix only grows (cacheable) and
-    # is rewritten only when it no longer fits (dropin/services.py, `forwarded_context`).
+    # is rewritten only when it no longer fits (dropin/forward_context.py).
     forward_cut = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

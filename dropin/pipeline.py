@@ -18,7 +18,16 @@ from django.db import close_old_connections
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
 from core.ids import new_id
-from dropin import checkpoint, forward, inbound, relay, services, stored_responses, upstream
+from dropin import (
+    checkpoint,
+    forward,
+    forward_context,
+    inbound,
+    relay,
+    services,
+    stored_responses,
+    upstream,
+)
 from dropin import tools as dropin_tools
 from dropin.errors import DropinError, broken, error_response, upstream_error
 from dropin.memory_loop import memory_loop
@@ -152,7 +161,7 @@ def prepare(request, wire: Wire) -> Prepared:
         budget = services.input_budget(spec, parsed)
         replaced = None  # a checkpoint is answered without the upstream
         if not parsed.options.get("checkpoint"):
-            replaced = services.forwarded_context(
+            replaced = forward_context.forwarded_context(
                 thread=thread, request=parsed, plan=plan, budget=budget
             )
         return Prepared(
@@ -171,7 +180,7 @@ def _smaller(prepared: Prepared, limit: int, sent: int | None) -> services.Repla
     if sent is None:
         sent = services.request_total(parsed)
     target = int(min(sent, limit) * 0.8) if limit > 0 else int(sent * 0.8)
-    return services.forwarded_context(
+    return forward_context.forwarded_context(
         thread=prepared.thread, request=parsed, plan=prepared.plan, budget=target, force=True
     )
 
@@ -338,7 +347,7 @@ def count_tokens(request, wire: Wire) -> HttpResponse:
         spec = model_spec(parsed.model, passthrough, max_tokens=parsed.max_tokens)
     except DropinError as error:
         return error_response(wire, error)
-    replaced = services.counted_context(user=caller.user, request=parsed, spec=spec)
+    replaced = forward_context.counted_context(user=caller.user, request=parsed, spec=spec)
     if passthrough is not None and spec.provider == passthrough.provider:
         try:
             return forward.count(request, wire, body, spec, caller, replaced)

@@ -38,7 +38,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LCM_PORT, PROXY_PORT, UPSTREAM_PORT = 8101, 8102, 8103
+# LCM_E2E_PORTS="lcm,proxy,upstream" moves them (several runs on one machine).
+LCM_PORT, PROXY_PORT, UPSTREAM_PORT = (
+    int(port) for port in os.environ.get("LCM_E2E_PORTS", "8101,8102,8103").split(",")
+)
 MARKER = "lcm-e2e-marker-7"
 
 

@@ -371,7 +371,8 @@ def error_body(error: DropinError) -> dict:
 def forward_body(body: dict, raw: bytes, *, model_id: str, replaced, mark: bool = False) -> bytes:
     """The bytes sent upstream: the client's own while nothing is replaced; else its body
     (every field in order, untouched) with the model's configured id and, past the budget,
-    `messages` = one user message holding the summaries, then the client's own messages
+    `messages` = one user message holding the summaries (a block each, the last one a
+    cache breakpoint when the request leaves one free), then the client's own messages
     from `replaced.first` on. `mark`: the client marks no cache breakpoint of its own, so
     the server marks the stable prefix (the system prompt's end, the last message's end:
     what a stateless client sends again next time)."""
@@ -381,7 +382,10 @@ def forward_body(body: dict, raw: bytes, *, model_id: str, replaced, mark: bool 
     sent = dict(body)
     sent["model"] = model_id
     if replaced is not None:
-        sent["messages"] = summary_messages(replaced.summaries) + body["messages"][replaced.first :]
+        kept = body["messages"][replaced.first :]
+        marks = _marks_in(body.get("system"), body.get("tools"), *(m.get("content") for m in kept))
+        marks += isinstance(body.get("cache_control"), dict)  # automatic caching's breakpoint
+        sent["messages"] = summary_messages(replaced.summaries, mark=marks < MAX_CACHE_MARKS) + kept
     if marking:
         _mark_prefix(sent)
     return json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode()
@@ -429,8 +433,27 @@ def _mark_prefix(sent: dict) -> None:
             sent["messages"] = messages
 
 
-def summary_messages(summaries) -> list[dict]:
+# The API refuses a request with more `cache_control` blocks than this.
+MAX_CACHE_MARKS = 4
+
+
+def _marks_in(*places) -> int:
+    return sum(
+        isinstance(block, dict) and "cache_control" in block
+        for place in places
+        if isinstance(place, list)
+        for block in place
+    )
+
+
+def summary_messages(summaries, *, mark: bool = False) -> list[dict]:
+    """One user message, a text block per summary (the heading in the first): a new cut
+    whose older summaries stayed the same sends the same first blocks. `mark`: the last
+    summary block is a cache breakpoint (docs/drop-in.md, "Bounded context")."""
     if not summaries:
         return []
-    text = SUMMARIES_HEADING + "\n" + "\n\n".join(summaries)
-    return [{"role": "user", "content": [{"type": "text", "text": text}]}]
+    texts = [f"{SUMMARIES_HEADING}\n{summaries[0]}", *summaries[1:]]
+    blocks: list[dict] = [{"type": "text", "text": text} for text in texts]
+    if mark:
+        blocks[-1]["cache_control"] = {"type": "ephemeral"}
+    return [{"role": "user", "content": blocks}]
