@@ -123,9 +123,17 @@ def test_the_int16_cache_ranks_a_conversation_as_float32_does(built, settings):
     assert matrix.vectors.dtype == np.int16 and matrix.count >= 60
     assert all(len(hits) == 20 for hits in exact)
     for want, got in zip(exact, small, strict=True):
-        # same units in the same order; each cosine within 1e-5 of float32's
-        assert [pk for pk, _ in got] == [pk for pk, _ in want]
-        assert max(abs(a - b) for (_, a), (_, b) in zip(got, want, strict=True)) < 1e-5
+        # The same units, each cosine within 1e-5 of float32's, in float32's order but for
+        # near ties: two units whose float32 cosines differ by less than the two roundings
+        # (2e-5; seen: 5e-7 apart) may come in either order.
+        assert {pk for pk, _ in got} == {pk for pk, _ in want}
+        cosine = dict(want)
+        assert max(abs(score - cosine[pk]) for pk, score in got) < 1e-5
+        rank = {pk: position for position, (pk, _) in enumerate(want)}
+        swapped = [
+            (a, b) for i, (a, _) in enumerate(got) for b, _ in got[i + 1 :] if rank[a] > rank[b]
+        ]
+        assert all(abs(cosine[a] - cosine[b]) < 2e-5 for a, b in swapped), swapped
 
 
 @pytest.mark.django_db
