@@ -33,7 +33,6 @@ from providers.base import (
     outcome,
     usage,
 )
-from providers.caching import read_cache_usage
 from providers.calls import (
     scrub,
 )
@@ -41,7 +40,7 @@ from providers.config import ModelSpec, engine_config
 from providers.openai_wire import (
     PROVIDER,
     convert_output,
-    outcome_fields,
+    response_from_object,
     wire_input,
     wire_tools,
 )
@@ -125,27 +124,6 @@ class OpenAIProvider(SdkAdapter):
 
     def stream_reader(self, raw_request: dict, secrets) -> _StreamReader:
         return _StreamReader(self.spec, raw_request, secrets)
-
-
-def response_from_object(
-    spec: ModelSpec, raw_request: dict, raw: dict, secrets: tuple[str, ...] = ()
-) -> ProviderResponse:
-    blocks, items = convert_output(raw.get("output") or [])
-    status, reason, code, message = outcome_fields(raw, blocks)
-    spent = raw.get("usage") or {}
-    return ProviderResponse(
-        raw_request=raw_request,
-        raw_response=raw,
-        blocks=blocks,
-        items=items,
-        outcome=outcome(status, reason, code, scrub(message, secrets) if message else None),
-        usage=usage(
-            spent.get("input_tokens"),
-            spent.get("output_tokens"),
-            **read_cache_usage(PROVIDER, spent),
-        ),
-        model=raw.get("model") or spec.model_id,
-    )
 
 
 class _StreamReader(WireStreamReader):

@@ -18,6 +18,10 @@ from __future__ import annotations
 import json
 
 from providers import blocks as b
+from providers.base import ProviderResponse, outcome, usage
+from providers.caching import read_cache_usage
+from providers.calls import scrub
+from providers.config import ModelSpec
 from providers.openai_items import PROVIDER, item_blocks, parse_arguments
 from providers.ordering import check_tool_ordering, tool_results_first
 
@@ -186,3 +190,24 @@ def outcome_fields(
     if status == "cancelled":
         return "cancelled", "cancelled", None, None
     return "incomplete", str(status or "unknown_status"), None, None
+
+
+def response_from_object(
+    spec: ModelSpec, raw_request: dict, raw: dict, secrets: tuple[str, ...] = ()
+) -> ProviderResponse:
+    blocks, items = convert_output(raw.get("output") or [])
+    status, reason, code, message = outcome_fields(raw, blocks)
+    spent = raw.get("usage") or {}
+    return ProviderResponse(
+        raw_request=raw_request,
+        raw_response=raw,
+        blocks=blocks,
+        items=items,
+        outcome=outcome(status, reason, code, scrub(message, secrets) if message else None),
+        usage=usage(
+            spent.get("input_tokens"),
+            spent.get("output_tokens"),
+            **read_cache_usage(PROVIDER, spent),
+        ),
+        model=raw.get("model") or spec.model_id,
+    )

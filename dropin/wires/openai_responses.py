@@ -34,7 +34,7 @@ from dropin.wires import Passthrough
 from providers import blocks as b
 from providers import openai_items
 from providers.base import ProviderResponse, TextDelta, ToolCallDelta, ToolCallStart
-from providers.openai import response_from_object
+from providers.openai_wire import response_from_object
 
 NAME = WIRE = "openai_responses"
 ID_PREFIX = "resp_"
