@@ -12,6 +12,10 @@ twice only pays when the database can change its outcome, so:
   PostgreSQL run when PostgreSQL is reachable; otherwise the one run executes them all;
 - the PostgreSQL run leaves out tests that touch no database (no `django_db` marker, no
   database fixture) unless they are marked `postgres` or `process`: the SQLite run covers them;
+- a test marked `once(database=...)` runs in that database's run only when both runs go
+  (the other run's `--process-tests` says so), in every run otherwise and in the slow mode:
+  a long test whose outcome no database changes (one storage path, no concurrency), or a
+  migration test whose cost on the other database buys little (docs/testing.md);
 - the crash tests kill their processes fewer times; `--slow` (or LCM_TEST_SLOW=1) runs the
   full counts (nightly, or before touching crash recovery).
 """
@@ -68,6 +72,9 @@ def split(items: list[pytest.Item], *, vendor: str, process_tests: str):
 
 
 def _runs_here(item: pytest.Item, vendor: str, process_tests: str) -> bool:
+    once = item.get_closest_marker("once")
+    if once is not None and not _once_here(once.kwargs["database"], vendor, process_tests):
+        return False
     process = item.get_closest_marker("process")
     if process is not None:
         portable = bool(process.kwargs.get("portable"))
@@ -75,3 +82,14 @@ def _runs_here(item: pytest.Item, vendor: str, process_tests: str) -> bool:
     if vendor == "postgresql":
         return item.get_closest_marker("postgres") is not None or touches_database(item)
     return True
+
+
+def _once_here(database: str, vendor: str, process_tests: str) -> bool:
+    """A `once` test's place: scripts/test gives the SQLite run `portable` and the
+    PostgreSQL run `none` or `database` only when both runs go."""
+    if slow() or process_tests == "all":
+        return True
+    both = (vendor == "sqlite" and process_tests == "portable") or (
+        vendor == "postgresql" and process_tests in ("none", "database")
+    )
+    return not both or vendor == database
