@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 
 from core.sse import sse_frame
+from dropin import memo
 from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
 from dropin.wires import Passthrough
@@ -67,12 +68,16 @@ def parse(body: dict, *, counting: bool = False) -> DropinRequest:
         if not isinstance(message, dict) or message.get("role") not in ROLES:
             raise invalid(f"{where}.role: must be user, assistant or system", f"{where}.role")
         content = message.get("content")
+        # A message resent unchanged is parsed once per process (dropin/memo.py).
+        name, size = memo.key(WIRE, message)
+        seen = memo.entry(name) or memo.remember(name, _blocks(content, f"{where}.content"), size)
         messages.append(
             {
                 "role": message["role"],
-                "blocks": _blocks(content, f"{where}.content"),
+                "blocks": list(seen.blocks),
                 "raw": [content],
                 "at": index,  # where it is in the client's messages (kept when merged)
+                "memo": seen,
             }
         )
     messages = merge_consecutive(messages)
