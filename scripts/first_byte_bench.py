@@ -2,7 +2,7 @@
 """Server time added before the first byte, at 1,000 messages, through the served app.
 
     scripts/first_byte_bench.py [--database-url URL] [--port 8201] [--messages 1000]
-                                [--requests 30] [--profile FILE]
+                                [--requests 30] [--pause 0.3] [--profile FILE]
 
 What it runs, as users run it: `manage.py lcm_serve` (uvicorn, its qcluster worker, default
 settings; SQLite under a fresh LCM_DATA_DIR unless `--database-url` names a PostgreSQL
@@ -12,8 +12,9 @@ sends on `/anthropic/v1/messages` (the recorded request's system prompt, tools, 
 with the session id, `X-LCM-Token` beside the user's own `x-api-key`): a history of
 MESSAGES Claude-Code-shaped messages (a prompt, then assistant turns of thinking + text +
 tool_use, each answered by a tool_result), growing by 2 a request (the answer and its tool
-result), REQUESTS times. The upstream's window is 1,000,000 tokens: pass-through, nothing
-compacted.
+result), REQUESTS times, PAUSE seconds apart (the agent running its tool; the server
+stores the answer meanwhile, as it does between an agent's requests). The upstream's
+window is 1,000,000 tokens: pass-through, nothing compacted.
 
 Each request goes through the app, then straight to the upstream (same run, same bytes):
 - server: the app's own time before it calls the upstream (`X-LCM-Server-Ms`);
@@ -198,7 +199,17 @@ def timed(port: int, path: str, raw: bytes, headers: dict, arrivals: list) -> tu
     )
 
 
-def measure(token: str, lcm_port: int, upstream: Upstream, size: int, requests: int) -> dict:
+def cpu_ms(pid: int | None) -> float:
+    """The process's CPU time so far (user + system), in ms (0 when it cannot be read)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError, TypeError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def measure(token: str, lcm_port: int, upstream: Upstream, options, pid: int | None) -> dict:
+    size, requests = options.messages, options.requests
     template = json.loads(TEMPLATE.read_text())
     body = template["body"]
     body["metadata"] = {"user_id": json.dumps({"session_id": f"bench-{time.time_ns()}"})}
@@ -207,7 +218,7 @@ def measure(token: str, lcm_port: int, upstream: Upstream, size: int, requests: 
     headers.update({"x-api-key": "sk-ant-own", "X-LCM-Token": token})
     messages = history(size)
     upstream_port = upstream.server_address[1]
-    rows, first_ms = [], None
+    rows, first_ms, cpu_from = [], None, 0.0
     for run in range(requests + 1):
         raw = json.dumps({**body, "messages": messages}, separators=(",", ":")).encode()
         through = timed(
@@ -216,9 +227,12 @@ def measure(token: str, lcm_port: int, upstream: Upstream, size: int, requests: 
         direct = timed(upstream_port, "/v1/messages?beta=true", raw, headers, upstream.arrivals)
         if run == 0:  # the first request stores the whole history: reported apart
             first_ms = through[1]
+            time.sleep(options.pause)
+            cpu_from = cpu_ms(pid)
         else:
             rows.append((through[2], through[0] - direct[0], through[1] - direct[1], direct[1]))
         messages = messages + [answered(len(messages)), tool_result(len(messages), "toolu_")]
+        time.sleep(options.pause)  # the agent runs its tool; the server stores the answer
 
     def p(values, q):
         values = sorted(values)
@@ -236,6 +250,8 @@ def measure(token: str, lcm_port: int, upstream: Upstream, size: int, requests: 
         "added_first_byte_p50": p([r[2] for r in rows], 0.5),
         "added_first_byte_p95": p([r[2] for r in rows], 0.95),
         "direct_first_byte_p50": round(statistics.median(r[3] for r in rows), 1),
+        # The server process's CPU time per request, the answer's storing included.
+        "server_cpu_ms_per_request": round((cpu_ms(pid) - cpu_from) / len(rows), 1),
     }
 
 
@@ -248,7 +264,10 @@ def main() -> int:
     parser.add_argument("--upstream-port", type=int, default=8202)
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--requests", type=int, default=30)
-    parser.add_argument("--profile", default=None, help="cProfile the server into FILE")
+    parser.add_argument(
+        "--pause", type=float, default=0.3, help="seconds between requests (the tool's run)"
+    )
+    parser.add_argument("--profile", default=None, help="sample the server into FILE (py-spy)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="lcm-first-byte-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "LCM_"))}
@@ -296,7 +315,8 @@ def main() -> int:
     try:
         wait_for(f"http://127.0.0.1:{args.port}/anthropic")
         report["load_before"] = [round(x, 2) for x in os.getloadavg()]
-        report.update(measure(token, args.port, upstream, args.messages, args.requests))
+        pid = None if args.profile else server.pid
+        report.update(measure(token, args.port, upstream, args, pid))
         report["load_after"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         os.killpg(server.pid, signal.SIGINT if args.profile else signal.SIGTERM)

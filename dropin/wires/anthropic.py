@@ -70,16 +70,19 @@ def parse(body: dict, *, counting: bool = False) -> DropinRequest:
         content = message.get("content")
         # A message resent unchanged is parsed once per process (dropin/memo.py).
         name, size = memo.key(WIRE, message)
-        seen = memo.entry(name) or memo.remember(name, _blocks(content, f"{where}.content"), size)
-        messages.append(
-            {
-                "role": message["role"],
-                "blocks": list(seen.blocks),
-                "raw": [content],
-                "at": index,  # where it is in the client's messages (kept when merged)
-                "memo": seen,
-            }
-        )
+        seen = memo.entry(name) if name is not None else None
+        if seen is None:
+            blocks = _blocks(content, f"{where}.content")
+            seen = memo.remember(name, blocks, size) if name is not None else None
+        parsed = {
+            "role": message["role"],
+            "blocks": list(seen.blocks) if seen is not None else blocks,
+            "raw": [content],
+            "at": index,  # where it is in the client's messages (kept when merged)
+        }
+        if seen is not None:
+            parsed["memo"] = seen
+        messages.append(parsed)
     messages = merge_consecutive(messages)
     if messages[0]["role"] != "user":
         raise invalid("messages.0.role: the first message must use the user role", "messages")

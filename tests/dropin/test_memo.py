@@ -113,10 +113,10 @@ def test_merged_messages_are_not_taken_for_either_one():
 
 def test_the_memo_stays_within_its_bound(monkeypatch):
     memo.clear()
-    monkeypatch.setattr(memo, "MAX_CHARS", 200)
+    monkeypatch.setattr(memo, "MAX_BYTES", 200)
     for n in range(20):
         wire.parse(_body([{"role": "user", "content": f"message {n} " + "x" * 40}]))
-    assert 0 < memo._chars <= 200
+    assert 0 < memo._bytes <= 200
     assert (
         memo.entry(memo.key(wire.WIRE, {"role": "user", "content": "message 0 " + "x" * 40})[0])
         is None
