@@ -83,7 +83,8 @@ def parse(body: dict, *, counting: bool = False) -> DropinRequest:
         if seen is not None:
             parsed["memo"] = seen
         messages.append(parsed)
-    messages = merge_consecutive(messages)
+    if any(a["role"] == b["role"] for a, b in zip(messages, messages[1:], strict=False)):
+        messages = merge_consecutive(messages)  # else: nothing to merge, nothing copied
     if messages[0]["role"] != "user":
         raise invalid("messages.0.role: the first message must use the user role", "messages")
     stream = body.get("stream", False)
