@@ -135,12 +135,17 @@ def _parse_created_at(raw: Any, index: int | None) -> datetime:
     return parsed
 
 
+# The enums' values, once (`Choices.values` builds its list again on every access).
+_PART_TYPES = frozenset(PartType.values)
+_ROLES = frozenset(Role.values)
+
+
 def parse_part(raw: Any, index: int | None, part_index: int) -> PartInput:
     where = f"parts[{part_index}]"
     if not isinstance(raw, dict):
         raise _fail(f"{where} must be an object", index, where)
     part_type = raw.get("part_type")
-    if part_type not in PartType.values:
+    if not isinstance(part_type, str) or part_type not in _PART_TYPES:
         raise _fail(
             f"{where}.part_type {part_type!r} is not one of: {', '.join(PartType.values)}",
             index,
@@ -182,7 +187,7 @@ def parse_message(raw: Any, index: int | None = None) -> MessageInput:
     if unknown:
         raise _fail(f"unknown field(s): {', '.join(unknown)}", index, unknown[0])
     role = raw.get("role")
-    if role not in Role.values:
+    if not isinstance(role, str) or role not in _ROLES:
         raise _fail(f"role {role!r} is not one of: {', '.join(Role.values)}", index, "role")
     content = raw.get("content", "")
     if content is None:

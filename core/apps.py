@@ -11,4 +11,9 @@ class CoreConfig(AppConfig):
     verbose_name = "Kernel"
 
     def ready(self) -> None:
+        from django.db.backends.signals import connection_created
+
         from core import checks  # noqa: F401  (registers the system checks)
+        from core.sqlite_setup import auto_vacuum_on_new_file
+
+        connection_created.connect(auto_vacuum_on_new_file, dispatch_uid="lcm_auto_vacuum")

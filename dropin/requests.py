@@ -36,6 +36,7 @@ def merge_consecutive(messages: list[dict]) -> list[dict]:
         role = message["role"]
         if role == last:
             merged[-1]["blocks"] = merged[-1]["blocks"] + message["blocks"]
+            merged[-1].pop("memo", None)  # no longer one message's parse (dropin/memo.py)
             if "raw" in message:
                 merged[-1]["raw"] = merged[-1]["raw"] + message["raw"]
         else:

@@ -34,7 +34,7 @@ from conversations.services import conversation_create, messages_append
 from core.api.errors import InvalidInput
 from core.ids import new_id
 from core.token_estimate import estimate
-from dropin import agent_compaction, checkpoint
+from dropin import agent_compaction, checkpoint, memo
 from dropin.errors import DropinError
 from dropin.models import Thread
 from dropin.requests import DropinRequest
@@ -105,7 +105,13 @@ def chain(system: str, messages: list[dict]) -> list[str]:
     hashes = [head]
     append, sha256, data = hashes.append, hashlib.sha256, _identity_data
     for message in messages:
-        head = sha256((head + data(message)).encode()).hexdigest()
+        seen = message.get("memo")  # a message parsed before: its step may be known
+        after = memo.step(head, seen.name) if seen is not None else None
+        if after is None:
+            after = sha256((head + data(message)).encode()).hexdigest()
+            if seen is not None:
+                memo.remember_step(head, seen.name, after)
+        head = after
         append(head)
     return hashes
 
@@ -498,20 +504,33 @@ def request_tokens(system: str, messages: list[dict], tools: list[dict]) -> int:
     results and images as JSON, and 4 tokens of framing per message."""
     texts, extra = ([system] if system else []), []
     for message in messages:
-        text = _plain_text(message["blocks"])
-        if text is not None:
-            texts.append(text)
-            continue
-        identity = _identity(message)
-        texts.append(identity[1])
-        if any(identity[2:]):
-            extra.append(identity[2:])
+        seen = message.get("memo")  # a message parsed before (dropin/memo.py)
+        pieces = seen.pieces if seen is not None else None
+        if pieces is None:
+            pieces = _token_pieces(message)
+            if seen is not None:
+                seen.pieces = pieces
+        texts.append(pieces[0])
+        if pieces[1] is not None:
+            extra.append(pieces[1])
     total = estimate("\n".join(texts)) + 4 * len(messages)
-    if extra:
-        total += estimate(json.dumps(extra, ensure_ascii=False))
+    if extra:  # the JSON of the list of every message's tool parts, as json.dumps joins it
+        total += estimate("[" + ", ".join(extra) + "]")
     if tools:
         total += estimate(json.dumps(tools))
     return total
+
+
+def _token_pieces(message: dict) -> tuple[str, str | None]:
+    """A message's share of `request_tokens`: its visible text, and the JSON of its tool
+    calls, results and images (None without any)."""
+    text = _plain_text(message["blocks"])
+    if text is not None:
+        return text, None
+    identity = _identity(message)
+    if not any(identity[2:]):
+        return identity[1], None
+    return identity[1], json.dumps(identity[2:], ensure_ascii=False)
 
 
 def request_total(request: DropinRequest) -> int:

@@ -309,9 +309,7 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
             "transaction_mode": "IMMEDIATE",
             "timeout": LCM_SQLITE_BUSY_TIMEOUT_MS / 1000,
             "init_command": (
-                # A new file frees the pages retention empties (retention/storage.py); an
-                # existing one is converted by its first retention run.
-                "PRAGMA auto_vacuum=INCREMENTAL;"
+                # A new file is made with auto_vacuum=INCREMENTAL (core/sqlite_setup.py).
                 "PRAGMA journal_mode=WAL;"
                 "PRAGMA synchronous=NORMAL;"
                 f"PRAGMA busy_timeout={LCM_SQLITE_BUSY_TIMEOUT_MS};"

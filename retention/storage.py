@@ -3,7 +3,7 @@ to the file system; on both databases, say the size before and after (docs/reten
 "Disk space").
 
 SQLite keeps freed pages inside the file unless auto-vacuum is on. New databases are
-created with `auto_vacuum=INCREMENTAL` (lcmsite/settings.py), so a retention run ends with
+created with `auto_vacuum=INCREMENTAL` (core/sqlite_setup.py), so a retention run ends with
 `PRAGMA incremental_vacuum` (the wholly free pages go) and a WAL checkpoint (the file is cut
 to size). A run that archived a tenth of the file or more (or `lcm_retention apply
 --vacuum`) runs VACUUM instead, which also gives back the pages archiving emptied only in

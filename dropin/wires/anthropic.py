@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator
 
 from core.sse import sse_frame
+from dropin import memo
 from dropin.errors import DropinError, broken, invalid
 from dropin.requests import DropinRequest, merge_consecutive
 from dropin.wires import Passthrough
@@ -68,15 +69,23 @@ def parse(body: dict, *, counting: bool = False) -> DropinRequest:
         if not isinstance(message, dict) or message.get("role") not in ROLES:
             raise invalid(f"{where}.role: must be user, assistant or system", f"{where}.role")
         content = message.get("content")
-        messages.append(
-            {
-                "role": message["role"],
-                "blocks": _blocks(content, f"{where}.content"),
-                "raw": [content],
-                "at": index,  # where it is in the client's messages (kept when merged)
-            }
-        )
-    messages = merge_consecutive(messages)
+        # A message resent unchanged is parsed once per process (dropin/memo.py).
+        name, size = memo.key(WIRE, message)
+        seen = memo.entry(name) if name is not None else None
+        if seen is None:
+            blocks = _blocks(content, f"{where}.content")
+            seen = memo.remember(name, blocks, size) if name is not None else None
+        parsed = {
+            "role": message["role"],
+            "blocks": list(seen.blocks) if seen is not None else blocks,
+            "raw": [content],
+            "at": index,  # where it is in the client's messages (kept when merged)
+        }
+        if seen is not None:
+            parsed["memo"] = seen
+        messages.append(parsed)
+    if any(a["role"] == b["role"] for a, b in zip(messages, messages[1:], strict=False)):
+        messages = merge_consecutive(messages)  # else: nothing to merge, nothing copied
     if messages[0]["role"] != "user":
         raise invalid("messages.0.role: the first message must use the user role", "messages")
     stream = body.get("stream", False)
