@@ -30,13 +30,15 @@ from django.utils import timezone
 from compaction.assembly import assemble_context
 from conversations.inputs import MessageInput, PartInput, parse_message
 from conversations.models import Conversation, Message, PartType, Role
-from conversations.services import conversation_create, messages_append
+from conversations.services import conversation_create
 from core.api.errors import InvalidInput
 from core.ids import new_id
 from core.token_estimate import estimate
+from dropin import agent_sessions
 from dropin.errors import DropinError
 from dropin.models import Thread
 from dropin.requests import DropinRequest
+from importers import join
 from importers.transcripts.blocks import blocks_to_parts, role_for
 from providers import blocks as b
 from providers.caching import CachePlan, anthropic_min_tokens
@@ -124,9 +126,15 @@ class Plan:
     key: str  # the conversation key the answer carries
     keyed: bool = False  # named by X-LCM-Conversation (a fork takes the key over)
     forks: bool = False  # the request's history differs from the thread's: a new branch
+    # The agent compacted its session: its requests now begin with its summary, and the
+    # thread goes on from them (dropin/agent_sessions.py), never a fork.
+    rebase: bool = False
+    compaction: bool = False  # the agent's compaction request (its answer is linked)
 
     def __post_init__(self) -> None:
-        self.forks = self.thread is not None and self.shared < self.thread.message_count
+        self.forks = (
+            self.thread is not None and self.shared < self.thread.message_count and not self.rebase
+        )
 
 
 def identity_system(request: DropinRequest) -> str:
@@ -184,7 +192,7 @@ def _session_plan(user, request: DropinRequest, hashes: list[str]) -> Plan | Non
     first message, never a fork of the session. A session resumed under a new id continues
     the caller's thread whose history its request extends. None: a new session."""
     session_key = SESSION_PREFIX + request.session
-    if not request.tools:
+    if not request.tools and not agent_sessions.is_compaction_request(request):
         side_key = f"{session_key}:side:{hashes[1][:16]}"
         side = Thread.objects.filter(key=side_key, active=True).first()
         if side is not None and side.owner_id != user.pk:
@@ -194,7 +202,9 @@ def _session_plan(user, request: DropinRequest, hashes: list[str]) -> Plan | Non
     if thread is not None:
         if thread.owner_id != user.pk:
             raise DropinError(404, "not_found", "no such session", param="metadata.user_id")
-        return Plan(hashes, thread, _shared(thread, hashes), session_key, keyed=True)
+        shared = _shared(thread, hashes)
+        rebase = shared < thread.message_count and agent_sessions.continues_compacted(request)
+        return Plan(hashes, thread, shared, session_key, keyed=True, rebase=rebase)
     resumed = (
         Thread.objects.filter(owner=user, active=True, head_hash__in=hashes[1:], system="")
         .exclude(key__contains=":side:")
@@ -215,9 +225,8 @@ def _shared(thread: Thread, hashes: list[str]) -> int:
     if hashes[0] != chain(thread.system, [])[0]:
         return 0
     ids = [EXTERNAL_PREFIX + h for h in hashes[1 : count + 1]]
-    return Message.objects.filter(
-        conversation_id=thread.conversation_id, external_id__in=ids
-    ).count()
+    # Stored, or joined with a captured copy of the session (importers/join.py).
+    return len(join.messages_of(thread.conversation_id, ids))
 
 
 # writing ------------------------------------------------------------------------------------
@@ -294,7 +303,9 @@ def _new_thread(
     """Call inside a transaction: the conversation and its thread are written together."""
     conversation, _ = conversation_create(
         owner=user,
-        session_id=f"dropin:{new_id()}",
+        session_id=agent_sessions.conversation_session_id(
+            key=key, session=request.session, owner_id=user.pk, fork=parent is not None
+        ),
         title=(f"drop-in {key}" + (f" (fork at message {shared})" if parent else ""))[:500],
         token_budget=input_budget(spec, request),
     )
@@ -338,6 +349,9 @@ def thread_commit(*, user, plan: Plan, request: DropinRequest, spec: ModelSpec) 
         except IntegrityError:  # the unique active key: another request created it first
             raise Raced() from None
         thread, start = child, 0
+    elif plan.rebase:
+        agent_sessions.rebase(thread, plan.hashes[:1])
+        start = 0
     else:
         start = plan.shared
     _append(thread, request.messages, plan.hashes, start)
@@ -349,6 +363,7 @@ def thread_for(*, user, request: DropinRequest, key: str | None, spec: ModelSpec
     the same key plans again (once more), now continuing the winner's thread."""
     for attempt in range(3):
         plan = thread_plan(user=user, request=request, key=key)
+        plan.compaction = agent_sessions.is_compaction_request(request)
         try:
             return plan, thread_commit(user=user, plan=plan, request=request, spec=spec)
         except Raced:
@@ -370,7 +385,11 @@ def _append(thread: Thread, messages: list[dict], hashes: list[str], start: int)
         message_input(messages[i], hashes[i + 1], tool_names=names)
         for i in range(start, len(messages))
     ]
-    messages_append(conversation_id=thread.conversation_id, messages=inputs)
+    agent_sessions.append(
+        conversation_id=thread.conversation_id,
+        messages=inputs,
+        joined=agent_sessions.joinable(thread.key),
+    )
     _advance(thread, count=len(messages), head=hashes[len(messages)], root=hashes[1])
 
 
@@ -392,11 +411,19 @@ class AnswerPlace:
     after: str
     count: int
     root: str
+    joined: bool = False  # an agent session's thread (dropin/agent_sessions.py)
+    compaction: bool = False  # the answer to the agent's compaction request
 
     @classmethod
     def of(cls, thread: Thread, plan: Plan) -> AnswerPlace:
         return cls(
-            thread.pk, thread.conversation_id, plan.hashes[-1], len(plan.hashes), plan.hashes[1]
+            thread.pk,
+            thread.conversation_id,
+            plan.hashes[-1],
+            len(plan.hashes),
+            plan.hashes[1],
+            agent_sessions.joinable(thread.key),
+            plan.compaction,
         )
 
 
@@ -418,10 +445,17 @@ def answer_store(
                 {"step_reason": status, "metadata": {"dropin": {"status": status}}},
             ),
         )
-    messages_append(
+    agent_sessions.append(
         conversation_id=place.conversation_id,
         messages=[message_input(message, head, extra_parts=extra)],
+        joined=place.joined,
     )
+    if place.compaction and status == "completed":
+        agent_sessions.compaction_answered(
+            conversation_id=place.conversation_id,
+            prompt_external_id=EXTERNAL_PREFIX + place.after,
+            answer_external_id=EXTERNAL_PREFIX + head,
+        )
     Thread.objects.filter(pk=place.thread_id, message_count__lt=place.count).update(
         message_count=place.count, head_hash=head, root_hash=place.root, updated_at=timezone.now()
     )
@@ -638,9 +672,12 @@ def _verbatim_start(thread: Thread, request: DropinRequest, plan: Plan, items: l
         external = (
             Message.objects.filter(pk=run[-1]).values_list("external_id", flat=True).first() or ""
         )
-        chain_hash = external.removeprefix(EXTERNAL_PREFIX)
-        if chain_hash in plan.hashes:
-            position = plan.hashes.index(chain_hash) - 1
+        # A captured message joined with the thread's (importers/join.py) names its hash.
+        for held in [external, *join.source_ids_of(run[-1], EXTERNAL_PREFIX)]:
+            chain_hash = held.removeprefix(EXTERNAL_PREFIX)
+            if chain_hash in plan.hashes:
+                position = plan.hashes.index(chain_hash) - 1
+                break
     return _first_startable(request.messages, max(0, position))
 
 

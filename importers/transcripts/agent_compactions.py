@@ -26,6 +26,7 @@ from compaction.summarizers import SourceItem
 from conversations.models import Message, Summary, SummaryKind, SummaryLevel, SummaryMessage
 from core import locks
 from core.token_estimate import estimate
+from importers import join
 from importers.models import ImportedSummary
 from importers.report import ConversationResult
 from importers.transcripts.common import AgentCompaction
@@ -98,14 +99,18 @@ def _link_one(conversation_id: int, compaction: AgentCompaction, result: Convers
 
 
 def _covered_rows(conversation_id: int, compaction: AgentCompaction) -> list[tuple]:
-    """(external id, pk, created_at, token_count) of the stored messages it covers, in order."""
+    """(external id, pk, created_at, token_count) of the stored messages it covers, in
+    order; a record stored in a drop-in message (importers/join.py) counts as that
+    message, once."""
+    holders = join.messages_of(conversation_id, list(dict.fromkeys(compaction.covered)))
     rows = {
-        row[0]: row
-        for row in Message.objects.filter(
-            conversation_id=conversation_id, external_id__in=compaction.covered
-        ).values_list("external_id", "pk", "created_at", "token_count")
+        row[1]: row
+        for row in Message.objects.filter(pk__in=set(holders.values())).values_list(
+            "external_id", "pk", "created_at", "token_count"
+        )
     }
-    return [rows[e] for e in dict.fromkeys(compaction.covered) if e in rows]
+    ordered = [rows[holders[e]] for e in dict.fromkeys(compaction.covered) if e in holders]
+    return list({row[1]: row for row in ordered}.values())
 
 
 def _linked_already(conversation_id: int, last_message_id: int) -> bool:

@@ -1,0 +1,284 @@
+"""One agent session seen through the drop-in and by capture (the watcher's importer of its
+session file) is stored once, whichever comes first (importers/join.py,
+dropin/agent_sessions.py): Claude Code on the Anthropic wire (its session id in
+`metadata.user_id`, joined by tool_use ids and texts), Codex on the Responses wire (its
+`prompt_cache_key`, joined by call ids).
+
+The session files are small files in the agents' shapes written by the tests
+(tests/importers/agent_sessions.py); the requests go through the official SDKs."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from conversations.models import Conversation, Message
+from conversations.models import MessagePart as Part
+from dropin.models import Thread
+from importers.join import part_keys
+from importers.models import JoinedRecord
+from importers.services import import_file
+from tests.importers.agent_sessions import (
+    SESSION,
+    assistant,
+    cc,
+    cx,
+    item,
+    tool_result,
+    tool_use,
+    write_jsonl,
+)
+from tests.support.fake_messages_api import message, text_block, tool_use_block
+from tests.support.fake_responses_api import function_call_item, responses_object
+
+BASH = {"name": "Bash", "description": "Run a command.", "input_schema": {"type": "object"}}
+REMINDER = "<system-reminder>\nToday's date is 2026-05-01.\n</system-reminder>"
+
+
+def metadata(session: str = SESSION) -> dict:
+    return {"user_id": json.dumps({"device_id": "0", "session_id": session})}
+
+
+def keys_held(conversation_id: int) -> Counter:
+    """How many messages of the conversation hold each content key: 1 each when the
+    session is stored once."""
+    held: Counter = Counter()
+    parts = Part.objects.filter(message__conversation_id=conversation_id).values(
+        "message_id", "part_type", "metadata", "tool_call_id", "tool_input", "tool_output",
+        "tool_error", "text_content",
+    )  # fmt: skip
+    seen = set()
+    for row in parts:
+        for key in part_keys(row["part_type"], row):
+            if (row["message_id"], key) not in seen:
+                seen.add((row["message_id"], key))
+                held[key] += 1
+    return held
+
+
+# -- Claude Code --------------------------------------------------------------------------
+
+
+def claude_code_file(tmp_path):
+    """The session file Claude Code writes for the two requests below: one record per
+    block of an answer, a tool result record, and an attachment (no message)."""
+    records = [
+        cc("u01", None, "user", "list the files"),
+        cc("t02", "u01", "attachment", attachment={"type": "todo"}),
+        assistant("a03", "t02", [{"type": "text", "text": "I'll list them."}], "1"),
+        assistant("a04", "a03", [tool_use("toolu_01")], "1"),
+        cc("u05", "a04", "user", [tool_result("toolu_01", "a.txt\nb.txt")]),
+        assistant("a06", "u05", [{"type": "text", "text": "Two files: a.txt and b.txt."}], "2"),
+    ]
+    return write_jsonl(tmp_path / f"{SESSION}.jsonl", records)
+
+
+def claude_code_requests(claude, upstreams) -> None:
+    """The two requests of the session through the drop-in (its answers are what the
+    session file holds)."""
+    upstreams.messages.enqueue(
+        message(
+            content=[
+                text_block("I'll list them."),
+                tool_use_block("Bash", {"command": "ls"}, id="toolu_01"),
+            ]
+        ),
+        message("Two files: a.txt and b.txt."),
+    )
+    first = {
+        "role": "user",
+        "content": [{"type": "text", "text": REMINDER}, {"type": "text", "text": "list the files"}],
+    }
+    claude.messages.create(
+        model="claude-opus-4-8", max_tokens=1000, messages=[first], tools=[BASH],
+        metadata=metadata(),
+    )  # fmt: skip
+    history = [
+        first,
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "I'll list them."},
+                {"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": "ls"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_01", "content": "a.txt\nb.txt"}
+            ],
+        },
+    ]
+    claude.messages.create(
+        model="claude-opus-4-8", max_tokens=1000, messages=history, tools=[BASH],
+        metadata=metadata(),
+    )  # fmt: skip
+
+
+def the_session(user) -> Conversation:
+    conversations = Conversation.objects.filter(owner=user)
+    assert list(conversations.values_list("session_id", flat=True)) == [SESSION]
+    return conversations.get()
+
+
+def test_a_claude_code_session_seen_by_the_drop_in_first_is_not_stored_again_by_its_import(
+    upstreams, claude, caller, tmp_path
+):
+    claude_code_requests(claude, upstreams)
+    conversation = the_session(caller[0])
+    assert Thread.objects.get().conversation_id == conversation.pk
+    before = list(Message.objects.filter(conversation=conversation).values_list("pk", "content"))
+    assert len(before) == 4  # prompt (with its reminder), answer, tool result, answer
+
+    report = import_file(format="claude-code", path=claude_code_file(tmp_path), owner=caller[0])
+    again = import_file(format="claude-code", path=claude_code_file(tmp_path), owner=caller[0])
+
+    assert report.conversations[0].counts["messages"] == 0
+    assert again.conversations[0].counts["messages"] == 0
+    stored = list(Message.objects.filter(conversation=conversation).values_list("pk", "content"))
+    assert stored == before  # nothing added, nothing changed
+    assert set(keys_held(conversation.pk).values()) == {1}
+    joined = JoinedRecord.objects.filter(conversation=conversation)
+    assert sorted(joined.values_list("source_id", flat=True)) == [
+        f"claude-code:{u}" for u in ("a03", "a04", "a06", "u01", "u05")
+    ]
+    # The file's facts sit beside the drop-in's messages: the record's uuid and time.
+    prompt = joined.get(source_id="claude-code:u01")
+    assert prompt.facts["source"]["uuid"] == "u01"
+    assert prompt.facts["created_at"].startswith("2026-05-01T10:00:01")
+    assert prompt.message.external_id.startswith("dropin:")
+    # The answer's two records (one per block) are the drop-in's one answer message.
+    assert (
+        joined.get(source_id="claude-code:a03").message_id
+        == joined.get(source_id="claude-code:a04").message_id
+    )
+    assert conversation.origin.cwd == "/work/app"  # the session's facts from the file
+
+
+def test_a_claude_code_session_imported_first_is_continued_by_the_drop_in_without_copies(
+    upstreams, claude, caller, tmp_path
+):
+    import_file(format="claude-code", path=claude_code_file(tmp_path), owner=caller[0])
+    conversation = the_session(caller[0])
+    imported = Message.objects.filter(conversation=conversation).count()
+    assert imported == 5
+
+    claude_code_requests(claude, upstreams)
+
+    assert Thread.objects.get().conversation_id == conversation.pk
+    new = Message.objects.filter(conversation=conversation, seq__gt=imported)
+    # Only what the file does not hold: the reminder Claude Code added to the prompt.
+    assert [(m.role, m.content) for m in new] == [("user", REMINDER)]
+    assert set(keys_held(conversation.pk).values()) == {1}
+    # The next request continues the thread (nothing forked, nothing stored twice).
+    thread = Thread.objects.get()
+    assert thread.message_count == 4 and thread.parent_id is None
+    # A second import of the grown file adds nothing either.
+    again = import_file(format="claude-code", path=claude_code_file(tmp_path), owner=caller[0])
+    assert again.conversations[0].counts["messages"] == 0
+
+
+def test_the_watcher_reading_an_answer_before_the_drop_in_stores_it_leaves_one_copy(
+    upstreams, claude, caller, tmp_path
+):
+    """Interleaved: the file's first records are imported between the drop-in's requests
+    (the watcher read the answer's first block before the drop-in stored the answer)."""
+    records = [
+        cc("u01", None, "user", "list the files"),
+        assistant("a03", "u01", [{"type": "text", "text": "I'll list them."}], "1"),
+    ]
+    partial = write_jsonl(tmp_path / "partial" / f"{SESSION}.jsonl", records)
+    import_file(format="claude-code", path=partial, owner=caller[0])
+    claude_code_requests(claude, upstreams)
+    import_file(format="claude-code", path=claude_code_file(tmp_path), owner=caller[0])
+
+    conversation = the_session(caller[0])
+    assert set(keys_held(conversation.pk).values()) == {1}
+    # The answer's tool call, not in the file yet when the drop-in stored the answer, is
+    # stored by the drop-in alone; its text block is the imported record's.
+    answer_parts = Part.objects.filter(
+        message__conversation=conversation, tool_call_id="toolu_01", tool_input__isnull=False
+    )
+    assert answer_parts.count() == 1
+
+
+# -- Codex (Responses wire) ---------------------------------------------------------------
+
+CODEX_SESSION = "019b0000-bbbb-7000-8000-000000000002"
+SHELL = {
+    "type": "function",
+    "name": "shell_command",
+    "description": "run",
+    "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+}
+
+
+def codex_user(text: str) -> dict:
+    return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+
+CALL = {
+    "type": "function_call",
+    "name": "shell_command",
+    "arguments": json.dumps({"command": "pytest -q"}),
+    "call_id": "call_7",
+}
+OUTPUT = {"type": "function_call_output", "call_id": "call_7", "output": "1 passed"}
+
+
+def codex_rollout(tmp_path):
+    records = [
+        cx("session_meta", {"id": CODEX_SESSION, "cwd": "/work/api", "cli_version": "0.171.0"}),
+        item(codex_user("Run the tests."), 1),
+        item(CALL, 2),
+        item(OUTPUT, 3),
+        item(
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "All tests pass."}],
+            },
+            4,
+        ),
+    ]
+    return write_jsonl(tmp_path / f"rollout-2026-05-02T09-00-00-{CODEX_SESSION}.jsonl", records)
+
+
+def codex_requests(oai, upstreams) -> None:
+    call = function_call_item("shell_command", {"command": "pytest -q"}, call_id="call_7")
+    upstreams.responses.enqueue(
+        responses_object(output=[call]), responses_object("All tests pass.")
+    )
+    first = [codex_user("Run the tests.")]
+    answer = oai.responses.create(
+        model="gpt", input=first, tools=[SHELL], store=False, prompt_cache_key=CODEX_SESSION
+    )
+    items = [i.model_dump(exclude_none=True) for i in answer.output]
+    oai.responses.create(
+        model="gpt", input=[*first, *items, OUTPUT], tools=[SHELL], store=False,
+        prompt_cache_key=CODEX_SESSION,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("first", ["drop-in", "import"])
+def test_a_codex_session_seen_from_both_sides_is_stored_once(
+    upstreams, oai, caller, tmp_path, first
+):
+    path = codex_rollout(tmp_path)
+    if first == "drop-in":
+        codex_requests(oai, upstreams)
+        import_file(format="codex", path=path, owner=caller[0])
+    else:
+        import_file(format="codex", path=path, owner=caller[0])
+        codex_requests(oai, upstreams)
+    conversations = Conversation.objects.filter(owner=caller[0])
+    assert list(conversations.values_list("session_id", flat=True)) == [CODEX_SESSION]
+    conversation = conversations.get()
+    held = keys_held(conversation.pk)
+    assert set(held.values()) == {1}
+    assert {"call:call_7", "result:call_7"} <= set(held)
+    assert Thread.objects.get().conversation_id == conversation.pk
+    again = import_file(format="codex", path=path, owner=caller[0])
+    assert again.conversations[0].counts["messages"] == 0
