@@ -282,3 +282,185 @@ def test_a_codex_session_seen_from_both_sides_is_stored_once(
     assert Thread.objects.get().conversation_id == conversation.pk
     again = import_file(format="codex", path=path, owner=caller[0])
     assert again.conversations[0].counts["messages"] == 0
+
+
+# -- /compact typed by the user (Claude Code) -------------------------------------------------
+
+COMPACT_PROMPT = (
+    "Your task is to create a detailed summary of the conversation so far, paying close "
+    "attention to the user's explicit requests and your previous actions.\n\n"
+    "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools."
+)
+SUMMARY = (
+    "<analysis>The user wanted the listing.</analysis>\n<summary>\n"
+    "1. Primary Request: list the files.\n2. Current Work: done.\n</summary>"
+)
+CONTINUED = (
+    "This session is being continued from a previous conversation that ran out of context. "
+    "The conversation is summarized below:\nSummary:\n1. Primary Request: list the files.\n"
+    "2. Current Work: done."
+)
+
+
+def send(claude, messages, *, tools=(BASH,)):
+    raw = claude.messages.with_raw_response.create(
+        model="claude-opus-4-8", max_tokens=1000, messages=messages, tools=list(tools),
+        metadata=metadata(),
+    )  # fmt: skip
+    return raw.headers
+
+
+@pytest.mark.parametrize("tools", [(BASH,), ()], ids=["with-tools", "without-tools"])
+def test_compact_typed_by_the_user_is_stored_as_an_agent_compaction_and_the_session_goes_on(
+    upstreams, claude, caller, tools
+):
+    from conversations.models import Summary
+    from importers.models import AgentCompactionRepair, ImportedSummary
+
+    claude_code_requests(claude, upstreams)
+    before = Message.objects.count()  # prompt, answer, tool result, answer
+    history = [
+        {"role": "user", "content": "list the files"},
+        {"role": "assistant", "content": [{"type": "text", "text": "I'll list them."}, {
+            "type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": "ls"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_01", "content": "a.txt\nb.txt"}]},
+        {"role": "assistant", "content": "Two files: a.txt and b.txt."},
+    ]  # fmt: skip
+    history[0] = {
+        "role": "user",
+        "content": [{"type": "text", "text": REMINDER}, {"type": "text", "text": "list the files"}],
+    }
+    upstreams.messages.enqueue(message(SUMMARY), message("Added."), message("You're welcome."))
+    compact = [*history, {"role": "user", "content": COMPACT_PROMPT}]
+    headers = [send(claude, compact, tools=tools)]
+    after = [{"role": "user", "content": [
+        {"type": "text", "text": CONTINUED}, {"type": "text", "text": "now add a test"}]}]  # fmt: skip
+    headers.append(send(claude, after))
+    after += [
+        {"role": "assistant", "content": "Added."},
+        {"role": "user", "content": "thanks"},
+    ]
+    headers.append(send(claude, after))
+
+    assert [h["x-lcm-forked"] for h in headers] == ["false"] * 3
+    thread = Thread.objects.get()
+    assert thread.key == f"session:{SESSION}" and thread.parent_id is None
+    conversation_id = thread.conversation_id
+    assert {h["x-lcm-conversation-id"] for h in headers} == {str(conversation_id)}
+    stored = list(
+        Message.objects.filter(conversation_id=conversation_id)
+        .order_by("seq")
+        .values_list("role", "content")
+    )
+    # Every message once: the four before, the compaction prompt and its answer, then the
+    # requests after it (the summary with the new prompt, and what followed).
+    assert len(stored) == before + 2 + 4
+    assert stored[before] == ("user", COMPACT_PROMPT)
+    assert stored[before + 1][1] == SUMMARY
+    assert stored[-1] == ("assistant", "You're welcome.")
+    assert thread.message_count == len(after) + 1
+
+    summary = Summary.objects.get(conversation_id=conversation_id)
+    assert summary.model == "claude-code (agent compaction)"
+    assert "1. Primary Request: list the files." in summary.content
+    assert "<analysis>" not in summary.content
+    covered = Message.objects.filter(summary_links__summary=summary).order_by("seq")
+    assert list(covered.values_list("seq", flat=True)) == list(range(1, before + 1))
+    source = ImportedSummary.objects.get(summary=summary).source
+    assert source["kind"] == "agent_compaction" and source["from"] == "drop-in"
+    assert AgentCompactionRepair.objects.filter(summary=summary).exists()
+
+
+def test_a_request_that_only_looks_continued_without_a_session_history_starts_a_thread(
+    upstreams, claude, caller
+):
+    """The summary mark alone continues nothing: a new session beginning with it is a new
+    thread (nothing to rebase), stored as it came."""
+    upstreams.messages.enqueue(message("ok"))
+    send(claude, [{"role": "user", "content": CONTINUED}])
+    thread = Thread.objects.get()
+    assert thread.message_count == 2
+    assert not JoinedRecord.objects.exists()
+
+
+# -- the watcher importing while the drop-in's requests arrive (PostgreSQL) ----------------
+
+
+def turn_records(k: int, parent: str | None) -> list[dict]:
+    n = 10 * k
+    return [
+        cc(f"u{n + 1:02d}", parent, "user", f"step {k}: list the files"),
+        assistant(f"a{n + 2:02d}", f"u{n + 1:02d}", [{"type": "text", "text": f"Listing {k}."}], f"{k}a"),
+        assistant(f"a{n + 3:02d}", f"a{n + 2:02d}", [tool_use(f"toolu_{k}")], f"{k}a"),
+        cc(f"u{n + 4:02d}", f"a{n + 3:02d}", "user", [tool_result(f"toolu_{k}", f"file{k}.txt")]),
+        assistant(f"a{n + 5:02d}", f"u{n + 4:02d}", [{"type": "text", "text": f"Done {k}."}], f"{k}b"),
+    ]  # fmt: skip
+
+
+@pytest.mark.postgres
+def test_the_watcher_importing_while_drop_in_requests_arrive_stores_the_session_once(
+    upstreams, claude, caller, tmp_path
+):
+    import threading
+
+    from django.db import connection
+
+    turns = 6
+    path = tmp_path / f"{SESSION}.jsonl"
+    records: list[dict] = []
+    history: list[dict] = []
+    errors: list[BaseException] = []
+    for k in range(turns):
+        upstreams.messages.enqueue(
+            message(content=[text_block(f"Listing {k}."),
+                             tool_use_block("Bash", {"command": "ls"}, id=f"toolu_{k}")]),
+            message(f"Done {k}."),
+        )  # fmt: skip
+
+    def watcher(k: int, start: threading.Barrier) -> None:
+        try:
+            start.wait()
+            for _ in range(3):  # the watcher imports the file as it grows, again and again
+                import_file(format="claude-code", path=path, owner=caller[0])
+        except BaseException as error:  # noqa: BLE001 (reported by the test)
+            errors.append(error)
+        finally:
+            connection.close()
+
+    for k in range(turns):
+        records += turn_records(k, records[-1]["uuid"] if records else None)
+        write_jsonl(path, records)
+        start = threading.Barrier(2, timeout=30)
+        thread = threading.Thread(target=watcher, args=(k, start))
+        thread.start()
+        start.wait()
+        history.append({"role": "user", "content": f"step {k}: list the files"})
+        send(claude, history)
+        history += [
+            {"role": "assistant", "content": [
+                {"type": "text", "text": f"Listing {k}."},
+                {"type": "tool_use", "id": f"toolu_{k}", "name": "Bash", "input": {"command": "ls"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"toolu_{k}", "content": f"file{k}.txt"}]},
+        ]  # fmt: skip
+        send(claude, history)
+        history.append({"role": "assistant", "content": f"Done {k}."})
+        thread.join(60)
+    import_file(format="claude-code", path=path, owner=caller[0])
+
+    assert errors == []
+    conversation = the_session(caller[0])
+    held = keys_held(conversation.pk)
+    assert set(held.values()) == {1}
+    assert len(held) == 5 * turns  # prompt, text, call, result, text per turn
+    assert Thread.objects.get().conversation_id == conversation.pk
+    # Every record of the file is stored or joined, once.
+    stored = set(
+        Message.objects.filter(conversation=conversation).values_list("external_id", flat=True)
+    )
+    joined = set(
+        JoinedRecord.objects.filter(conversation=conversation).values_list("source_id", flat=True)
+    )
+    file_ids = {f"claude-code:{r['uuid']}" for r in records}
+    assert file_ids <= stored | joined
