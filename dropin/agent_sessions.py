@@ -106,10 +106,30 @@ def is_compaction_request(request: DropinRequest) -> bool:
 
 def continues_compacted(request: DropinRequest) -> bool:
     """The request begins where the agent's compaction left its session: its first
-    message is the agent's summary (the messages before it replaced by it)."""
+    message holds the agent's summary (after Claude Code's system reminders)."""
     if not request.session or not request.messages:
         return False
-    return CONTINUED_MARK in _text(request.messages[0])[:400]
+    return any(
+        block.get("type") == "text" and block.get("text", "").lstrip().startswith(CONTINUED_MARK)
+        for block in request.messages[0]["blocks"]
+    )
+
+
+def compaction_prompt(message: dict) -> dict:
+    """The compaction prompt of a request off the thread's line: its text blocks from the
+    first that asks for the summary on (Claude Code merges the prompt into the last user
+    message, whose earlier blocks the thread holds already)."""
+    blocks = message["blocks"]
+    first = next(
+        (
+            i
+            for i, block in enumerate(blocks)
+            if block.get("type") == "text"
+            and any(mark in block.get("text", "") for mark in COMPACTION_MARKS)
+        ),
+        0,
+    )
+    return {"role": "user", "blocks": blocks[first:]}
 
 
 def rebase(thread, hashes: list[str]) -> None:

@@ -57,12 +57,14 @@ FORK_CANDIDATES = 5
 def _identity(message: dict) -> list:
     """What makes two messages the same message, whichever wire they came on: the role, the
     visible text (one string: a wire may join text blocks), tool calls, tool results and
-    images. Reasoning and provider metadata are not part of it."""
+    images. Reasoning and provider metadata are not part of it, nor a tool call's input: its
+    id names it, and a client may complete the input when it sends the call back (Claude
+    Code 2.1 adds `"replace_all": false` to every Edit call it answered)."""
     calls, results, images = [], [], []
     for block in message["blocks"]:
         kind = block.get("type")
         if kind == "tool_use":
-            calls.append([block["id"], block["name"], block.get("input") or {}])
+            calls.append([block["id"], block["name"]])
         elif kind == "tool_result":
             results.append(
                 [block["tool_use_id"], b.tool_result_text(block), bool(block.get("is_error"))]
@@ -130,10 +132,16 @@ class Plan:
     # thread goes on from them (dropin/agent_sessions.py), never a fork.
     rebase: bool = False
     compaction: bool = False  # the agent's compaction request (its answer is linked)
+    # A compaction request whose history is not the thread's (Claude Code sends an older
+    # cut of it, its prompt merged into the last user message): only its prompt and its
+    # answer are stored, beside the thread's line, which neither moves nor forks.
+    detached: bool = False
 
     def __post_init__(self) -> None:
         self.forks = (
-            self.thread is not None and self.shared < self.thread.message_count and not self.rebase
+            self.thread is not None
+            and self.shared < self.thread.message_count
+            and not (self.rebase or self.detached)
         )
 
 
@@ -203,8 +211,12 @@ def _session_plan(user, request: DropinRequest, hashes: list[str]) -> Plan | Non
         if thread.owner_id != user.pk:
             raise DropinError(404, "not_found", "no such session", param="metadata.user_id")
         shared = _shared(thread, hashes)
-        rebase = shared < thread.message_count and agent_sessions.continues_compacted(request)
-        return Plan(hashes, thread, shared, session_key, keyed=True, rebase=rebase)
+        behind = shared < thread.message_count
+        rebase = behind and agent_sessions.continues_compacted(request)
+        detached = behind and agent_sessions.is_compaction_request(request)
+        return Plan(
+            hashes, thread, shared, session_key, keyed=True, rebase=rebase, detached=detached
+        )
     resumed = (
         Thread.objects.filter(owner=user, active=True, head_hash__in=hashes[1:], system="")
         .exclude(key__contains=":side:")
@@ -349,6 +361,14 @@ def thread_commit(*, user, plan: Plan, request: DropinRequest, spec: ModelSpec) 
         except IntegrityError:  # the unique active key: another request created it first
             raise Raced() from None
         thread, start = child, 0
+    elif plan.detached:
+        prompt = agent_sessions.compaction_prompt(request.messages[-1])
+        agent_sessions.append(
+            conversation_id=thread.conversation_id,
+            messages=[message_input(prompt, plan.hashes[-1])],
+            joined=agent_sessions.joinable(thread.key),
+        )
+        return thread
     elif plan.rebase:
         agent_sessions.rebase(thread, plan.hashes[:1])
         start = 0
@@ -420,7 +440,7 @@ class AnswerPlace:
             thread.pk,
             thread.conversation_id,
             plan.hashes[-1],
-            len(plan.hashes),
+            0 if plan.detached else len(plan.hashes),  # 0: the thread's pointer stays
             plan.hashes[1],
             agent_sessions.joinable(thread.key),
             plan.compaction,

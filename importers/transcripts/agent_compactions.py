@@ -17,7 +17,6 @@ re-import writes nothing twice.
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from compaction import fidelity
@@ -114,15 +113,17 @@ def _covered_rows(conversation_id: int, compaction: AgentCompaction) -> list[tup
 
 
 def _linked_already(conversation_id: int, last_message_id: int) -> bool:
-    """Whether an agent compaction already ends at that message: the agent's PostCompact
-    hook links its compaction from the hook input before the agent writes it to its
-    transcript, and the transcript's import then finds it there (and the other way round)."""
+    """Whether an agent compaction already covers that message (the last one a compaction
+    replaced): the agent's PostCompact hook links its compaction from the hook input
+    before the agent writes it to its transcript, the drop-in links a `/compact` it passed
+    through when its answer is stored, and the transcript's import then finds it there
+    (and the other way round). Two compactions of one session never cover one message."""
     linked = Summary.objects.filter(
         conversation_id=conversation_id, model__endswith="(agent compaction)"
     ).values_list("pk", flat=True)
-    ends = SummaryMessage.objects.filter(summary_id__in=list(linked)).values("summary_id")
-    ends = ends.annotate(last=Max("message_id"))
-    return any(row["last"] == last_message_id for row in ends)
+    return SummaryMessage.objects.filter(
+        summary_id__in=list(linked), message_id=last_message_id
+    ).exists()
 
 
 def _record_fidelity(row: Summary, message_ids: list[int]) -> None:

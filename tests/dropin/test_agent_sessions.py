@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -310,27 +311,20 @@ def send(claude, messages, *, tools=(BASH,)):
     return raw.headers
 
 
-@pytest.mark.parametrize("tools", [(BASH,), ()], ids=["with-tools", "without-tools"])
-def test_compact_typed_by_the_user_is_stored_as_an_agent_compaction_and_the_session_goes_on(
-    upstreams, claude, caller, tools
-):
-    from conversations.models import Summary
-    from importers.models import AgentCompactionRepair, ImportedSummary
-
+def compact_flow(claude, upstreams, tools=(BASH,)):
+    """The session's two requests, then `/compact`, then two requests after it; (the
+    answers' headers, the last request's messages, how many messages came before)."""
     claude_code_requests(claude, upstreams)
     before = Message.objects.count()  # prompt, answer, tool result, answer
     history = [
-        {"role": "user", "content": "list the files"},
+        {"role": "user", "content": [
+            {"type": "text", "text": REMINDER}, {"type": "text", "text": "list the files"}]},
         {"role": "assistant", "content": [{"type": "text", "text": "I'll list them."}, {
             "type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {"command": "ls"}}]},
         {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "toolu_01", "content": "a.txt\nb.txt"}]},
         {"role": "assistant", "content": "Two files: a.txt and b.txt."},
     ]  # fmt: skip
-    history[0] = {
-        "role": "user",
-        "content": [{"type": "text", "text": REMINDER}, {"type": "text", "text": "list the files"}],
-    }
     upstreams.messages.enqueue(message(SUMMARY), message("Added."), message("You're welcome."))
     compact = [*history, {"role": "user", "content": COMPACT_PROMPT}]
     headers = [send(claude, compact, tools=tools)]
@@ -342,6 +336,17 @@ def test_compact_typed_by_the_user_is_stored_as_an_agent_compaction_and_the_sess
         {"role": "user", "content": "thanks"},
     ]
     headers.append(send(claude, after))
+    return headers, after, before
+
+
+@pytest.mark.parametrize("tools", [(BASH,), ()], ids=["with-tools", "without-tools"])
+def test_compact_typed_by_the_user_is_stored_as_an_agent_compaction_and_the_session_goes_on(
+    upstreams, claude, caller, tools
+):
+    from conversations.models import Summary
+    from importers.models import AgentCompactionRepair, ImportedSummary
+
+    headers, after, before = compact_flow(claude, upstreams, tools)
 
     assert [h["x-lcm-forked"] for h in headers] == ["false"] * 3
     thread = Thread.objects.get()
@@ -464,3 +469,109 @@ def test_the_watcher_importing_while_drop_in_requests_arrive_stores_the_session_
     )
     file_ids = {f"claude-code:{r['uuid']}" for r in records}
     assert file_ids <= stored | joined
+
+
+def test_the_compacted_session_file_imported_after_the_drop_in_adds_no_second_compaction(
+    upstreams, claude, caller, tmp_path
+):
+    """Claude Code's file after `/compact`: the boundary, its summary record, then the
+    session goes on. Imported after the drop-in saw it all: the boundary is the one record
+    only the file holds; the agent compaction is the drop-in's, not linked twice."""
+    from conversations.models import Summary
+
+    compact_flow(claude, upstreams)
+    records = [
+        cc("u01", None, "user", "list the files"),
+        assistant("a03", "u01", [{"type": "text", "text": "I'll list them."}], "1"),
+        assistant("a04", "a03", [tool_use("toolu_01")], "1"),
+        cc("u05", "a04", "user", [tool_result("toolu_01", "a.txt\nb.txt")]),
+        assistant("a06", "u05", [{"type": "text", "text": "Two files: a.txt and b.txt."}], "2"),
+        cc("s07", None, "system", subtype="compact_boundary", content="Conversation compacted",
+           logicalParentUuid="a06", compactMetadata={"trigger": "manual", "preTokens": 900}),
+        cc("u08", "s07", "user", CONTINUED, isCompactSummary=True),
+        cc("u09", "u08", "user", "now add a test"),
+        assistant("a10", "u09", [{"type": "text", "text": "Added."}], "3"),
+        cc("u11", "a10", "user", "thanks"),
+        assistant("a12", "u11", [{"type": "text", "text": "You're welcome."}], "4"),
+    ]  # fmt: skip
+    conversation = Thread.objects.get().conversation
+    count = Message.objects.filter(conversation=conversation).count()
+    path = write_jsonl(tmp_path / f"{SESSION}.jsonl", records)
+
+    report = import_file(format="claude-code", path=path, owner=caller[0])
+
+    assert report.conversations[0].counts["messages"] == 1  # the boundary
+    assert Message.objects.filter(conversation=conversation).count() == count + 1
+    assert set(keys_held(conversation.pk).values()) == {1}
+    assert Summary.objects.filter(conversation=conversation).count() == 1
+
+
+# -- the real CLI's shapes (Claude Code 2.1.197, recorded by scripts/claude_code_join_e2e.py) --
+
+
+def recorded_compaction() -> tuple[dict, dict]:
+    folder = Path(__file__).parent / "data" / "claude_code_compact"
+    return tuple(
+        json.loads((folder / f"{name}.json").read_text())
+        for name in ("compact_request", "after_compact")
+    )
+
+
+def post_body(live_server, token: str, body: dict):
+    import httpx
+
+    headers = {"x-api-key": "sk-ant-own", "X-LCM-Token": token, "anthropic-version": "2023-06-01"}
+    with httpx.Client(timeout=30) as client:
+        return client.post(f"{live_server.url}/anthropic/v1/messages", json=body, headers=headers)
+
+
+def test_the_real_clis_compact_request_and_the_session_after_it_stay_on_one_thread(
+    upstreams, live_server, caller
+):
+    """Claude Code's real shapes around `/compact`: the tool loop whose Edit call comes back
+    with `"replace_all": false` added by the CLI; the compaction request, which carries an
+    older cut of the history with the prompt merged into the last user message; the request
+    after it, which begins with the summary and keeps the last exchange. One thread, never
+    forked; the compaction linked; nothing stored twice."""
+    from conversations.models import Summary
+
+    compact, after = recorded_compaction()
+    history = compact["messages"][:-1]  # up to the answer of the tool loop
+    base = {k: v for k, v in compact.items() if k != "messages"}
+    statuses, forked = [], []
+
+    def send_with_answer(messages, answer):
+        upstreams.messages.enqueue(message(content=answer))
+        response = post_body(live_server, caller[1], {**base, "messages": messages})
+        statuses.append(response.status_code)
+        forked.append(response.headers.get("x-lcm-forked"))
+
+    for k, sent in enumerate(history):
+        if sent["role"] != "assistant":
+            continue
+        answer = json.loads(json.dumps(sent["content"]))
+        for block in answer:
+            block.pop("cache_control", None)
+            if block.get("type") == "tool_use":
+                block["input"].pop("replace_all", None)  # as the upstream sent it
+        send_with_answer(history[:k], answer)
+    question = {"role": "user", "content": [compact["messages"][-1]["content"][0]]}
+    send_with_answer([*history, question], [text_block("Answer to: What did you just do?")])
+    send_with_answer(compact["messages"], [text_block(SUMMARY)])
+    send_with_answer(after["messages"], [text_block("Answer to: Say what the summary kept.")])
+
+    assert statuses == [200] * len(statuses)
+    assert set(forked) == {"false"}
+    main = Thread.objects.exclude(key__contains=":side:")
+    assert main.count() == 1 and main.get().parent_id is None
+    conversation_id = main.get().conversation_id
+    stored = Message.objects.filter(conversation_id=conversation_id).order_by("seq")
+    prompt = stored.get(content__startswith="CRITICAL: Respond with TEXT ONLY")
+    assert "What did you just do?" not in prompt.content  # stored once, before it
+    assert stored.filter(content__startswith="What did you just do?").count() == 1
+    summary = Summary.objects.get(conversation_id=conversation_id)
+    covered = Message.objects.filter(summary_links__summary=summary)
+    assert covered.count() == prompt.seq - 1  # every message before the prompt
+    # After the compaction: the summary, the kept exchange and what followed, appended once.
+    assert stored.last().content == "Answer to: Say what the summary kept."
+    assert main.get().message_count == len(after["messages"]) + 1
