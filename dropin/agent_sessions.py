@@ -67,14 +67,45 @@ def conversation_session_id(*, key: str, session: str | None, owner_id: int, for
     return f"dropin:{new_id()}"
 
 
+KEPT_WINDOW = 12  # messages before the agent's compaction its next request may repeat
+
+
 def append(
-    *, conversation_id: int, messages: Sequence[MessageInput], joined: bool
+    *,
+    conversation_id: int,
+    messages: Sequence[MessageInput],
+    joined: bool,
+    after_compaction: bool = False,
 ) -> list[AppendedMessage]:
     """Append a thread's messages: joined with a captured copy of the session when the
-    thread is a session's, else plainly."""
+    thread is a session's, else plainly. `after_compaction`: the first request after the
+    agent's compaction, whose repeats of the messages it kept are joined, not stored."""
+    if after_compaction:
+        messages = join.append_kept(
+            conversation_id=conversation_id,
+            messages=messages,
+            kept_from=_before_compaction(conversation_id),
+        )
     if not joined:
         return messages_append(conversation_id=conversation_id, messages=messages)
     return join.append(conversation_id=conversation_id, messages=messages, side=join.DROPIN)
+
+
+def _before_compaction(conversation_id: int) -> list[int]:
+    """The last messages the latest agent compaction covered (oldest first)."""
+    from conversations.models import Message, SummaryMessage
+    from importers.repair import latest_agent_compaction
+
+    summary = latest_agent_compaction(conversation=Conversation(pk=conversation_id))
+    if summary is None:
+        return []
+    ids = SummaryMessage.objects.filter(summary=summary).values_list("message_id", flat=True)
+    last = Message.objects.filter(pk__in=list(ids)).order_by("-seq").values_list("seq", flat=True)
+    end = last.first() or 0
+    window = Message.objects.filter(
+        conversation_id=conversation_id, seq__gt=end - KEPT_WINDOW, seq__lte=end
+    )
+    return list(window.order_by("seq").values_list("pk", flat=True))
 
 
 # `/compact` typed by the user (Claude Code) --------------------------------------------------

@@ -371,7 +371,8 @@ def thread_commit(*, user, plan: Plan, request: DropinRequest, spec: ModelSpec) 
         return thread
     elif plan.rebase:
         agent_sessions.rebase(thread, plan.hashes[:1])
-        start = 0
+        _append(thread, request.messages, plan.hashes, 0, after_compaction=True)
+        return thread
     else:
         start = plan.shared
     _append(thread, request.messages, plan.hashes, start)
@@ -397,7 +398,9 @@ def thread_for(*, user, request: DropinRequest, key: str | None, spec: ModelSpec
     raise AssertionError("unreachable")
 
 
-def _append(thread: Thread, messages: list[dict], hashes: list[str], start: int) -> None:
+def _append(
+    thread: Thread, messages: list[dict], hashes: list[str], start: int, after_compaction=False
+) -> None:
     if start >= len(messages):
         return
     names = tool_names_of(messages)
@@ -409,6 +412,7 @@ def _append(thread: Thread, messages: list[dict], hashes: list[str], start: int)
         conversation_id=thread.conversation_id,
         messages=inputs,
         joined=agent_sessions.joinable(thread.key),
+        after_compaction=after_compaction,
     )
     _advance(thread, count=len(messages), head=hashes[len(messages)], root=hashes[1])
 

@@ -128,6 +128,50 @@ def append(
         return _Join(conversation_id, side).append(list(messages), list(facts or []))
 
 
+def append_kept(
+    *, conversation_id: int, messages: Sequence[MessageInput], kept_from: Sequence[int]
+) -> list[MessageInput]:
+    """After an agent's compaction its requests repeat the last messages it kept (Claude
+    Code resends its last answer after the summary): each message whose content keys
+    (thinking aside) are exactly those of one of `kept_from` (the messages before the compaction, newest
+    last) is joined with it (a `JoinedRecord` per key) instead of stored again. Returns
+    the messages still to store."""
+    held = {m: _visible(k) for m, k in _stored_keys(list(kept_from)).items()}
+    rest: list[MessageInput] = []
+    links: list[JoinedRecord] = []
+    for item in messages:
+        keys = [k for p in item.parts for k in part_keys(p.part_type, p.columns)]
+        match = next(
+            (
+                m
+                for m in reversed(list(kept_from))
+                if _visible(keys) and held.get(m) == _visible(keys)
+            ),
+            None,
+        )
+        if match is None or not item.external_id:
+            rest.append(item)
+            continue
+        held.pop(match)
+        links.extend(
+            JoinedRecord(
+                conversation_id=conversation_id,
+                source_id=item.external_id,
+                key=key,
+                message_id=match,
+                facts={"kept_after_compaction": True},
+            )
+            for key in dict.fromkeys(keys)
+        )
+    JoinedRecord.objects.bulk_create(links, ignore_conflicts=True)
+    return rest
+
+
+def _visible(keys: list[str]) -> list[str]:
+    """The keys that say what a message is (as the drop-in's identity: thinking aside)."""
+    return sorted(k for k in keys if not k.startswith("reasoning:"))
+
+
 def _joined(conversation_id: int, side: str) -> bool:
     """Whether the other side has written to this conversation."""
     if side == DROPIN:

@@ -572,6 +572,8 @@ def test_the_real_clis_compact_request_and_the_session_after_it_stay_on_one_thre
     summary = Summary.objects.get(conversation_id=conversation_id)
     covered = Message.objects.filter(summary_links__summary=summary)
     assert covered.count() == prompt.seq - 1  # every message before the prompt
-    # After the compaction: the summary, the kept exchange and what followed, appended once.
+    # After the compaction: the summary and what followed, appended once; the last answer,
+    # which Claude Code resends after its summary, is joined with the one stored before.
+    assert stored.filter(content__contains="Answer to: What did you just do?").count() == 1
     assert stored.last().content == "Answer to: Say what the summary kept."
     assert main.get().message_count == len(after["messages"]) + 1
