@@ -81,10 +81,19 @@ def held(kind: LockKind, conversation_id: int) -> Iterator[None]:
     if connection.atomic_blocks and not connection.atomic_blocks[-1]._from_testcase:
         raise RuntimeError("a session-level lock is taken outside transactions")
     key = [int(kind), _key(conversation_id)]
+    connection.ensure_connection()
+    # The session that takes the lock must release it: work inside the block may hand the
+    # connection back to the pool (an after-append hook closing it) and take another one,
+    # and a lock left on a pooled session would outlive the block.
+    session = connection.connection
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_lock(%s, %s)", key)
     try:
         yield
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+        if connection.connection is session:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+        elif not session.closed:
+            with session.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s, %s)", key)
