@@ -41,6 +41,7 @@ from dropin.services import (
     request_total,
     thread_plan,
 )
+from importers import join
 from providers.config import ModelSpec
 
 # A new cut fills this share of the room the system prompt and the tools leave in the
@@ -149,9 +150,12 @@ def _verbatim_start(request: DropinRequest, plan: Plan, items: list) -> int:
         external = (
             Message.objects.filter(pk=run[-1]).values_list("external_id", flat=True).first() or ""
         )
-        chain_hash = external.removeprefix(EXTERNAL_PREFIX)
-        if chain_hash in plan.hashes:
-            position = plan.hashes.index(chain_hash) - 1
+        # A captured message joined with the thread's (importers/join.py) names its hash.
+        for held in [external, *join.source_ids_of(run[-1], EXTERNAL_PREFIX)]:
+            chain_hash = held.removeprefix(EXTERNAL_PREFIX)
+            if chain_hash in plan.hashes:
+                position = plan.hashes.index(chain_hash) - 1
+                break
     return max(0, position)
 
 

@@ -29,15 +29,16 @@ from django.utils import timezone
 
 from compaction.assembly import assemble_context
 from conversations.inputs import MessageInput, PartInput, parse_message
-from conversations.models import Conversation, Message, PartType, Role
-from conversations.services import conversation_create, messages_append
+from conversations.models import Conversation, PartType, Role
+from conversations.services import conversation_create
 from core.api.errors import InvalidInput
 from core.ids import new_id
 from core.token_estimate import estimate
-from dropin import agent_compaction, checkpoint, memo
+from dropin import agent_compaction, agent_sessions, checkpoint, memo
 from dropin.errors import DropinError
 from dropin.models import Thread
 from dropin.requests import DropinRequest
+from importers import join
 from importers.transcripts.blocks import blocks_to_parts, role_for
 from providers import blocks as b
 from providers.caching import CachePlan, anthropic_min_tokens
@@ -56,12 +57,14 @@ FORK_CANDIDATES = 5
 def _identity(message: dict) -> list:
     """What makes two messages the same message, whichever wire they came on: the role, the
     visible text (one string: a wire may join text blocks), tool calls, tool results and
-    images. Reasoning and provider metadata are not part of it."""
+    images. Reasoning and provider metadata are not part of it, nor a tool call's input: its
+    id names it, and a client may complete the input when it sends the call back (Claude
+    Code 2.1 adds `"replace_all": false` to every Edit call it answered)."""
     calls, results, images = [], [], []
     for block in message["blocks"]:
         kind = block.get("type")
         if kind == "tool_use":
-            calls.append([block["id"], block["name"], block.get("input") or {}])
+            calls.append([block["id"], block["name"]])
         elif kind == "tool_result":
             results.append(
                 [block["tool_use_id"], b.tool_result_text(block), bool(block.get("is_error"))]
@@ -134,12 +137,21 @@ class Plan:
     # The request continues past the checkpoint the product gave the agent (its history
     # replaced by it): (message, block) where the checkpoint text is; no fork.
     checkpoint_at: tuple[int, int] | None = None
+    # The agent compacted its session: its requests now begin with its summary, and the
+    # thread goes on from them (dropin/agent_sessions.py), never a fork.
+    rebase: bool = False
+    compaction: bool = False  # the agent's compaction request (its answer is linked)
+    # A compaction request whose history is not the thread's (Claude Code sends an older
+    # cut of it, its prompt merged into the last user message): only its prompt and its
+    # answer are stored, beside the thread's line, which neither moves nor forks.
+    detached: bool = False
 
     def __post_init__(self) -> None:
         self.forks = (
             self.thread is not None
             and self.shared < self.thread.message_count
             and self.checkpoint_at is None
+            and not (self.rebase or self.detached)
         )
 
 
@@ -209,7 +221,7 @@ def _session_plan(user, request: DropinRequest, hashes: list[str]) -> Plan | Non
     first message, never a fork of the session. A session resumed under a new id continues
     the caller's thread whose history its request extends. None: a new session."""
     session_key = SESSION_PREFIX + request.session
-    if not request.tools:
+    if not request.tools and not agent_sessions.is_compaction_request(request):
         side_key = f"{session_key}:side:{hashes[1][:16]}"
         side = Thread.objects.filter(key=side_key, active=True).first()
         if side is not None and side.owner_id != user.pk:
@@ -219,7 +231,13 @@ def _session_plan(user, request: DropinRequest, hashes: list[str]) -> Plan | Non
     if thread is not None:
         if thread.owner_id != user.pk:
             raise DropinError(404, "not_found", "no such session", param="metadata.user_id")
-        return Plan(hashes, thread, _shared(thread, hashes), session_key, keyed=True)
+        shared = _shared(thread, hashes)
+        behind = shared < thread.message_count
+        rebase = behind and agent_sessions.continues_compacted(request)
+        detached = behind and agent_sessions.is_compaction_request(request)
+        return Plan(
+            hashes, thread, shared, session_key, keyed=True, rebase=rebase, detached=detached
+        )
     resumed = (
         Thread.objects.filter(owner=user, active=True, head_hash__in=hashes[1:], system="")
         .exclude(key__contains=":side:")
@@ -240,9 +258,8 @@ def _shared(thread: Thread, hashes: list[str]) -> int:
     if hashes[0] != chain(thread.system, [])[0]:
         return 0
     ids = [EXTERNAL_PREFIX + h for h in hashes[1 : count + 1]]
-    return Message.objects.filter(
-        conversation_id=thread.conversation_id, external_id__in=ids
-    ).count()
+    # Stored, or joined with a captured copy of the session (importers/join.py).
+    return len(join.messages_of(thread.conversation_id, ids))
 
 
 # writing ------------------------------------------------------------------------------------
@@ -319,7 +336,9 @@ def _new_thread(
     """Call inside a transaction: the conversation and its thread are written together."""
     conversation, _ = conversation_create(
         owner=user,
-        session_id=f"dropin:{new_id()}",
+        session_id=agent_sessions.conversation_session_id(
+            key=key, session=request.session, owner_id=user.pk, fork=parent is not None
+        ),
         title=(f"drop-in {key}" + (f" (fork at message {shared})" if parent else ""))[:500],
         token_budget=input_budget(spec, request),
     )
@@ -363,6 +382,18 @@ def thread_commit(*, user, plan: Plan, request: DropinRequest, spec: ModelSpec) 
         except IntegrityError:  # the unique active key: another request created it first
             raise Raced() from None
         thread, start = child, 0
+    elif plan.detached:
+        prompt = agent_sessions.compaction_prompt(request.messages[-1])
+        agent_sessions.append(
+            conversation_id=thread.conversation_id,
+            messages=[message_input(prompt, plan.hashes[-1])],
+            joined=agent_sessions.joinable(thread.key),
+        )
+        return thread
+    elif plan.rebase:
+        agent_sessions.rebase(thread, plan.hashes[:1])
+        _append(thread, request.messages, plan.hashes, 0, after_compaction=True)
+        return thread
     else:
         start = plan.shared
     if plan.checkpoint_at is not None:
@@ -386,7 +417,11 @@ def _past_checkpoint_append(thread: Thread, request: DropinRequest, plan: Plan) 
         message_input(messages[i], plan.hashes[i + 1], tool_names=names)
         for i in range(position + 1, len(messages))
     ]
-    messages_append(conversation_id=thread.conversation_id, messages=inputs)
+    agent_sessions.append(
+        conversation_id=thread.conversation_id,
+        messages=inputs,
+        joined=agent_sessions.joinable(thread.key),
+    )
     agent_compaction.checkpoint_link(
         conversation_id=thread.conversation_id,
         at_external_id=inputs[0].external_id,
@@ -409,6 +444,7 @@ def thread_for(*, user, request: DropinRequest, key: str | None, spec: ModelSpec
     the same key plans again (once more), now continuing the winner's thread."""
     for attempt in range(3):
         plan = thread_plan(user=user, request=request, key=key)
+        plan.compaction = agent_sessions.is_compaction_request(request)
         try:
             return plan, thread_commit(user=user, plan=plan, request=request, spec=spec)
         except Raced:
@@ -422,7 +458,9 @@ def thread_for(*, user, request: DropinRequest, key: str | None, spec: ModelSpec
     raise AssertionError("unreachable")
 
 
-def _append(thread: Thread, messages: list[dict], hashes: list[str], start: int) -> None:
+def _append(
+    thread: Thread, messages: list[dict], hashes: list[str], start: int, after_compaction=False
+) -> None:
     if start >= len(messages):
         return
     names = tool_names_of(messages)
@@ -430,7 +468,12 @@ def _append(thread: Thread, messages: list[dict], hashes: list[str], start: int)
         message_input(messages[i], hashes[i + 1], tool_names=names)
         for i in range(start, len(messages))
     ]
-    messages_append(conversation_id=thread.conversation_id, messages=inputs)
+    agent_sessions.append(
+        conversation_id=thread.conversation_id,
+        messages=inputs,
+        joined=agent_sessions.joinable(thread.key),
+        after_compaction=after_compaction,
+    )
     _advance(thread, count=len(messages), head=hashes[len(messages)], root=hashes[1])
 
 
@@ -452,11 +495,19 @@ class AnswerPlace:
     after: str
     count: int
     root: str
+    joined: bool = False  # an agent session's thread (dropin/agent_sessions.py)
+    compaction: bool = False  # the answer to the agent's compaction request
 
     @classmethod
     def of(cls, thread: Thread, plan: Plan) -> AnswerPlace:
         return cls(
-            thread.pk, thread.conversation_id, plan.hashes[-1], len(plan.hashes), plan.hashes[1]
+            thread.pk,
+            thread.conversation_id,
+            plan.hashes[-1],
+            0 if plan.detached else len(plan.hashes),  # 0: the thread's pointer stays
+            plan.hashes[1],
+            agent_sessions.joinable(thread.key),
+            plan.compaction,
         )
 
 
@@ -478,10 +529,17 @@ def answer_store(
                 {"step_reason": status, "metadata": {"dropin": {"status": status}}},
             ),
         )
-    messages_append(
+    agent_sessions.append(
         conversation_id=place.conversation_id,
         messages=[message_input(message, head, extra_parts=extra)],
+        joined=place.joined,
     )
+    if place.compaction and status == "completed":
+        agent_sessions.compaction_answered(
+            conversation_id=place.conversation_id,
+            prompt_external_id=EXTERNAL_PREFIX + place.after,
+            answer_external_id=EXTERNAL_PREFIX + head,
+        )
     Thread.objects.filter(pk=place.thread_id, message_count__lt=place.count).update(
         message_count=place.count, head_hash=head, root_hash=place.root, updated_at=timezone.now()
     )

@@ -204,3 +204,33 @@ class WatchedFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.path} @ {self.offset} -> {self.target}"
+
+
+class JoinedRecord(models.Model):
+    """One record of an agent session that is stored in another side's message: a session
+    seen both through the drop-in and by the watcher, hooks or an import is stored once
+    (docs/capture.md, "Seen through the drop-in too"). The side that came second does not
+    store its copy; it writes one row per content key (a tool call or result id, a text,
+    a thinking block) it found already stored, naming its own id for the record
+    (`claude-code:<uuid>`, `codex:<session>:<line>`, `dropin:<chain hash>`), the message
+    that holds it and what its record says beyond the content (the file's uuid, parent,
+    time, model, usage). Messages and parts are never rewritten; these rows sit beside
+    them."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="+")
+    source_id = models.CharField(max_length=255)
+    key = models.CharField(max_length=80)  # "call:<id>", "result:<id>", "text:<sha1>", …
+    message = models.ForeignKey(Message, on_delete=models.PROTECT, related_name="joined_records")
+    facts = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "source_id", "key"], name="joined_record_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["message", "key"], name="joined_record_claim")]
+
+    def __str__(self) -> str:
+        return f"{self.source_id} [{self.key}] -> message {self.message_id}"

@@ -17,7 +17,6 @@ re-import writes nothing twice.
 from __future__ import annotations
 
 from django.db import transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from compaction import fidelity
@@ -26,6 +25,7 @@ from compaction.summarizers import SourceItem
 from conversations.models import Message, Summary, SummaryKind, SummaryLevel, SummaryMessage
 from core import locks
 from core.token_estimate import estimate
+from importers import join
 from importers.models import ImportedSummary
 from importers.report import ConversationResult
 from importers.transcripts.common import AgentCompaction
@@ -98,26 +98,32 @@ def _link_one(conversation_id: int, compaction: AgentCompaction, result: Convers
 
 
 def _covered_rows(conversation_id: int, compaction: AgentCompaction) -> list[tuple]:
-    """(external id, pk, created_at, token_count) of the stored messages it covers, in order."""
+    """(external id, pk, created_at, token_count) of the stored messages it covers, in
+    order; a record stored in a drop-in message (importers/join.py) counts as that
+    message, once."""
+    holders = join.messages_of(conversation_id, list(dict.fromkeys(compaction.covered)))
     rows = {
-        row[0]: row
-        for row in Message.objects.filter(
-            conversation_id=conversation_id, external_id__in=compaction.covered
-        ).values_list("external_id", "pk", "created_at", "token_count")
+        row[1]: row
+        for row in Message.objects.filter(pk__in=set(holders.values())).values_list(
+            "external_id", "pk", "created_at", "token_count"
+        )
     }
-    return [rows[e] for e in dict.fromkeys(compaction.covered) if e in rows]
+    ordered = [rows[holders[e]] for e in dict.fromkeys(compaction.covered) if e in holders]
+    return list({row[1]: row for row in ordered}.values())
 
 
 def _linked_already(conversation_id: int, last_message_id: int) -> bool:
-    """Whether an agent compaction already ends at that message: the agent's PostCompact
-    hook links its compaction from the hook input before the agent writes it to its
-    transcript, and the transcript's import then finds it there (and the other way round)."""
+    """Whether an agent compaction already covers that message (the last one a compaction
+    replaced): the agent's PostCompact hook links its compaction from the hook input
+    before the agent writes it to its transcript, the drop-in links a `/compact` it passed
+    through when its answer is stored, and the transcript's import then finds it there
+    (and the other way round). Two compactions of one session never cover one message."""
     linked = Summary.objects.filter(
         conversation_id=conversation_id, model__endswith="(agent compaction)"
     ).values_list("pk", flat=True)
-    ends = SummaryMessage.objects.filter(summary_id__in=list(linked)).values("summary_id")
-    ends = ends.annotate(last=Max("message_id"))
-    return any(row["last"] == last_message_id for row in ends)
+    return SummaryMessage.objects.filter(
+        summary_id__in=list(linked), message_id=last_message_id
+    ).exists()
 
 
 def _record_fidelity(row: Summary, message_ids: list[int]) -> None:

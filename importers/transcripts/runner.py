@@ -22,8 +22,9 @@ from django.db import DatabaseError
 
 from conversations.inputs import MessageInput, parse_message
 from conversations.models import Conversation, Message
-from conversations.services import conversation_create, messages_append
+from conversations.services import conversation_create
 from core.api.errors import InvalidInput, LcmError
+from importers import join
 from importers.models import Format, ImportedConversation
 from importers.report import ConversationResult, ImportReport
 from importers.session_facts import record_session_facts
@@ -239,7 +240,9 @@ def _append(
         result.failed = error.message
         result.problem(error.code, error.message)
         return
-    if created:
+    if created or not ImportedConversation.objects.filter(conversation=stored).exists():
+        # Also on a conversation the drop-in began (the session seen from both sides:
+        # importers/join.py): the drop-in then joins what it stores with the import.
         ImportedConversation.objects.get_or_create(
             conversation=stored,
             defaults={"format": format, "source_key": result.session_id, "source_path": path},
@@ -254,8 +257,8 @@ def _append(
 
 def _append_batch(result: ConversationResult, conversation_id: int, format: str, batch) -> None:
     try:
-        appended = messages_append(
-            conversation_id=conversation_id, messages=[p.item for p in batch]
+        appended = join.append(
+            conversation_id=conversation_id, messages=[p.item for p in batch], side=join.IMPORT
         )
     except (LcmError, DatabaseError) as error:
         message = getattr(error, "message", None) or str(error)
@@ -268,7 +271,7 @@ def _append_batch(result: ConversationResult, conversation_id: int, format: str,
             [
                 (a.message.pk, p.item.external_id, p.said)
                 for p, a in zip(batch, appended, strict=True)
-                if p.item.external_id
+                if p.item.external_id and a.message.external_id == p.item.external_id
             ],
         )
     new = [a for a in appended if a.created]
