@@ -588,7 +588,13 @@ def _token_pieces(message: dict) -> tuple[str, str | None]:
     identity = _identity(message)
     if not any(identity[2:]):
         return identity[1], None
-    return identity[1], json.dumps(identity[2:], ensure_ascii=False)
+    # A call's input is sent (and counted) though it is not part of the identity.
+    calls = [
+        [block["id"], block["name"], block.get("input")]
+        for block in message["blocks"]
+        if block.get("type") == "tool_use"
+    ]
+    return identity[1], json.dumps([calls, *identity[3:]], ensure_ascii=False)
 
 
 def request_total(request: DropinRequest) -> int:

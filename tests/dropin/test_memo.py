@@ -84,14 +84,17 @@ def test_values_python_holds_equal_are_still_different_messages():
     as_bool = [{"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "t", "content": "x", "is_error": True}]}]  # fmt: skip
     assert as_int == as_bool  # to Python, not to JSON
+    # A tool call's input is not part of its identity (its id is), but it is part of the
+    # tokens sent: a remembered int input must not stand for the same input as floats.
     int_input = [{"role": "user", "content": "go"}, {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t", "name": "Bash", "input": {"n": 1}}]}]  # fmt: skip
-    bool_input = [{"role": "user", "content": "go"}, {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t", "name": "Bash", "input": {"n": True}}]}]  # fmt: skip
+        {"type": "tool_use", "id": "t", "name": "Bash", "input": {"n": [1] * 40}}]}]  # fmt: skip
+    float_input = [{"role": "user", "content": "go"}, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t", "name": "Bash", "input": {"n": [1.5 - 0.5] * 40}}]}]  # fmt: skip
+    assert int_input == float_input
     first = _figures(int_input)
-    second = _figures(bool_input)
-    assert first[0][-1] != second[0][-1]
-    assert second == _without_memo(bool_input)
+    second = _figures(float_input)
+    assert first[1] < second[1]
+    assert first == _without_memo(int_input) and second == _without_memo(float_input)
     assert memo.key(wire.WIRE, as_int[0])[0] != memo.key(wire.WIRE, as_bool[0])[0]
 
 
