@@ -58,7 +58,7 @@ class LiveServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> LiveServer:
+    def start(self, timeout: float = 60.0) -> LiveServer:
         command = [
             sys.executable,
             str(ROOT / "manage.py"),
@@ -82,6 +82,8 @@ class LiveServer:
                 return self
             except httpx.HTTPError:
                 time.sleep(0.1)
+        self.process.kill()  # never left behind by a failed test
+        self.process.wait()
         raise RuntimeError(f"server did not come up: {self.log.read_text()[-3000:]}")
 
     def kill(self) -> None:
