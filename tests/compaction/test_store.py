@@ -88,7 +88,7 @@ def test_locks_refuse_to_run_outside_a_transaction():
 
 
 def test_lock_kinds_are_never_renumbered():
-    assert {kind.name: int(kind) for kind in locks.LockKind} == {"COMPACTION": 1}
+    assert {kind.name: int(kind) for kind in locks.LockKind} == {"COMPACTION": 1, "SESSION_JOIN": 2}
 
 
 def test_the_leaf_candidate_is_capped_and_stops_before_the_tail(conversation, settings):
