@@ -16,7 +16,7 @@ from turns.models import Phase, StateCheckpoint, UserTurn
 
 pytestmark = pytest.mark.process
 
-ROUNDS = suite.count(ci=4, slow_count=10)  # kills in the SIGKILL test
+ROUNDS = suite.count(ci=3, slow_count=10)  # kills in the SIGKILL test
 SLOW = {"LCM_OFFLINE_STREAM_CHUNKS": "40", "LCM_OFFLINE_STREAM_DELAY_MS": "25"}
 
 

@@ -1,5 +1,5 @@
 """SIGKILL the background worker (a real `manage.py qcluster`, its whole process group) in
-the middle of the librarian, at random points, 4 times (10 with --slow); then start it
+the middle of the librarian, at random points, 3 times (10 with --slow); then start it
 once more. The reconciler (at worker start, then every few seconds) and the job leases
 finish the work: 0 duplicate state commits, 0 head corruption, every turn done."""
 
@@ -27,7 +27,7 @@ from turns.models import Branch, Phase, StateCheckpoint, TurnJob, UserTurn
 pytestmark = pytest.mark.process
 
 TURNS = 12
-KILLS = suite.count(ci=4, slow_count=10)
+KILLS = suite.count(ci=3, slow_count=10)
 
 
 def _start_worker(env: dict) -> subprocess.Popen:
