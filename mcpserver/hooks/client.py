@@ -32,8 +32,9 @@ import uuid
 from pathlib import Path
 
 # From the process's start (Python's own start takes 0.1-1 s on a busy machine), leaving
-# time to print and exit: the hook ends within 2 s.
-DEADLINE_SECONDS = 1.6
+# time to print, stop the local child and exit: the hook ends within 2 s (at 1.6 s, a
+# SessionStart took 2.07 s under a loaded CI run).
+DEADLINE_SECONDS = 1.4
 UPLOAD_TIMEOUT_SECONDS = 120  # the detached replay's upload of one transcript
 MANAGE_PY = Path(__file__).resolve().parents[2] / "manage.py"
 EVENTS = ("session-start", "pre-compact", "post-compact", "user-prompt-submit", "replay")
