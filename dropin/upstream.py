@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import httpx
+import httpx2 as httpx  # the SDKs depend on it (the httpx API, renamed)
 
 from dropin.receipt_items import receipt_context
 from providers.base import ProviderRequest, ProviderResponse, StreamEvent
