@@ -7,8 +7,8 @@ message."""
 
 from __future__ import annotations
 
-from conversations.models import Conversation, Message, SummaryMessage
-from importers.repair import latest_agent_compaction
+from conversations.models import Conversation, Message
+from importers.repair import last_compacted_seq
 from importers.report import ConversationResult
 from importers.transcripts.agent_compactions import link_agent_compactions
 from importers.transcripts.common import AgentCompaction
@@ -23,17 +23,7 @@ def checkpoint_link(*, conversation_id: int, at_external_id: str, text: str, aut
     )
     if at is None:
         return
-    after = 0
-    previous = latest_agent_compaction(conversation=Conversation(pk=conversation_id))
-    if previous is not None:
-        ids = SummaryMessage.objects.filter(summary=previous).values_list("message_id", flat=True)
-        after = (
-            Message.objects.filter(pk__in=list(ids))
-            .order_by("-seq")
-            .values_list("seq", flat=True)
-            .first()
-            or 0
-        )
+    after = last_compacted_seq(conversation=Conversation(pk=conversation_id))
     covered = list(
         Message.objects.filter(
             conversation_id=conversation_id, seq__gt=after, seq__lt=at, external_id__isnull=False

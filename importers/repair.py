@@ -108,17 +108,7 @@ def link_hook_compaction(
     text = _TAGS.sub("", summary).strip()
     if conversation is None or not text:
         return False
-    previous = latest_agent_compaction(conversation=conversation)
-    after = 0
-    if previous is not None:
-        ids = SummaryMessage.objects.filter(summary=previous).values_list("message_id", flat=True)
-        after = (
-            Message.objects.filter(pk__in=list(ids))
-            .order_by("-seq")
-            .values_list("seq", flat=True)
-            .first()
-            or 0
-        )
+    after = last_compacted_seq(conversation=conversation)
     covered = list(
         conversation.messages.filter(seq__gt=after, external_id__isnull=False)
         .order_by("seq")
@@ -140,6 +130,22 @@ def latest_agent_compaction(*, conversation: Conversation) -> Summary | None:
         Summary.objects.filter(conversation=conversation, model__endswith=AGENT_COMPACTION)
         .order_by("-latest_at", "-pk")
         .first()
+    )
+
+
+def last_compacted_seq(*, conversation: Conversation) -> int:
+    """The seq of the last message the latest agent compaction covered (0 without one):
+    the next agent compaction covers what comes after it."""
+    previous = latest_agent_compaction(conversation=conversation)
+    if previous is None:
+        return 0
+    ids = SummaryMessage.objects.filter(summary=previous).values_list("message_id", flat=True)
+    return (
+        Message.objects.filter(pk__in=list(ids))
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+        or 0
     )
 
 
